@@ -1,0 +1,138 @@
+// Package airlock runs untrusted Python inside the host process, safely:
+// CPython compiled to WASI, executed by wazero with a memory-only
+// filesystem, no sockets, a fresh instance per run, and per-run limits on
+// time, memory, output and files.
+//
+//	sb, err := airlock.New(ctx)
+//	res, err := sb.Run(ctx, airlock.Request{Code: `print("hi")`})
+//
+// A Sandbox is safe for concurrent use; each Run gets its own instance and
+// nothing carries over from one run to the next.
+package airlock
+
+import (
+	"io"
+	"time"
+)
+
+// Limits bound one run. Zero fields take the Sandbox's defaults.
+type Limits struct {
+	// Timeout is the wall-clock budget of the run.
+	Timeout time.Duration
+	// Memory caps the guest's linear memory, in bytes.
+	Memory int64
+	// Output caps stdout and stderr, each, in bytes.
+	Output int64
+	// FSBytes caps the total size of files in the guest's filesystem.
+	FSBytes int64
+	// FSFiles caps the number of files and directories in it.
+	FSFiles int
+}
+
+// DefaultLimits are used where neither the Request nor the Sandbox says otherwise.
+var DefaultLimits = Limits{
+	Timeout: 10 * time.Second,
+	Memory:  256 << 20,
+	Output:  1 << 20,
+	FSBytes: 64 << 20,
+	FSFiles: 10000,
+}
+
+func (l Limits) withDefaults(d Limits) Limits {
+	if l.Timeout == 0 {
+		l.Timeout = d.Timeout
+	}
+	if l.Memory == 0 {
+		l.Memory = d.Memory
+	}
+	if l.Output == 0 {
+		l.Output = d.Output
+	}
+	if l.FSBytes == 0 {
+		l.FSBytes = d.FSBytes
+	}
+	if l.FSFiles == 0 {
+		l.FSFiles = d.FSFiles
+	}
+	return l
+}
+
+// Request is one program to run.
+type Request struct {
+	// Code is the Python source to run as __main__.
+	Code string
+	// Filename names the code in tracebacks; default "<main>".
+	Filename string
+	// Files are placed in the guest's filesystem before the run. Keys are
+	// guest paths, absolute or relative to /home/user (the working directory).
+	Files map[string][]byte
+	// Stdin is the program's standard input.
+	Stdin []byte
+	// Env is applied over the default environment (HOME, LANG, ...).
+	Env map[string]string
+	// Limits override the Sandbox's defaults for this run.
+	Limits Limits
+	// Deterministic makes clocks fake (starting at 2000-01-01, advancing
+	// only as the program reads or sleeps), random_get a stream seeded by
+	// Seed, and Python's hash seed fixed: the same program then prints the
+	// same output on every run.
+	Deterministic bool
+	Seed          uint64
+}
+
+// Result is what a run produced. A Result is returned for every run, also
+// when err is non-nil, so partial output is never lost.
+type Result struct {
+	Stdout, Stderr []byte
+	// ExitCode is the guest's exit status (0 also when Error is set and the
+	// guest did not get to exit).
+	ExitCode int
+	// Error is non-nil when the sandbox ended or refused the run; it is the
+	// error Run returns.
+	Error *Error
+	// Duration is the run's wall-clock time, instance creation included.
+	Duration time.Duration
+	// Files are those created or changed under /home/user, sorted by path.
+	Files []File
+	// PeakMemory is the largest linear memory the guest reached, in bytes.
+	PeakMemory int64
+	// StdoutTruncated and StderrTruncated tell that the output cap cut a stream.
+	StdoutTruncated, StderrTruncated bool
+}
+
+// File is a file the run left under /home/user.
+type File struct {
+	Path string // absolute guest path
+	Size int64
+	Data []byte
+}
+
+// Option configures New.
+type Option func(*config)
+
+type config struct {
+	pythonPath string
+	cacheDir   string
+	noCache    bool
+	limits     Limits
+	notice     io.Writer
+}
+
+// WithPython runs the python.wasm at path instead of the default build.
+func WithPython(path string) Option { return func(c *config) { c.pythonPath = path } }
+
+// WithCacheDir keeps compiled code (and looks for the fetched default
+// python.wasm) in dir instead of $AIRLOCK_CACHE_DIR or the user cache dir.
+func WithCacheDir(dir string) Option { return func(c *config) { c.cacheDir = dir } }
+
+// WithoutCompileCache compiles in memory only.
+func WithoutCompileCache() Option { return func(c *config) { c.noCache = true } }
+
+// WithLimits sets the defaults for requests that leave a limit at zero.
+func WithLimits(l Limits) Option { return func(c *config) { c.limits = l.withDefaults(DefaultLimits) } }
+
+// WithNotice receives a one-line message before a slow first compile.
+func WithNotice(w io.Writer) Option { return func(c *config) { c.notice = w } }
+
+// Version is Airlock's own version.
+const Version = "0.1.0-dev"

@@ -1,0 +1,80 @@
+// Command airlock runs untrusted Python in a WASI sandbox.
+//
+//	airlock setup                      fetch and verify the default python.wasm
+//	airlock run [flags] FILE.py | -c CODE
+//	airlock version
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+)
+
+// Exit statuses beyond the program's own (the CLI contract).
+const (
+	exitUsage   = 2
+	exitTimeout = 124
+	exitLimit   = 125
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	code := dispatch(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+const usage = `usage: airlock <command> [flags]
+
+commands:
+  setup     fetch the default python.wasm (npm pack) and verify its sha256
+  run       run a Python file or -c CODE in a fresh sandbox
+  version   print the Python version and the artifact's sha256
+
+Run 'airlock <command> -h' for a command's flags.
+`
+
+// usageError marks errors that exit with status 2.
+type usageError struct{ msg string }
+
+func (e usageError) Error() string { return e.msg }
+
+func dispatch(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return exitUsage
+	}
+	var (
+		code int
+		err  error
+	)
+	switch args[0] {
+	case "setup":
+		code, err = cmdSetup(ctx, args[1:], stdout, stderr)
+	case "run":
+		code, err = cmdRun(ctx, args[1:], stdin, stdout, stderr)
+	case "version":
+		code, err = cmdVersion(ctx, args[1:], stdout, stderr)
+	case "-h", "--help", "help":
+		fmt.Fprint(stdout, usage)
+		return 0
+	default:
+		fmt.Fprintf(stderr, "airlock: unknown command %q\n%s", args[0], usage)
+		return exitUsage
+	}
+	if err != nil {
+		fmt.Fprintln(stderr, "airlock:", err)
+		var ue usageError
+		if errors.As(err, &ue) {
+			return exitUsage
+		}
+		if code == 0 {
+			code = 1
+		}
+	}
+	return code
+}

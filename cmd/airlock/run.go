@@ -1,0 +1,268 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/airlock-sandbox/airlock"
+)
+
+// multiFlag collects a repeatable string flag.
+type multiFlag []string
+
+func (m *multiFlag) String() string     { return strings.Join(*m, ",") }
+func (m *multiFlag) Set(v string) error { *m = append(*m, v); return nil }
+
+// sizeFlag parses 256MiB, 1MB, 4096 and the like.
+type sizeFlag struct{ n int64 }
+
+func (s *sizeFlag) String() string { return strconv.FormatInt(s.n, 10) }
+func (s *sizeFlag) Set(v string) error {
+	n, err := parseSize(v)
+	s.n = n
+	return err
+}
+
+var sizeUnits = []struct {
+	suffix string
+	mult   int64
+}{
+	{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30},
+	{"KB", 1e3}, {"MB", 1e6}, {"GB", 1e9},
+	{"K", 1 << 10}, {"M", 1 << 20}, {"G", 1 << 30}, {"B", 1},
+}
+
+func parseSize(v string) (int64, error) {
+	mult := int64(1)
+	num := strings.TrimSpace(v)
+	for _, u := range sizeUnits {
+		if strings.HasSuffix(num, u.suffix) {
+			num, mult = strings.TrimSpace(strings.TrimSuffix(num, u.suffix)), u.mult
+			break
+		}
+	}
+	n, err := strconv.ParseInt(num, 10, 64)
+	if err != nil || n < 0 || n > (1<<62)/mult {
+		return 0, fmt.Errorf("invalid size %q (want e.g. 256MiB, 1MB, 4096)", v)
+	}
+	return n * mult, nil
+}
+
+// commonFlags are the flags every command that builds a Sandbox takes.
+type commonFlags struct {
+	python   string
+	cacheDir string
+}
+
+func (c *commonFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&c.python, "python", "", "python.wasm to run (default: $AIRLOCK_PYTHON, else the fetched default build)")
+	fs.StringVar(&c.cacheDir, "cache-dir", "", "artifact and compile cache (default: $AIRLOCK_CACHE_DIR or the user cache dir)")
+}
+
+func (c *commonFlags) sandbox(ctx context.Context, stderr io.Writer) (*airlock.Sandbox, error) {
+	opts := []airlock.Option{airlock.WithNotice(stderr)}
+	if c.python != "" {
+		opts = append(opts, airlock.WithPython(c.python))
+	}
+	if c.cacheDir != "" {
+		opts = append(opts, airlock.WithCacheDir(c.cacheDir))
+	}
+	return airlock.New(ctx, opts...)
+}
+
+// parseInterleaved lets flags follow positional arguments, as in
+// `airlock run main.py --json`.
+func parseInterleaved(fs *flag.FlagSet, args []string) ([]string, error) {
+	var positional []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return nil, err
+		}
+		if fs.NArg() == 0 {
+			return positional, nil
+		}
+		positional = append(positional, fs.Arg(0))
+		args = fs.Args()[1:]
+	}
+}
+
+type jsonFile struct {
+	Path string `json:"path"`
+	Size int64  `json:"size"`
+}
+
+type jsonError struct {
+	Kind    string `json:"kind"`
+	Message string `json:"message"`
+}
+
+// jsonResult is the --json contract; field names are stable.
+type jsonResult struct {
+	ExitCode   int        `json:"exit_code"`
+	Stdout     string     `json:"stdout"`
+	Stderr     string     `json:"stderr"`
+	Error      *jsonError `json:"error"`
+	DurationMS float64    `json:"duration_ms"`
+	Files      []jsonFile `json:"files"`
+}
+
+func cmdRun(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) (int, error) {
+	fs := flag.NewFlagSet("airlock run", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var (
+		common        commonFlags
+		code          = fs.String("c", "", "program passed in as a string")
+		timeout       = fs.Duration("timeout", airlock.DefaultLimits.Timeout, "wall-clock limit")
+		memory        = &sizeFlag{airlock.DefaultLimits.Memory}
+		output        = &sizeFlag{airlock.DefaultLimits.Output}
+		fsBytes       = &sizeFlag{airlock.DefaultLimits.FSBytes}
+		fsFiles       = fs.Int("fs-files", airlock.DefaultLimits.FSFiles, "max files and directories in the sandbox")
+		files         multiFlag
+		outDir        = fs.String("out", "", "write files created or changed under /home/user to this directory")
+		stdinFile     = fs.String("stdin", "", "file to feed as the program's stdin ('-' for this process's stdin)")
+		asJSON        = fs.Bool("json", false, "print one JSON object instead of the program's output")
+		deterministic = fs.Bool("deterministic", false, "fake clocks, seeded randomness, fixed hash seed")
+		seed          = fs.Uint64("seed", 0, "seed for --deterministic")
+	)
+	common.register(fs)
+	fs.Var(memory, "memory", "memory limit (e.g. 256MiB)")
+	fs.Var(output, "output-limit", "cap on stdout and on stderr, each")
+	fs.Var(fsBytes, "fs-bytes", "cap on the total size of files in the sandbox")
+	fs.Var(&files, "file", "HOST[:GUEST] file to copy in (repeatable; default guest path /home/user/<basename>)")
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "usage: airlock run [flags] FILE.py | -c CODE")
+		fs.PrintDefaults()
+	}
+	positional, err := parseInterleaved(fs, args)
+	if errors.Is(err, flag.ErrHelp) {
+		return 0, nil
+	}
+	if err != nil {
+		return exitUsage, usageError{err.Error()}
+	}
+	req := airlock.Request{
+		Limits: airlock.Limits{
+			Timeout: *timeout, Memory: memory.n, Output: output.n, FSBytes: fsBytes.n, FSFiles: *fsFiles,
+		},
+		Deterministic: *deterministic,
+		Seed:          *seed,
+		Files:         map[string][]byte{},
+	}
+	switch {
+	case *code != "" && len(positional) == 0:
+		req.Code, req.Filename = *code, "<string>"
+	case *code == "" && len(positional) == 1:
+		src, err := os.ReadFile(positional[0])
+		if err != nil {
+			return 1, err
+		}
+		req.Code, req.Filename = string(src), filepath.Base(positional[0])
+	default:
+		fs.Usage()
+		return exitUsage, usageError{"give exactly one of FILE.py or -c CODE"}
+	}
+	for _, spec := range files {
+		host, guest, ok := strings.Cut(spec, ":")
+		if !ok {
+			guest = filepath.Base(host)
+		}
+		data, err := os.ReadFile(host)
+		if err != nil {
+			return 1, fmt.Errorf("--file: %w", err)
+		}
+		req.Files[guest] = data
+	}
+	switch *stdinFile {
+	case "":
+	case "-":
+		if req.Stdin, err = io.ReadAll(stdin); err != nil {
+			return 1, fmt.Errorf("--stdin: %w", err)
+		}
+	default:
+		if req.Stdin, err = os.ReadFile(*stdinFile); err != nil {
+			return 1, fmt.Errorf("--stdin: %w", err)
+		}
+	}
+
+	sb, err := common.sandbox(ctx, stderr)
+	if err != nil {
+		return 1, err
+	}
+	defer sb.Close(context.Background())
+	res, runErr := sb.Run(ctx, req)
+	if *outDir != "" {
+		if err := writeOut(*outDir, res.Files); err != nil {
+			return 1, err
+		}
+	}
+	if *asJSON {
+		printJSON(stdout, res)
+	} else {
+		stdout.Write(res.Stdout)
+		stderr.Write(res.Stderr)
+		if runErr != nil {
+			fmt.Fprintln(stderr, "airlock:", runErr)
+		}
+	}
+	return exitStatus(res), nil
+}
+
+// exitStatus maps a Result to the CLI's exit status contract.
+func exitStatus(res *airlock.Result) int {
+	if res.Error == nil {
+		return res.ExitCode
+	}
+	switch res.Error.Kind {
+	case airlock.KindTimeout:
+		return exitTimeout
+	case airlock.KindInvalidRequest:
+		return exitUsage
+	}
+	return exitLimit
+}
+
+func printJSON(w io.Writer, res *airlock.Result) {
+	out := jsonResult{
+		ExitCode:   res.ExitCode,
+		Stdout:     string(res.Stdout),
+		Stderr:     string(res.Stderr),
+		DurationMS: float64(res.Duration) / float64(time.Millisecond),
+		Files:      []jsonFile{},
+	}
+	if res.Error != nil {
+		out.Error = &jsonError{Kind: string(res.Error.Kind), Message: res.Error.Message}
+	}
+	for _, f := range res.Files {
+		out.Files = append(out.Files, jsonFile{Path: f.Path, Size: f.Size})
+	}
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	_ = enc.Encode(out)
+}
+
+// writeOut saves result files under dir, by their path below /home/user.
+func writeOut(dir string, files []airlock.File) error {
+	for _, f := range files {
+		rel, ok := strings.CutPrefix(f.Path, "/home/user/")
+		if !ok || !filepath.IsLocal(rel) {
+			continue
+		}
+		dst := filepath.Join(dir, filepath.FromSlash(rel))
+		if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+			return fmt.Errorf("--out: %w", err)
+		}
+		if err := os.WriteFile(dst, f.Data, 0o644); err != nil {
+			return fmt.Errorf("--out: %w", err)
+		}
+	}
+	return nil
+}

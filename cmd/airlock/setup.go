@@ -1,0 +1,84 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+
+	"github.com/airlock-sandbox/airlock"
+	"github.com/airlock-sandbox/airlock/python"
+)
+
+func cmdSetup(ctx context.Context, args []string, stdout, stderr io.Writer) (int, error) {
+	fs := flag.NewFlagSet("airlock setup", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var common commonFlags
+	common.register(fs)
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0, nil
+		}
+		return exitUsage, usageError{err.Error()}
+	}
+	dir := common.cacheDir
+	if dir == "" {
+		var err error
+		if dir, err = python.CacheDir(); err != nil {
+			return 1, err
+		}
+	}
+	path, err := python.Fetch(ctx, dir, stderr)
+	if err != nil {
+		return 1, err
+	}
+	fmt.Fprintf(stdout, "python.wasm %s (sha256 %s, verified)\n", path, python.DefaultSHA256)
+	// Compile once now so the first run does not pay for it.
+	sb, err := common.sandbox(ctx, stderr)
+	if err != nil {
+		return 1, err
+	}
+	return 0, sb.Close(ctx)
+}
+
+func cmdVersion(ctx context.Context, args []string, stdout, stderr io.Writer) (int, error) {
+	fs := flag.NewFlagSet("airlock version", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var common commonFlags
+	common.register(fs)
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0, nil
+		}
+		return exitUsage, usageError{err.Error()}
+	}
+	sb, err := common.sandbox(ctx, stderr)
+	if err != nil {
+		return 1, err
+	}
+	defer sb.Close(context.Background())
+	res, err := sb.Run(ctx, airlock.Request{Code: "import sys; print(sys.version.split()[0])"})
+	if err != nil {
+		return 1, fmt.Errorf("ask python for its version: %w", err)
+	}
+	info := sb.Info()
+	src := info.Path
+	if src == "" {
+		src = "(embedded)"
+	}
+	pin := "custom build"
+	if info.Pinned {
+		pin = "pinned default " + python.DefaultPackage
+	}
+	fmt.Fprintf(stdout, "airlock %s\npython %s\nartifact %s\nsha256 %s (%s)\n",
+		airlock.Version, trimNL(string(res.Stdout)), src, info.SHA256, pin)
+	return 0, nil
+}
+
+func trimNL(s string) string {
+	for len(s) > 0 && (s[len(s)-1] == '\n' || s[len(s)-1] == '\r') {
+		s = s[:len(s)-1]
+	}
+	return s
+}

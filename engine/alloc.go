@@ -1,0 +1,59 @@
+package engine
+
+import (
+	"sync/atomic"
+
+	"github.com/tetratelabs/wazero/experimental"
+)
+
+// linearMemory backs one instance's memory with a region reserved once at
+// the run's cap, so growth never copies and never exceeds the cap. The
+// reservation costs address space only: pages are committed when touched.
+type linearMemory struct {
+	buf   []byte // the whole reservation; len = cap
+	size  uint64
+	limit *runLimits
+	free  func([]byte)
+}
+
+// runLimits is shared by the allocator and the run that reads it afterwards.
+type runLimits struct {
+	maxBytes uint64
+	peak     atomic.Uint64
+	hit      atomic.Bool
+}
+
+func (m *linearMemory) Reallocate(size uint64) []byte {
+	if size > uint64(len(m.buf)) {
+		m.limit.hit.Store(true)
+		return nil
+	}
+	m.size = size
+	if size > m.limit.peak.Load() {
+		m.limit.peak.Store(size)
+	}
+	return m.buf[:size:size]
+}
+
+func (m *linearMemory) Free() {
+	if m.buf != nil {
+		m.free(m.buf)
+		m.buf = nil
+	}
+}
+
+// allocator hands out linearMemory reservations capped at limits.maxBytes.
+type allocator struct{ limits *runLimits }
+
+func (a allocator) Allocate(_, max uint64) experimental.LinearMemory {
+	size := min(a.limits.maxBytes, max)
+	buf, free := reserve(size)
+	return &linearMemory{buf: buf, limit: a.limits, free: free}
+}
+
+// reserveHeap is the portable fallback: a Go slice of the full cap. The Go
+// runtime maps large allocations lazily on most systems, so untouched pages
+// still cost little.
+func reserveHeap(size uint64) ([]byte, func([]byte)) {
+	return make([]byte, size), func([]byte) {}
+}

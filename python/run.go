@@ -1,0 +1,65 @@
+package python
+
+import (
+	_ "embed"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+)
+
+//go:embed prelude.py
+var prelude string
+
+// Home is the guest's working directory and home, as in e2b.
+const Home = "/home/user"
+
+// Args is the guest's argv: the prelude, run with -c.
+func Args() []string { return []string{"python", "-c", prelude} }
+
+// DefaultEnv is the environment every run starts from; a request's own
+// variables are applied over it.
+func DefaultEnv() []string {
+	return []string{
+		"HOME=" + Home,
+		"PWD=" + Home,
+		"LANG=C.UTF-8",
+		"PYTHONDONTWRITEBYTECODE=1",
+	}
+}
+
+// MergeEnv applies overrides (KEY=VALUE) over base, keeping base's order.
+func MergeEnv(base []string, overrides map[string]string) []string {
+	out := make([]string, 0, len(base)+len(overrides))
+	seen := map[string]bool{}
+	for _, kv := range base {
+		k, _, _ := strings.Cut(kv, "=")
+		if v, ok := overrides[k]; ok {
+			kv = k + "=" + v
+			seen[k] = true
+		}
+		out = append(out, kv)
+	}
+	extra := make([]string, 0, len(overrides))
+	for k := range overrides {
+		if !seen[k] {
+			extra = append(extra, k)
+		}
+	}
+	sort.Strings(extra) // a stable environment, run after run
+	for _, k := range extra {
+		out = append(out, k+"="+overrides[k])
+	}
+	return out
+}
+
+// Stdin is what fd 0 delivers: the code frame the prelude reads, then the
+// program's own stdin.
+func Stdin(filename string, code []byte, stdin io.Reader) io.Reader {
+	header := fmt.Sprintf("%08x%08x%s", len(filename), len(code), filename)
+	frame := io.MultiReader(strings.NewReader(header), strings.NewReader(string(code)))
+	if stdin == nil {
+		return frame
+	}
+	return io.MultiReader(frame, stdin)
+}

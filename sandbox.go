@@ -1,0 +1,278 @@
+package airlock
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"path"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/airlock-sandbox/airlock/engine"
+	"github.com/airlock-sandbox/airlock/python"
+	"github.com/airlock-sandbox/airlock/wasi"
+	"github.com/airlock-sandbox/airlock/wasi/memfs"
+)
+
+// Sandbox runs requests against one compiled python.wasm.
+type Sandbox struct {
+	cfg      config
+	module   *engine.Module
+	artifact *python.Artifact
+}
+
+// New loads python.wasm (see WithPython) and compiles it, or reuses the
+// process's compiled copy and the on-disk cache.
+//
+// # Errors
+// python.ErrNotFetched when no python.wasm is available, python.ErrChecksum
+// for a default artifact that is not the pinned one, a compile error.
+func New(ctx context.Context, opts ...Option) (*Sandbox, error) {
+	cfg := config{limits: DefaultLimits}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	if cfg.cacheDir == "" {
+		dir, err := python.CacheDir()
+		if err != nil {
+			return nil, err
+		}
+		cfg.cacheDir = dir
+	}
+	art, err := python.Load(cfg.pythonPath, cfg.cacheDir)
+	if err != nil {
+		return nil, fmt.Errorf("airlock: %w", err)
+	}
+	engOpts := engine.Options{Notice: cfg.notice}
+	if !cfg.noCache {
+		engOpts.CacheDir = filepath.Join(cfg.cacheDir, "compiled")
+	}
+	mod, err := engine.Load(ctx, art.Wasm, engOpts)
+	if err != nil {
+		return nil, fmt.Errorf("airlock: %w", err)
+	}
+	return &Sandbox{cfg: cfg, module: mod, artifact: art}, nil
+}
+
+// Close releases the compiled module (shared copies stay until their last
+// Sandbox closes).
+func (sb *Sandbox) Close(ctx context.Context) error { return sb.module.Close(ctx) }
+
+// Info describes the python.wasm a Sandbox runs.
+type Info struct {
+	Path   string // "" when embedded
+	SHA256 string
+	Pinned bool // the verified default build
+}
+
+// Info reports the artifact in use.
+func (sb *Sandbox) Info() Info {
+	return Info{Path: sb.artifact.Path, SHA256: sb.artifact.SHA256, Pinned: sb.artifact.Pinned}
+}
+
+// maxCodeBytes bounds a request's source: far above any real program, far
+// below what could hurt the host.
+const maxCodeBytes = 16 << 20
+
+// Run executes req in a fresh instance. It always returns a Result; err is
+// Result.Error (nil when the program ran to its own exit, whatever its
+// exit code).
+func (sb *Sandbox) Run(ctx context.Context, req Request) (*Result, error) {
+	start := time.Now()
+	res := &Result{}
+	fail := func(e *Error) (*Result, error) {
+		res.Error = e
+		res.Duration = time.Since(start)
+		return res, e
+	}
+	limits, err := sb.validate(&req)
+	if err != nil {
+		return fail(err)
+	}
+	fs := memfs.New(memfs.Options{Quota: memfs.Quota{MaxBytes: limits.FSBytes, MaxInodes: limits.FSFiles}})
+	inputs, err := placeFiles(fs, req.Files)
+	if err != nil {
+		return fail(err)
+	}
+	stdout := &capWriter{limit: limits.Output}
+	stderr := &capWriter{limit: limits.Output}
+	env := python.DefaultEnv()
+	wcfg := wasi.Config{
+		Args:   python.Args(),
+		Stdin:  python.Stdin(req.Filename, []byte(req.Code), bytes.NewReader(req.Stdin)),
+		Stdout: stdout,
+		Stderr: stderr,
+		FS:     fs,
+	}
+	if req.Deterministic {
+		wcfg.Clock = wasi.NewFakeClock()
+		wcfg.Random = rand.NewChaCha8(seedBytes(req.Seed))
+		env = append(env, "PYTHONHASHSEED="+strconv.FormatUint(req.Seed%4294967296, 10))
+	}
+	wcfg.Env = python.MergeEnv(env, req.Env)
+	state := wasi.NewState(wcfg)
+
+	runCtx, cancel := context.WithTimeout(ctx, limits.Timeout)
+	defer cancel()
+	out, runErr := sb.module.Run(runCtx, engine.RunSpec{WASI: state, MemoryLimit: uint64(limits.Memory)})
+	state.Close()
+
+	res.Stdout, res.Stderr = stdout.buf.Bytes(), stderr.buf.Bytes()
+	res.StdoutTruncated, res.StderrTruncated = stdout.truncated, stderr.truncated
+	res.ExitCode = int(out.ExitCode)
+	res.PeakMemory = int64(out.PeakMemory)
+	res.Files = changedFiles(fs, inputs)
+	if e := classify(runErr, out, fs, limits); e != nil {
+		return fail(e)
+	}
+	res.Duration = time.Since(start)
+	return res, nil
+}
+
+func seedBytes(seed uint64) (b [32]byte) {
+	for i := range 4 {
+		for j := range 8 {
+			b[i*8+j] = byte(seed >> (8 * j))
+		}
+		seed = seed*6364136223846793005 + 1442695040888963407
+	}
+	return b
+}
+
+// classify turns how the engine ended into the run's Error, if any. A limit
+// the guest ran into counts only when the run did not end cleanly: a
+// program that caught MemoryError and exited 0 succeeded.
+func classify(runErr error, out engine.Outcome, fs *memfs.FS, l Limits) *Error {
+	switch {
+	case runErr == nil:
+		if out.ExitCode == 0 {
+			return nil
+		}
+		if out.MemoryLimitHit {
+			return newError(KindMemoryLimit, nil, "the program exceeded the %d-byte memory limit", l.Memory)
+		}
+		if fs.QuotaHit() {
+			return newError(KindFSQuota, nil, "the program exceeded the filesystem quota (%d bytes, %d files)", l.FSBytes, l.FSFiles)
+		}
+		return nil
+	case errors.Is(runErr, errOutputLimit):
+		return newError(KindOutputLimit, runErr, "output exceeded the %d-byte limit", l.Output)
+	case errors.Is(runErr, engine.ErrMemoryLimit):
+		return newError(KindMemoryLimit, runErr, "the %d-byte memory limit is below what Python needs to start", l.Memory)
+	case errors.Is(runErr, engine.ErrInterrupted):
+		if errors.Is(runErr, context.DeadlineExceeded) {
+			return newError(KindTimeout, runErr, "the run exceeded its %s time limit", l.Timeout)
+		}
+		return newError(KindTimeout, runErr, "the run was cancelled")
+	case out.MemoryLimitHit:
+		return newError(KindMemoryLimit, runErr, "the program exceeded the %d-byte memory limit", l.Memory)
+	}
+	return newError(KindCrash, runErr, "the interpreter crashed: %s", firstLine(runErr.Error()))
+}
+
+func firstLine(s string) string {
+	line, _, _ := strings.Cut(s, "\n")
+	return line
+}
+
+func (sb *Sandbox) validate(req *Request) (Limits, *Error) {
+	l := req.Limits
+	switch {
+	case l.Timeout < 0, l.Memory < 0, l.Output < 0, l.FSBytes < 0, l.FSFiles < 0:
+		return l, newError(KindInvalidRequest, nil, "limits must not be negative")
+	case len(req.Code) > maxCodeBytes:
+		return l, newError(KindInvalidRequest, nil, "code is %d bytes; the maximum is %d", len(req.Code), maxCodeBytes)
+	case strings.ContainsRune(req.Filename, 0):
+		return l, newError(KindInvalidRequest, nil, "filename contains a NUL byte")
+	}
+	for k := range req.Env {
+		if k == "" || strings.ContainsAny(k, "=\x00") || strings.ContainsRune(req.Env[k], 0) {
+			return l, newError(KindInvalidRequest, nil, "env variable %q: names must be non-empty, without '=' or NUL", k)
+		}
+	}
+	if req.Filename == "" {
+		req.Filename = "<main>"
+	}
+	return l.withDefaults(sb.cfg.limits), nil
+}
+
+// guestPath makes p absolute under /home/user and clean.
+func guestPath(p string) string {
+	if !strings.HasPrefix(p, "/") {
+		p = python.Home + "/" + p
+	}
+	return path.Clean(p)
+}
+
+// placeFiles builds the run's filesystem: /home/user, /tmp and the
+// request's files. It returns the inputs by guest path, to tell changed
+// files from untouched ones afterwards.
+func placeFiles(fs *memfs.FS, files map[string][]byte) (map[string][]byte, *Error) {
+	for _, dir := range []string{python.Home, "/tmp"} {
+		if _, err := fs.MkdirAll(dir); err != nil {
+			return nil, newError(KindInvalidRequest, err, "create %s: %v", dir, err)
+		}
+	}
+	inputs := make(map[string][]byte, len(files))
+	for p, data := range files {
+		gp := guestPath(p)
+		if p == "" || strings.ContainsRune(p, 0) || gp == "/" {
+			return nil, newError(KindInvalidRequest, nil, "file path %q is not a valid guest path", p)
+		}
+		if err := fs.WriteFile(gp, data); err != nil {
+			kind := KindInvalidRequest
+			if fs.QuotaHit() {
+				kind = KindFSQuota
+			}
+			return nil, newError(kind, err, "place file %s: %v", gp, err)
+		}
+		inputs[gp] = data
+	}
+	return inputs, nil
+}
+
+// changedFiles lists regular files under /home/user that are new or whose
+// content differs from the request's.
+func changedFiles(fs *memfs.FS, inputs map[string][]byte) []File {
+	var out []File
+	_ = fs.Walk(python.Home, func(p string, n *memfs.Inode) error {
+		if n.Kind() != memfs.KindFile {
+			return nil
+		}
+		data, err := fs.ReadFile(p)
+		if err != nil {
+			return nil
+		}
+		if old, ok := inputs[p]; ok && bytes.Equal(old, data) {
+			return nil
+		}
+		out = append(out, File{Path: p, Size: int64(len(data)), Data: data})
+		return nil
+	})
+	return out
+}
+
+// errOutputLimit is the trap a capWriter raises when a stream overflows.
+var errOutputLimit = errors.New("output limit reached")
+
+// capWriter keeps up to limit bytes and fails the write that would pass
+// it, which ends the run at once.
+type capWriter struct {
+	buf       bytes.Buffer
+	limit     int64
+	truncated bool
+}
+
+func (w *capWriter) Write(p []byte) (int, error) {
+	room := w.limit - int64(w.buf.Len())
+	if int64(len(p)) <= room {
+		return w.buf.Write(p)
+	}
+	w.buf.Write(p[:max(room, 0)])
+	w.truncated = true
+	return int(max(room, 0)), errOutputLimit
+}
