@@ -101,19 +101,14 @@ func (sb *Sandbox) Run(ctx context.Context, req Request) (*Result, error) {
 	stdout := &capWriter{limit: limits.Output}
 	stderr := &capWriter{limit: limits.Output}
 	env := python.DefaultEnv()
-	wcfg := wasi.Config{
-		Args:   python.Args(),
-		Stdin:  python.Stdin(req.Filename, []byte(req.Code), bytes.NewReader(req.Stdin)),
-		Stdout: stdout,
-		Stderr: stderr,
-		FS:     fs,
-	}
+	wcfg := wasi.Config{Args: python.Args(), Stdout: stdout, Stderr: stderr, FS: fs}
 	if req.Deterministic {
 		wcfg.Clock = wasi.NewFakeClock()
 		wcfg.Random = rand.NewChaCha8(seedBytes(req.Seed))
 		env = append(env, "PYTHONHASHSEED="+strconv.FormatUint(req.Seed%4294967296, 10))
 	}
 	wcfg.Env = python.MergeEnv(env, req.Env)
+	wcfg.Stdin = python.Stdin(req.Filename, wcfg.Env, []byte(req.Code), bytes.NewReader(req.Stdin))
 	state := wasi.NewState(wcfg)
 
 	runCtx, cancel := context.WithTimeout(ctx, limits.Timeout)

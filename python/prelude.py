@@ -1,7 +1,8 @@
 # Airlock's run prelude: python -c runs this before any user code.
-# It reads the run's code from stdin (a frame the host writes ahead of the
-# program's own stdin), runs it as __main__ in /home/user, and exits without
-# CPython's finalisation. Names stay inside _airlock_main so the user's
+# It reads the run's frame from stdin (written by the host ahead of the
+# program's own stdin: three 8-digit hex lengths, then the file name, the
+# environment as NUL-separated KEY=VALUE, and the code), runs the code as
+# __main__ in /home/user, and exits without CPython's finalisation. Names stay inside _airlock_main so the user's
 # globals start empty.
 import os
 import sys
@@ -23,10 +24,19 @@ def _airlock_main():
             n -= len(chunk)
         return b"".join(parts)
 
-    header = read_exact(16)
-    name_len, code_len = int(header[:8], 16), int(header[8:], 16)
+    header = read_exact(24)
+    name_len, env_len, code_len = (int(header[i : i + 8], 16) for i in (0, 8, 16))
     name = read_exact(name_len).decode("utf-8", "surrogateescape")
+    env = read_exact(env_len).decode("utf-8", "surrogateescape")
     source = read_exact(code_len)
+
+    # The run's environment travels in the frame as well as through WASI:
+    # an interpreter restored from a snapshot read its environ long ago.
+    os.environ.clear()
+    for item in env.split("\0"):
+        key, sep, value = item.partition("=")
+        if sep:
+            os.environ[key] = value
 
     text = source.decode("utf-8", "replace")
     linecache.cache[name] = (len(text), None, text.splitlines(True), name)

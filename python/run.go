@@ -1,6 +1,7 @@
 package python
 
 import (
+	"bytes"
 	_ "embed"
 	"fmt"
 	"io"
@@ -53,11 +54,12 @@ func MergeEnv(base []string, overrides map[string]string) []string {
 	return out
 }
 
-// Stdin is what fd 0 delivers: the code frame the prelude reads, then the
-// program's own stdin.
-func Stdin(filename string, code []byte, stdin io.Reader) io.Reader {
-	header := fmt.Sprintf("%08x%08x%s", len(filename), len(code), filename)
-	frame := io.MultiReader(strings.NewReader(header), strings.NewReader(string(code)))
+// Stdin is what fd 0 delivers: the frame the prelude reads (see
+// prelude.py), then the program's own stdin.
+func Stdin(filename string, env []string, code []byte, stdin io.Reader) io.Reader {
+	envBlock := strings.Join(env, "\x00")
+	header := fmt.Sprintf("%08x%08x%08x%s%s", len(filename), len(envBlock), len(code), filename, envBlock)
+	frame := io.MultiReader(strings.NewReader(header), bytes.NewReader(code))
 	if stdin == nil {
 		return frame
 	}
