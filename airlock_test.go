@@ -484,16 +484,16 @@ func TestInvalidRequests(t *testing.T) {
 }
 
 func TestRecursionIsCaught(t *testing.T) {
+	// Deep recursion in C (repr of a deeply nested list) with Python's limit
+	// raised: the interpreter's C-stack guard, or else the engine's stack
+	// check, ends the run cleanly; the host never sees it.
 	res, err := run(t, airlock.Request{
-		Code:   "import sys\nsys.setrecursionlimit(10**6)\ndef f(n): return f(n+1)\nf(0)",
-		Limits: airlock.Limits{Timeout: 60 * time.Second},
+		Code: "import sys\nsys.setrecursionlimit(10**6)\nl = []\nfor _ in range(10**5): l = [l]\nprint(len(repr(l)))",
 	})
-	// Either Python reports it or the engine stops a stack overflow: both
-	// end the run cleanly, never the host.
 	if err == nil && res.ExitCode == 0 {
-		t.Fatalf("infinite recursion succeeded")
+		t.Fatalf("100000-deep repr succeeded: %s", res.Stdout)
 	}
-	if err != nil && !errors.Is(err, airlock.ErrCrash) && !errors.Is(err, airlock.ErrMemoryLimit) {
+	if err != nil && !errors.Is(err, airlock.ErrCrash) {
 		t.Fatalf("err = %v", err)
 	}
 	out := mustRun(t, airlock.Request{Code: "def f(n): return f(n+1)\ntry:\n    f(0)\nexcept RecursionError:\n    print('RecursionError')"})

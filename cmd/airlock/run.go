@@ -246,6 +246,7 @@ func printJSON(w io.Writer, res *airlock.Result) {
 	}
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
+	enc.SetEscapeHTML(false)
 	_ = enc.Encode(out)
 }
 

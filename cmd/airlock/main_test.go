@@ -1,0 +1,143 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/airlock-sandbox/airlock"
+)
+
+func TestMain(m *testing.M) {
+	// Hold one Sandbox for the whole test process: every command's own
+	// Sandbox then shares its compiled module instead of reloading it.
+	sb, err := airlock.New(context.Background(), airlock.WithNotice(os.Stderr))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "CLI tests need python.wasm (scripts/setup.sh):", err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	sb.Close(context.Background())
+	os.Exit(code)
+}
+
+func cli(t *testing.T, stdin string, args ...string) (int, string, string) {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	code := dispatch(context.Background(), args, strings.NewReader(stdin), &out, &errOut)
+	return code, out.String(), errOut.String()
+}
+
+func TestRunExitStatuses(t *testing.T) {
+	cases := []struct {
+		name string
+		args []string
+		want int
+	}{
+		{"ok", []string{"run", "-c", "print(1)"}, 0},
+		{"program status", []string{"run", "-c", "import sys; sys.exit(42)"}, 42},
+		{"exception", []string{"run", "-c", "1/0"}, 1},
+		{"timeout", []string{"run", "--timeout", "1s", "-c", "while True: pass"}, exitTimeout},
+		{"memory", []string{"run", "--memory", "32MiB", "-c", "x = bytearray(64 << 20)"}, exitLimit},
+		{"output", []string{"run", "--output-limit", "100", "-c", "print('x' * 1000)"}, exitLimit},
+		{"no program", []string{"run"}, exitUsage},
+		{"both programs", []string{"run", "-c", "pass", "x.py"}, exitUsage},
+		{"bad size", []string{"run", "--memory", "lots", "-c", "pass"}, exitUsage},
+		{"bad flag", []string{"run", "--nope", "-c", "pass"}, exitUsage},
+		{"unknown command", []string{"fly"}, exitUsage},
+		{"no command", nil, exitUsage},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			code, _, stderr := cli(t, "", tc.args...)
+			if code != tc.want {
+				t.Fatalf("exit %d, want %d; stderr:\n%s", code, tc.want, stderr)
+			}
+		})
+	}
+}
+
+func TestRunJSONFilesAndStdin(t *testing.T) {
+	dir := t.TempDir()
+	in := filepath.Join(dir, "in.txt")
+	os.WriteFile(in, []byte("from host"), 0o644)
+	script := filepath.Join(dir, "main.py")
+	os.WriteFile(script, []byte(`
+import sys
+data = open("in.txt").read() + "|" + open("/tmp/renamed.txt").read()
+open("result.txt", "w").write(data + "|" + sys.stdin.read())
+print("done")
+`), 0o644)
+	outDir := filepath.Join(dir, "out")
+	code, stdout, stderr := cli(t, "piped",
+		"run", script, "--file", in, "--file", in+":/tmp/renamed.txt", "--stdin", "-", "--out", outDir, "--json")
+	if code != 0 {
+		t.Fatalf("exit %d: %s %s", code, stdout, stderr)
+	}
+	var res struct {
+		ExitCode   int     `json:"exit_code"`
+		Stdout     string  `json:"stdout"`
+		Stderr     string  `json:"stderr"`
+		Error      *any    `json:"error"`
+		DurationMS float64 `json:"duration_ms"`
+		Files      []struct {
+			Path string `json:"path"`
+			Size int64  `json:"size"`
+		} `json:"files"`
+	}
+	dec := json.NewDecoder(strings.NewReader(stdout))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&res); err != nil {
+		t.Fatalf("--json output: %v\n%s", err, stdout)
+	}
+	if res.Stdout != "done\n" || res.Error != nil || res.DurationMS <= 0 {
+		t.Fatalf("json = %+v", res)
+	}
+	if len(res.Files) != 1 || res.Files[0].Path != "/home/user/result.txt" || res.Files[0].Size != int64(len("from host|from host|piped")) {
+		t.Fatalf("files = %+v", res.Files)
+	}
+	got, err := os.ReadFile(filepath.Join(outDir, "result.txt"))
+	if err != nil || string(got) != "from host|from host|piped" {
+		t.Fatalf("--out: %q %v", got, err)
+	}
+}
+
+func TestRunJSONError(t *testing.T) {
+	code, stdout, _ := cli(t, "", "run", "--json", "--timeout", "1s", "-c", "print('partial', flush=True)\nwhile True: pass")
+	if code != exitTimeout {
+		t.Fatalf("exit %d", code)
+	}
+	var res map[string]any
+	if err := json.Unmarshal([]byte(stdout), &res); err != nil {
+		t.Fatal(err)
+	}
+	e, _ := res["error"].(map[string]any)
+	if e["kind"] != "timeout" || res["stdout"] != "partial\n" {
+		t.Fatalf("json = %v", res)
+	}
+}
+
+func TestParseSize(t *testing.T) {
+	for in, want := range map[string]int64{"4096": 4096, "1KiB": 1024, "256MiB": 256 << 20, "1MB": 1e6, "2G": 2 << 30, "10B": 10} {
+		if got, err := parseSize(in); err != nil || got != want {
+			t.Errorf("parseSize(%q) = %d, %v; want %d", in, got, err, want)
+		}
+	}
+	for _, bad := range []string{"", "-1", "MiB", "1.5MiB", "99999999999999GiB"} {
+		if _, err := parseSize(bad); err == nil {
+			t.Errorf("parseSize(%q) accepted", bad)
+		}
+	}
+}
+
+func TestVersion(t *testing.T) {
+	code, stdout, stderr := cli(t, "", "version")
+	if code != 0 || !strings.Contains(stdout, "python 3.") || !strings.Contains(stdout, "sha256 ") {
+		t.Fatalf("exit %d\n%s%s", code, stdout, stderr)
+	}
+}
