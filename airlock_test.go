@@ -267,7 +267,7 @@ except Exception as e:
 
 func TestTimeout(t *testing.T) {
 	start := time.Now()
-	res, err := run(t, airlock.Request{Code: "print('started', flush=True)\nwhile True: pass", Limits: airlock.Limits{Timeout: 2 * time.Second}})
+	res, err := run(t, airlock.Request{Code: "print('started')\nwhile True: pass", Limits: airlock.Limits{Timeout: 2 * time.Second}})
 	if !errors.Is(err, airlock.ErrTimeout) || !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("err = %v, want ErrTimeout", err)
 	}

@@ -26,6 +26,9 @@ func DefaultEnv() []string {
 		"PWD=" + Home,
 		"LANG=C.UTF-8",
 		"PYTHONDONTWRITEBYTECODE=1",
+		// Unbuffered stdio: a run stopped by its timeout or a crash still
+		// shows everything it printed, and a host call per write is cheap.
+		"PYTHONUNBUFFERED=1",
 	}
 }
 
