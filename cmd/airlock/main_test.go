@@ -141,3 +141,30 @@ func TestVersion(t *testing.T) {
 		t.Fatalf("exit %d\n%s%s", code, stdout, stderr)
 	}
 }
+
+func TestBenchJSON(t *testing.T) {
+	code, stdout, stderr := cli(t, "", "bench", "--runs", "1", "--json")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	var rep struct {
+		Workloads []struct {
+			Name     string  `json:"name"`
+			Mode     string  `json:"mode"`
+			P50MS    float64 `json:"p50_ms"`
+			P99MS    float64 `json:"p99_ms"`
+			RunsPerS float64 `json:"runs_per_s"`
+		} `json:"workloads"`
+	}
+	if err := json.Unmarshal([]byte(stdout), &rep); err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Workloads) == 0 {
+		t.Fatal("no workloads reported")
+	}
+	for _, w := range rep.Workloads {
+		if w.Name == "" || w.Mode == "" || w.P50MS <= 0 || w.P99MS < w.P50MS || w.RunsPerS <= 0 {
+			t.Fatalf("bad row %+v", w)
+		}
+	}
+}

@@ -68,8 +68,8 @@ func (c *commonFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&c.cacheDir, "cache-dir", "", "artifact and compile cache (default: $AIRLOCK_CACHE_DIR or the user cache dir)")
 }
 
-func (c *commonFlags) sandbox(ctx context.Context, stderr io.Writer) (*airlock.Sandbox, error) {
-	opts := []airlock.Option{airlock.WithNotice(stderr)}
+func (c *commonFlags) sandbox(ctx context.Context, stderr io.Writer, extra ...airlock.Option) (*airlock.Sandbox, error) {
+	opts := append([]airlock.Option{airlock.WithNotice(stderr)}, extra...)
 	if c.python != "" {
 		opts = append(opts, airlock.WithPython(c.python))
 	}

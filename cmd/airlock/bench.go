@@ -1,0 +1,98 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"runtime"
+	"text/tabwriter"
+	"time"
+
+	"github.com/airlock-sandbox/airlock"
+	"github.com/airlock-sandbox/airlock/bench"
+)
+
+// benchMode is one way of running the same workloads; each gets its own
+// Sandbox so the modes are measured side by side in one process.
+type benchMode struct {
+	name string
+	opts []airlock.Option
+}
+
+var benchModes = []benchMode{
+	{name: "cold"},
+}
+
+// benchRow is one line of `airlock bench --json`; the keys are stable.
+type benchRow struct {
+	Name     string  `json:"name"`
+	Mode     string  `json:"mode"`
+	Workers  int     `json:"workers"`
+	Runs     int     `json:"runs"`
+	P50MS    float64 `json:"p50_ms"`
+	P99MS    float64 `json:"p99_ms"`
+	RunsPerS float64 `json:"runs_per_s"`
+}
+
+type benchReport struct {
+	Date      string     `json:"date"`
+	GoVersion string     `json:"go"`
+	CPUs      int        `json:"cpus"`
+	Workloads []benchRow `json:"workloads"`
+}
+
+func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) (int, error) {
+	fs := flag.NewFlagSet("airlock bench", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var common commonFlags
+	common.register(fs)
+	runs := fs.Int("runs", 20, "runs per workload, mode and worker count")
+	asJSON := fs.Bool("json", false, "print the report as JSON")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0, nil
+		}
+		return exitUsage, usageError{err.Error()}
+	}
+	if *runs < 1 {
+		return exitUsage, usageError{"--runs must be at least 1"}
+	}
+	report := benchReport{Date: time.Now().UTC().Format(time.RFC3339), GoVersion: runtime.Version(), CPUs: runtime.NumCPU()}
+	for _, mode := range benchModes {
+		sb, err := common.sandbox(ctx, stderr, mode.opts...)
+		if err != nil {
+			return 1, fmt.Errorf("mode %s: %w", mode.name, err)
+		}
+		for _, w := range bench.Workloads {
+			for _, workers := range []int{1, 2} {
+				st, err := bench.Measure(ctx, sb, w, *runs, workers)
+				if err != nil {
+					sb.Close(context.Background())
+					return 1, err
+				}
+				report.Workloads = append(report.Workloads, benchRow{
+					Name: w.Name, Mode: mode.name, Workers: workers, Runs: st.Runs,
+					P50MS: ms(st.P50), P99MS: ms(st.P99), RunsPerS: st.RunsPerS,
+				})
+			}
+		}
+		sb.Close(context.Background())
+	}
+	if *asJSON {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		return 0, enc.Encode(report)
+	}
+	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "workload\tmode\tworkers\truns\tp50 ms\tp99 ms\truns/s\t")
+	for _, r := range report.Workloads {
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%.2f\t%.2f\t%.1f\t\n", r.Name, r.Mode, r.Workers, r.Runs, r.P50MS, r.P99MS, r.RunsPerS)
+	}
+	fmt.Fprintf(tw, "\n%s, %d CPUs, %s\n", report.Date, report.CPUs, report.GoVersion)
+	return 0, tw.Flush()
+}
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
