@@ -2,6 +2,7 @@ package wasi
 
 import (
 	"encoding/binary"
+	"math"
 
 	"github.com/airlock-sandbox/airlock/wasi/errno"
 )
@@ -62,9 +63,16 @@ func (m memory) str(off, n uint32) (string, bool) {
 // make the host walk a huge array for one call.
 const maxIovecs = 1024
 
+// maxIOBytes bounds the bytes one call may move: wasm32's ssize_t, in which
+// wasi-libc returns the count. Vectors may overlap, so their lengths can
+// sum past what a u32 result can report; as readv(2) does for a sum that
+// overflows ssize_t, such a call fails with EINVAL.
+const maxIOBytes = math.MaxInt32
+
 // iovecs resolves a guest iovec array into host slices of guest memory. A
-// vector outside memory fails the whole call with EFAULT before any byte
-// moves, so a partially valid request has no effect.
+// vector outside memory fails the whole call with EFAULT, and lengths
+// summing past maxIOBytes with EINVAL, before any byte moves, so a
+// partially valid request has no effect.
 func (m memory) iovecs(ptr, count uint32, buf [][]byte) ([][]byte, errno.Errno) {
 	if count > maxIovecs {
 		return nil, errno.EINVAL
@@ -74,12 +82,16 @@ func (m memory) iovecs(ptr, count uint32, buf [][]byte) ([][]byte, errno.Errno) 
 		return nil, errno.EFAULT
 	}
 	buf = buf[:0]
+	total := uint64(0)
 	for i := uint32(0); i < count; i++ {
 		base := binary.LittleEndian.Uint32(arr[i*8:])
 		n := binary.LittleEndian.Uint32(arr[i*8+4:])
 		b, ok := m.slice(base, n)
 		if !ok {
 			return nil, errno.EFAULT
+		}
+		if total += uint64(n); total > maxIOBytes {
+			return nil, errno.EINVAL
 		}
 		buf = append(buf, b)
 	}

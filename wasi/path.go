@@ -110,6 +110,11 @@ func pathOpen(_ context.Context, s *State, m memory, p []uint64) errno.Errno {
 	if oflags&oflagDirectory != 0 {
 		flags |= memfs.ODirectory
 	}
+	// Refuse at the descriptor limit before anything is created or
+	// truncated, as open(2) does.
+	if s.open >= s.maxFDs {
+		return errno.EMFILE
+	}
 	write := rights&rightFdWrite != 0 || oflags&oflagTrunc != 0
 	// Refuse a directory opened for writing before anything is created or
 	// truncated, as open(2) does.

@@ -34,9 +34,14 @@ func listSizes(m memory, list []string, countPtr, sizePtr uint32) errno.Errno {
 	for _, a := range list {
 		size += len(a) + 1
 	}
-	if !m.putU32(countPtr, uint32(len(list))) || !m.putU32(sizePtr, uint32(size)) {
+	// Check both before writing either, so a failure leaves no half result.
+	if _, ok := m.slice(countPtr, 4); !ok {
 		return errno.EFAULT
 	}
+	if !m.putU32(sizePtr, uint32(size)) {
+		return errno.EFAULT
+	}
+	m.putU32(countPtr, uint32(len(list)))
 	return errno.ESUCCESS
 }
 
