@@ -42,7 +42,7 @@ const (
 
 func filetypeOf(f *openFile) byte {
 	switch f.kind {
-	case kindStdin, kindStdout, kindStderr:
+	case kindStdin, kindStdout, kindStderr, kindDevice:
 		return filetypeCharDev
 	case kindDir:
 		return filetypeDirectory
@@ -267,7 +267,7 @@ func (s *State) ioArgs(m memory, fd, iovs, count, resultPtr uint32) (*openFile, 
 	return f, bufs, e
 }
 
-func fdRead(_ context.Context, s *State, m memory, p []uint64) errno.Errno {
+func fdRead(ctx context.Context, s *State, m memory, p []uint64) errno.Errno {
 	f, bufs, e := s.ioArgs(m, uint32(p[0]), uint32(p[1]), uint32(p[2]), uint32(p[3]))
 	if e != errno.ESUCCESS {
 		return e
@@ -276,6 +276,8 @@ func fdRead(_ context.Context, s *State, m memory, p []uint64) errno.Errno {
 	switch {
 	case f.kind == kindStdin:
 		total, e = readStream(s.cfg.Stdin, bufs)
+	case f.kind == kindDevice:
+		total, e = s.deviceIO(ctx, f.dev.Read, bufs)
 	case f.kind == kindDir:
 		return errno.EISDIR
 	case f.kind != kindFile || !f.read:
@@ -344,7 +346,7 @@ func (s *State) writeFile(n *memfs.Inode, bufs [][]byte, off int64) (int, errno.
 	return total, errno.ESUCCESS
 }
 
-func fdWrite(_ context.Context, s *State, m memory, p []uint64) errno.Errno {
+func fdWrite(ctx context.Context, s *State, m memory, p []uint64) errno.Errno {
 	f, bufs, e := s.ioArgs(m, uint32(p[0]), uint32(p[1]), uint32(p[2]), uint32(p[3]))
 	if e != errno.ESUCCESS {
 		return e
@@ -363,6 +365,10 @@ func fdWrite(_ context.Context, s *State, m memory, p []uint64) errno.Errno {
 				s.trap = err
 				return errno.EIO
 			}
+		}
+	case f.kind == kindDevice:
+		if total, e = s.deviceIO(ctx, f.dev.Write, bufs); e != errno.ESUCCESS {
+			return e
 		}
 	case f.kind == kindDir:
 		return errno.EISDIR
@@ -391,7 +397,7 @@ func (s *State) positioned(m memory, p []uint64) (*openFile, [][]byte, int64, er
 	switch f.kind {
 	case kindDir:
 		return nil, nil, 0, errno.EISDIR
-	case kindStdin, kindStdout, kindStderr:
+	case kindStdin, kindStdout, kindStderr, kindDevice:
 		return nil, nil, 0, errno.ESPIPE
 	}
 	off := int64(p[3])
@@ -441,7 +447,7 @@ func fdSeek(_ context.Context, s *State, m memory, p []uint64) errno.Errno {
 	switch f.kind {
 	case kindDir:
 		return errno.EISDIR
-	case kindStdin, kindStdout, kindStderr:
+	case kindStdin, kindStdout, kindStderr, kindDevice:
 		return errno.ESPIPE
 	}
 	delta, whence, resultPtr := int64(p[1]), uint32(p[2]), uint32(p[3])

@@ -128,6 +128,8 @@ func pathOpen(_ context.Context, s *State, m memory, p []uint64) errno.Errno {
 	f := &openFile{node: n, kind: kindFile, fdflags: fdflags, read: rights&rightFdRead != 0, write: write}
 	if n.Kind() == memfs.KindDir {
 		f.kind, f.read = kindDir, true
+	} else if dev := s.deviceFor(n); dev != nil {
+		f.kind, f.dev = kindDevice, dev
 	}
 	fd, e := s.addFile(f)
 	if e != errno.ESUCCESS {

@@ -29,6 +29,9 @@ type Config struct {
 	Random io.Reader
 	// MaxFDs caps open descriptors (EMFILE past it); 0 means 1024.
 	MaxFDs int
+	// Devices are host devices by absolute guest path (e.g. "/dev/airlock"),
+	// each created in FS as an empty file; see Device.
+	Devices map[string]Device
 }
 
 // Clock is the guest's notion of time.
@@ -91,6 +94,7 @@ const (
 	kindStderr
 	kindDir
 	kindFile
+	kindDevice
 )
 
 type openFile struct {
@@ -101,6 +105,8 @@ type openFile struct {
 	fdflags uint16
 	read    bool
 	write   bool
+	// dev is the device behind a kindDevice descriptor.
+	dev Device
 	// dirents is the listing fd_readdir pages through; it is taken when a
 	// read starts at cookie 0 so concurrent changes cannot shift the pages.
 	dirents []memfs.DirEntry
@@ -118,6 +124,8 @@ type State struct {
 	// trap, when set by a function, aborts the guest with this error.
 	trap error
 	iov  [][]byte
+	// devices maps the inodes of Config.Devices to their devices.
+	devices map[*memfs.Inode]Device
 }
 
 // NewState prepares a run's WASI world. Fds 0-2 are stdio and fd 3 is the
@@ -145,6 +153,7 @@ func NewState(cfg Config) *State {
 	if s.cfg.Stderr == nil {
 		s.cfg.Stderr = io.Discard
 	}
+	s.installDevices()
 	root := s.fs.Root()
 	s.fs.Retain(root)
 	s.files = []*openFile{
