@@ -1,0 +1,323 @@
+package hostfuncs
+
+import (
+	"bytes"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"reflect"
+	"strings"
+	"time"
+)
+
+// param is one argument of a struct In, in declaration order.
+type param struct {
+	Name     string `json:"name"`
+	Type     string `json:"type"` // a Python type name for the signature hint, or ""
+	Required bool   `json:"required"`
+}
+
+var (
+	bytesType     = reflect.TypeFor[[]byte]()
+	hfBytesType   = reflect.TypeFor[Bytes]()
+	timeType      = reflect.TypeFor[time.Time]()
+	rawType       = reflect.TypeFor[json.RawMessage]()
+	marshalerType = reflect.TypeFor[json.Marshaler]()
+)
+
+// argSchema derives the arguments' JSON schema from In, and for a struct the
+// parameter list.
+func argSchema(t reflect.Type) (map[string]any, []param, error) {
+	g := &schemaGen{seen: map[reflect.Type]bool{}}
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if t.Kind() != reflect.Struct || t == timeType {
+		s, err := g.schema(t)
+		if err != nil {
+			return nil, nil, err
+		}
+		return map[string]any{"type": "array", "prefixItems": []any{s}, "minItems": 1, "maxItems": 1,
+			"description": "exactly one positional argument"}, []param{{Name: "value", Type: pyType(s), Required: true}}, nil
+	}
+	fields := structFields(t)
+	props := map[string]any{}
+	required := []string{}
+	params := make([]param, 0, len(fields))
+	for _, f := range fields {
+		s, err := g.schema(f.typ)
+		if err != nil {
+			return nil, nil, fmt.Errorf("field %s: %w", f.name, err)
+		}
+		props[f.name] = s
+		if f.required {
+			required = append(required, f.name)
+		}
+		params = append(params, param{Name: f.name, Type: pyType(s), Required: f.required})
+	}
+	return map[string]any{"type": "object", "properties": props, "required": required, "additionalProperties": false}, params, nil
+}
+
+type field struct {
+	name     string
+	typ      reflect.Type
+	required bool
+}
+
+// structFields lists the fields encoding/json would use, by JSON name, in
+// declaration order (promoted fields of untagged embedded structs included).
+func structFields(t reflect.Type) []field {
+	var out []field
+	seen := map[string]bool{}
+	for _, sf := range reflect.VisibleFields(t) {
+		if !sf.IsExported() {
+			continue
+		}
+		tag := sf.Tag.Get("json")
+		if tag == "-" {
+			continue
+		}
+		name, opts, _ := strings.Cut(tag, ",")
+		if sf.Anonymous && name == "" {
+			ft := sf.Type
+			if ft.Kind() == reflect.Pointer {
+				ft = ft.Elem()
+			}
+			if ft.Kind() == reflect.Struct {
+				continue // its fields are visited themselves
+			}
+		}
+		if name == "" {
+			name = sf.Name
+		}
+		if seen[name] {
+			continue
+		}
+		seen[name] = true
+		optional := sf.Type.Kind() == reflect.Pointer
+		for _, o := range strings.Split(opts, ",") {
+			if o == "omitempty" || o == "omitzero" {
+				optional = true
+			}
+		}
+		out = append(out, field{name: name, typ: sf.Type, required: !optional})
+	}
+	return out
+}
+
+type schemaGen struct{ seen map[reflect.Type]bool }
+
+// schema covers basic kinds, slices, arrays, maps with string-like keys,
+// nested structs and pointers; a recursive type is cut to {} where it
+// repeats.
+func (g *schemaGen) schema(t reflect.Type) (map[string]any, error) {
+	switch t {
+	case bytesType, hfBytesType:
+		return map[string]any{"type": "string", "contentEncoding": "base64"}, nil
+	case timeType:
+		return map[string]any{"type": "string", "format": "date-time"}, nil
+	case rawType:
+		return map[string]any{}, nil
+	}
+	switch t.Kind() {
+	case reflect.Bool:
+		return map[string]any{"type": "boolean"}, nil
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uintptr:
+		return map[string]any{"type": "integer"}, nil
+	case reflect.Float32, reflect.Float64:
+		return map[string]any{"type": "number"}, nil
+	case reflect.String:
+		return map[string]any{"type": "string"}, nil
+	case reflect.Interface:
+		return map[string]any{}, nil
+	case reflect.Pointer:
+		return g.schema(t.Elem())
+	case reflect.Slice, reflect.Array:
+		items, err := g.schema(t.Elem())
+		if err != nil {
+			return nil, err
+		}
+		s := map[string]any{"type": "array", "items": items}
+		if t.Kind() == reflect.Array {
+			s["minItems"], s["maxItems"] = t.Len(), t.Len()
+		}
+		return s, nil
+	case reflect.Map:
+		switch t.Key().Kind() {
+		case reflect.String, reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+			reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		default:
+			return nil, fmt.Errorf("map key type %s cannot be JSON", t.Key())
+		}
+		vals, err := g.schema(t.Elem())
+		if err != nil {
+			return nil, err
+		}
+		return map[string]any{"type": "object", "additionalProperties": vals}, nil
+	case reflect.Struct:
+		if g.seen[t] {
+			return map[string]any{}, nil
+		}
+		g.seen[t] = true
+		defer delete(g.seen, t)
+		props := map[string]any{}
+		required := []string{}
+		for _, f := range structFields(t) {
+			s, err := g.schema(f.typ)
+			if err != nil {
+				return nil, fmt.Errorf("field %s: %w", f.name, err)
+			}
+			props[f.name] = s
+			if f.required {
+				required = append(required, f.name)
+			}
+		}
+		return map[string]any{"type": "object", "properties": props, "required": required}, nil
+	}
+	if t.Implements(marshalerType) || reflect.PointerTo(t).Implements(marshalerType) {
+		return map[string]any{}, nil
+	}
+	return nil, fmt.Errorf("type %s cannot be JSON", t)
+}
+
+func pyType(s map[string]any) string {
+	switch s["type"] {
+	case "string":
+		if s["contentEncoding"] == "base64" {
+			return "bytes"
+		}
+		return "str"
+	case "integer":
+		return "int"
+	case "number":
+		return "float"
+	case "boolean":
+		return "bool"
+	case "array":
+		return "list"
+	case "object":
+		return "dict"
+	}
+	return ""
+}
+
+// binder maps a call's positional and keyword arguments onto In.
+type binder struct {
+	isStruct bool
+	params   []param
+	index    map[string]int
+	quoted   [][]byte // the names as JSON strings
+}
+
+func newBinder(t reflect.Type, params []param) *binder {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	b := &binder{isStruct: t.Kind() == reflect.Struct && t != timeType, params: params, index: map[string]int{}}
+	for i, p := range params {
+		b.index[p.Name] = i
+		q, _ := json.Marshal(p.Name)
+		b.quoted = append(b.quoted, q)
+	}
+	return b
+}
+
+func (b *binder) bind(in any, args []json.RawMessage, kwargs map[string]json.RawMessage) error {
+	if !b.isStruct {
+		if len(args) != 1 || len(kwargs) != 0 {
+			return fmt.Errorf("takes exactly one positional argument (%d positional, %d keyword given)", len(args), len(kwargs))
+		}
+		return decode(args[0], in)
+	}
+	if len(args) > len(b.params) {
+		return fmt.Errorf("takes at most %d positional arguments but %d were given", len(b.params), len(args))
+	}
+	vals := make([]json.RawMessage, len(b.params))
+	copy(vals, args)
+	for k, v := range kwargs {
+		i, ok := b.index[k]
+		switch {
+		case !ok:
+			return fmt.Errorf("got an unexpected keyword argument %q", k)
+		case i < len(args):
+			return fmt.Errorf("got multiple values for argument %q", k)
+		}
+		vals[i] = v
+	}
+	var buf bytes.Buffer
+	buf.WriteByte('{')
+	first := true
+	for i, p := range b.params {
+		if vals[i] == nil {
+			if p.Required {
+				return fmt.Errorf("missing required argument %q", p.Name)
+			}
+			continue
+		}
+		if !first {
+			buf.WriteByte(',')
+		}
+		first = false
+		buf.Write(b.quoted[i])
+		buf.WriteByte(':')
+		buf.Write(vals[i])
+	}
+	buf.WriteByte('}')
+	return decode(buf.Bytes(), in)
+}
+
+func decode(data []byte, v any) error {
+	err := json.Unmarshal(data, v)
+	var te *json.UnmarshalTypeError
+	if errors.As(err, &te) && te.Field != "" {
+		return fmt.Errorf("argument %q: cannot use a JSON %s as %s", te.Field, te.Value, te.Type)
+	}
+	if errors.As(err, &te) {
+		return fmt.Errorf("cannot use a JSON %s as %s", te.Value, te.Type)
+	}
+	return err
+}
+
+// Bytes is a []byte that reaches Python as bytes: it encodes as
+// {"$bytes": "<base64>"}, which the guest module decodes. It decodes from
+// that form or from a plain base64 string (how Python bytes arrive).
+type Bytes []byte
+
+// MarshalJSON implements json.Marshaler.
+func (b Bytes) MarshalJSON() ([]byte, error) {
+	if b == nil {
+		return []byte("null"), nil
+	}
+	out := make([]byte, 0, base64.StdEncoding.EncodedLen(len(b))+14)
+	out = append(out, `{"$bytes":"`...)
+	out = base64.StdEncoding.AppendEncode(out, b)
+	return append(out, `"}`...), nil
+}
+
+// UnmarshalJSON implements json.Unmarshaler.
+func (b *Bytes) UnmarshalJSON(data []byte) error {
+	if string(data) == "null" {
+		*b = nil
+		return nil
+	}
+	var s string
+	if len(data) > 0 && data[0] == '{' {
+		var obj struct {
+			B *string `json:"$bytes"`
+		}
+		if err := json.Unmarshal(data, &obj); err != nil || obj.B == nil {
+			return errors.New(`hostfuncs: Bytes wants a base64 string or {"$bytes": base64}`)
+		}
+		s = *obj.B
+	} else if err := json.Unmarshal(data, &s); err != nil {
+		return errors.New(`hostfuncs: Bytes wants a base64 string or {"$bytes": base64}`)
+	}
+	dec, err := base64.StdEncoding.DecodeString(s)
+	if err != nil {
+		return fmt.Errorf("hostfuncs: Bytes: %w", err)
+	}
+	*b = dec
+	return nil
+}
