@@ -15,8 +15,9 @@ var prelude string
 // Home is the guest's working directory and home, as in e2b.
 const Home = "/home/user"
 
-// Args is the guest's argv: the prelude, run with -c.
-func Args() []string { return []string{"python", "-c", prelude} }
+// Args is the guest's argv: the prelude, run with -c, after the finder
+// that makes the guest module `airlock` importable (see guest.go).
+func Args() []string { return []string{"python", "-c", command} }
 
 // DefaultEnv is the environment every run starts from; a request's own
 // variables are applied over it.

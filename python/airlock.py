@@ -1,0 +1,240 @@
+"""Call the host's tools: Go functions the program embedding this sandbox
+chose to expose, and nothing else.
+
+    import airlock
+    airlock.call("lookup", "go", limit=3)
+    airlock.tools.lookup("go", limit=3)     # the same, with a docstring
+    help(airlock.tools)                     # what this run may call
+
+Arguments and results travel as JSON: dict, list, str, int, float, bool and
+None as themselves, tuples as lists; bytes (bytearray, memoryview) go as
+base64 strings (a Go []byte receives them as bytes) and come back as bytes
+when the Go side sends hostfuncs.Bytes.
+
+Errors: HostError (the Go function failed, with its message), and its
+subclasses UnknownToolError, ArgumentError, MalformedRequestError,
+PayloadTooLargeError, TooManyCallsError and DeadlineError.
+"""
+
+import os
+import sys
+import types
+
+DEVICE = "/dev/airlock"
+
+__all__ = [
+    "call", "tools", "HostError", "UnknownToolError", "ArgumentError",
+    "MalformedRequestError", "PayloadTooLargeError", "TooManyCallsError",
+    "DeadlineError",
+]
+
+
+class HostError(Exception):
+    """A host call failed; .kind names why and .message says it."""
+
+    def __init__(self, message, kind="error"):
+        super().__init__(message)
+        self.message = message
+        self.kind = kind
+
+
+class UnknownToolError(HostError, AttributeError):
+    """No tool of that name is available to this run."""
+
+
+class ArgumentError(HostError, TypeError):
+    """The arguments do not fit the tool's parameters."""
+
+
+class MalformedRequestError(HostError):
+    """The host could not read the request (or the device was misused)."""
+
+
+class PayloadTooLargeError(HostError):
+    """The request or the result is larger than the run's cap."""
+
+
+class TooManyCallsError(HostError):
+    """The run has made all the host calls it may make."""
+
+
+class DeadlineError(HostError, TimeoutError):
+    """The run's deadline passed before or during the call."""
+
+
+_KINDS = {
+    "unknown_tool": UnknownToolError,
+    "invalid_arguments": ArgumentError,
+    "invalid_request": MalformedRequestError,
+    "payload_too_large": PayloadTooLargeError,
+    "too_many_calls": TooManyCallsError,
+    "deadline": DeadlineError,
+}
+
+_fd = None
+
+
+def _device():
+    global _fd
+    if _fd is None:
+        try:
+            _fd = os.open(DEVICE, os.O_RDWR)
+        except FileNotFoundError:
+            raise UnknownToolError(
+                "no host tools are available in this run", "unknown_tool") from None
+    return _fd
+
+
+def _default(obj):
+    if isinstance(obj, (bytes, bytearray, memoryview)):
+        import binascii
+        return binascii.b2a_base64(bytes(obj), newline=False).decode("ascii")
+    if isinstance(obj, (set, frozenset)):
+        return list(obj)
+    raise ArgumentError(f"an argument of type {type(obj).__name__} cannot be sent to the host as JSON",
+                        "invalid_arguments")
+
+
+def _hook(obj):
+    if len(obj) == 1 and "$bytes" in obj and isinstance(obj["$bytes"], str):
+        import binascii
+        return binascii.a2b_base64(obj["$bytes"])
+    return obj
+
+
+def _read_exact(fd, n):
+    parts = []
+    while n > 0:
+        chunk = os.read(fd, n)
+        if not chunk:
+            raise MalformedRequestError("the host sent no response", "invalid_request")
+        parts.append(chunk)
+        n -= len(chunk)
+    return b"".join(parts)
+
+
+_encode = _decode = _decode_bytes = None
+
+
+def _codecs():
+    # Built once: json.dumps/loads with options would build a new encoder
+    # or decoder on every call.
+    global _encode, _decode, _decode_bytes
+    import json
+    _encode = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"),
+                               default=_default, allow_nan=False).encode
+    _decode = json.JSONDecoder().decode
+    _decode_bytes = json.JSONDecoder(object_hook=_hook).decode
+    return _encode
+
+
+def _roundtrip(request):
+    encode = _encode or _codecs()
+    try:
+        payload = encode(request)
+    except ValueError as e:
+        raise ArgumentError(f"arguments cannot be sent as JSON: {e}", "invalid_arguments") from None
+    data = payload.encode("utf-8", "surrogatepass")
+    if len(data) > 0xFFFFFFFF:
+        raise PayloadTooLargeError(f"the request is {len(data)} bytes", "payload_too_large")
+    fd = _fd if _fd is not None else _device()
+    frame = b"%08x" % len(data) + data
+    done = os.write(fd, frame)
+    if done < len(frame):
+        view = memoryview(frame)
+        while done < len(frame):
+            done += os.write(fd, view[done:])
+    # Most responses arrive in one read, header and all.
+    buf = os.read(fd, 16384)
+    if len(buf) < 8:
+        buf += _read_exact(fd, 8 - len(buf))
+    size = int(buf[:8], 16)
+    if len(buf) < 8 + size:
+        buf += _read_exact(fd, 8 + size - len(buf))
+    text = buf[8:].decode("utf-8", "surrogatepass")
+    reply = _decode_bytes(text) if '"$bytes"' in text else _decode(text)
+    if "error" in reply:
+        err = reply["error"]
+        kind = err.get("kind", "error")
+        raise _KINDS.get(kind, HostError)(err.get("message", "host call failed"), kind)
+    return reply["ok"]
+
+
+def call(name, /, *args, **kwargs):
+    """Call the host tool `name` with positional and keyword arguments;
+    return its JSON result."""
+    return _roundtrip({"name": name, "args": args, "kwargs": kwargs})
+
+
+_PYTYPES = {"str": str, "int": int, "float": float, "bool": bool,
+            "list": list, "dict": dict, "bytes": bytes}
+
+
+def _make_tool(entry):
+    name = entry["name"]
+
+    def tool(*args, **kwargs):
+        return _roundtrip({"name": name, "args": args, "kwargs": kwargs})
+
+    tool.__name__ = tool.__qualname__ = name
+    tool.__module__ = "airlock.tools"
+    tool.__doc__ = entry.get("description") or ""
+    try:
+        import inspect
+        params = []
+        for p in entry.get("params") or []:
+            ann = _PYTYPES.get(p.get("type"), inspect.Parameter.empty)
+            default = inspect.Parameter.empty if p.get("required") else None
+            params.append(inspect.Parameter(p["name"], inspect.Parameter.POSITIONAL_OR_KEYWORD,
+                                            default=default, annotation=ann))
+        tool.__signature__ = inspect.Signature(params)
+    except (ValueError, TypeError):
+        pass  # a parameter name Python cannot take: the docstring still tells
+    return tool
+
+
+class _Tools(types.ModuleType):
+    """The host's tools, loaded on first use."""
+
+    _entries = None
+
+    def _load(self):
+        if self._entries is None:
+            entries = _roundtrip({"op": "list"}) if os.path.exists(DEVICE) else []
+            d = object.__getattribute__(self, "__dict__")
+            for e in entries:
+                d[e["name"]] = _make_tool(e)
+            type(self)._entries = entries
+        return self._entries
+
+    @property
+    def __doc__(self):
+        lines = ["Host tools available in this run:", ""]
+        for e in self._load():
+            lines.append("  " + e.get("signature", e["name"] + "(...)"))
+            for line in (e.get("description") or "").splitlines():
+                lines.append("      " + line)
+        if len(lines) == 2:
+            lines.append("  (none)")
+        return "\n".join(lines)
+
+    def __getattr__(self, name):
+        if name.startswith("__"):
+            raise AttributeError(name)
+        self._load()
+        try:
+            return object.__getattribute__(self, "__dict__")[name]
+        except KeyError:
+            if not self._entries:
+                msg = "no host tools are available in this run"
+            else:
+                msg = f"no host tool {name!r} in this run (available: {', '.join(e['name'] for e in self._entries)})"
+            raise UnknownToolError(msg, "unknown_tool") from None
+
+    def __dir__(self):
+        self._load()
+        return sorted(set(object.__getattribute__(self, "__dict__")) | {"__doc__"})
+
+
+tools = _Tools("airlock.tools")
+sys.modules["airlock.tools"] = tools

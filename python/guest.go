@@ -1,0 +1,63 @@
+package python
+
+import (
+	_ "embed"
+	"strings"
+)
+
+// guestModule is the source of the guest module `airlock` (host tools).
+//
+//go:embed airlock.py
+var guestModule string
+
+// command is the -c text: a finder that compiles `airlock` from
+// guestModule on its first import (nothing is paid by runs that do not
+// import it), then the prelude.
+var command = guestFinder() + prelude
+
+func guestFinder() string {
+	return `import sys
+class _AirlockFinder:
+    _src = ` + pyBytes(guestModule) + `
+    @classmethod
+    def find_spec(cls, name, path=None, target=None):
+        if name == "airlock":
+            return type(sys.__spec__)(name, cls, origin="<airlock>")
+    @classmethod
+    def create_module(cls, spec):
+        return None
+    @classmethod
+    def exec_module(cls, module):
+        exec(compile(cls._src, "<airlock>", "exec", dont_inherit=True), module.__dict__)
+    @classmethod
+    def get_source(cls, name):
+        return cls._src.decode("utf-8")
+sys.meta_path.insert(0, _AirlockFinder)
+del _AirlockFinder
+`
+}
+
+// pyBytes renders s as a Python bytes literal of printable ASCII.
+func pyBytes(s string) string {
+	var b strings.Builder
+	b.WriteString("b'")
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case c == '\\' || c == '\'':
+			b.WriteByte('\\')
+			b.WriteByte(c)
+		case c == '\n':
+			b.WriteString(`\n`)
+		case c >= 0x20 && c < 0x7f:
+			b.WriteByte(c)
+		default:
+			const hex = "0123456789abcdef"
+			b.WriteString(`\x`)
+			b.WriteByte(hex[c>>4])
+			b.WriteByte(hex[c&15])
+		}
+	}
+	b.WriteString("'")
+	return b.String()
+}
