@@ -116,6 +116,7 @@ type config struct {
 	noCache    bool
 	limits     Limits
 	notice     io.Writer
+	snapshots  *bool // nil: on when set-up made them possible (snapshot.go)
 }
 
 // WithPython runs the python.wasm at path instead of the default build.

@@ -20,7 +20,7 @@ var sb *airlock.Sandbox
 func TestMain(m *testing.M) {
 	ctx := context.Background()
 	var err error
-	sb, err = airlock.New(ctx, airlock.WithNotice(os.Stderr))
+	sb, err = airlock.New(ctx, append(suiteOptions(), airlock.WithNotice(os.Stderr))...)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "airlock tests need python.wasm: run scripts/setup.sh first:", err)
 		os.Exit(1)

@@ -23,6 +23,7 @@ type Sandbox struct {
 	cfg      config
 	module   *engine.Module
 	artifact *python.Artifact
+	snap     *snapshotter // nil when runs start a fresh interpreter (snapshot.go)
 }
 
 // New loads python.wasm (see WithPython) and compiles it, or reuses the
@@ -55,12 +56,19 @@ func New(ctx context.Context, opts ...Option) (*Sandbox, error) {
 	if err != nil {
 		return nil, fmt.Errorf("airlock: %w", err)
 	}
-	return &Sandbox{cfg: cfg, module: mod, artifact: art}, nil
+	snap, err := newSnapshotter(ctx, cfg, art, engOpts)
+	if err != nil {
+		mod.Close(ctx)
+		return nil, err
+	}
+	return &Sandbox{cfg: cfg, module: mod, artifact: art, snap: snap}, nil
 }
 
 // Close releases the compiled module (shared copies stay until their last
 // Sandbox closes).
-func (sb *Sandbox) Close(ctx context.Context) error { return sb.module.Close(ctx) }
+func (sb *Sandbox) Close(ctx context.Context) error {
+	return errors.Join(sb.snap.close(ctx), sb.module.Close(ctx))
+}
 
 // Info describes the python.wasm a Sandbox runs.
 type Info struct {
@@ -113,7 +121,7 @@ func (sb *Sandbox) Run(ctx context.Context, req Request) (*Result, error) {
 
 	runCtx, cancel := context.WithTimeout(ctx, limits.Timeout)
 	defer cancel()
-	out, runErr := sb.module.Run(runCtx, engine.RunSpec{WASI: state, MemoryLimit: uint64(limits.Memory)})
+	out, runErr := sb.execute(runCtx, &req, wcfg.Env, engine.RunSpec{WASI: state, MemoryLimit: uint64(limits.Memory)})
 	state.Close()
 
 	res.Stdout, res.Stderr = stdout.buf.Bytes(), stderr.buf.Bytes()

@@ -43,11 +43,22 @@ func (m *linearMemory) Free() {
 }
 
 // allocator hands out linearMemory reservations capped at limits.maxBytes.
-type allocator struct{ limits *runLimits }
+// With an image, the reservation starts as the image's memory (see
+// reserveImage).
+type allocator struct {
+	limits *runLimits
+	image  *Image
+}
 
 func (a allocator) Allocate(_, max uint64) experimental.LinearMemory {
 	size := min(a.limits.maxBytes, max)
-	buf, free := reserve(size)
+	var buf []byte
+	var free func([]byte)
+	if a.image != nil {
+		buf, free = reserveImage(a.image, size)
+	} else {
+		buf, free = reserve(size)
+	}
 	return &linearMemory{buf: buf, limit: a.limits, free: free}
 }
 

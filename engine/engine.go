@@ -59,6 +59,7 @@ type Module struct {
 	compiled wazero.CompiledModule
 	minMem   uint64
 	refs     int
+	snap     *resumable // set by LoadResumable (snapshot.go)
 }
 
 var (
@@ -160,6 +161,9 @@ func registerWASI(ctx context.Context, r wazero.Runtime) error {
 				panic(&hostTrap{err})
 			}
 		})
+		if f.Name == "fd_read" {
+			fn = pauseAtStdin(fn) // the snapshot point (snapshot.go)
+		}
 		b.NewFunctionBuilder().WithGoModuleFunction(fn, valueTypes(f.Params), valueTypes(f.Results)).Export(f.Name)
 	}
 	if _, err := b.Instantiate(ctx); err != nil {

@@ -1,0 +1,247 @@
+package python
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/airlock-sandbox/airlock/engine"
+	"github.com/airlock-sandbox/airlock/wasi"
+	"github.com/airlock-sandbox/airlock/wasi/memfs"
+)
+
+// Snapshots (see engine/snapshot.go) need python.wasm transformed by
+// Binaryen's asyncify so it can pause in fd_read. The transform takes a
+// minute or two and ~1 GB of memory, so it runs at set-up time
+// (Asyncify, called by `airlock setup`) and its output is kept in the
+// cache directory; LoadAsyncified only ever reads that cache.
+
+// AsyncifyArgs are wasm-opt's arguments, besides input and output.
+var AsyncifyArgs = []string{"--asyncify", "--pass-arg=asyncify-imports@wasi_snapshot_preview1.fd_read", "-O1"}
+
+// ErrNotAsyncified means set-up has not produced the asyncified module
+// for this python.wasm, so snapshots are unavailable.
+var ErrNotAsyncified = errors.New("python: no asyncified python.wasm for snapshots; run `airlock setup` (needs Binaryen's wasm-opt)")
+
+// AsyncifyRecord is written beside an asyncified module: how it was made.
+type AsyncifyRecord struct {
+	InputSHA256  string   `json:"input_sha256"`
+	OutputSHA256 string   `json:"output_sha256"`
+	Tool         string   `json:"tool"` // wasm-opt --version
+	Args         []string `json:"args"`
+	Seconds      float64  `json:"seconds"`
+}
+
+// asyncifyStem is the cache file name without the tool version: one per
+// input and argument list.
+func asyncifyStem(cacheDir, inputSHA string) string {
+	sum := sha256.Sum256([]byte(strings.Join(AsyncifyArgs, "\x00")))
+	return filepath.Join(cacheDir, "asyncify", fmt.Sprintf("python-%s-args%x", inputSHA[:16], sum[:4]))
+}
+
+// Asyncify makes sure the asyncified form of art exists in cacheDir, running
+// wasm-opt (from $PATH or $AIRLOCK_WASM_OPT) if it does not, and returns
+// its path. The file is keyed by the input's sha256, the arguments and
+// the tool's version; a record of how it was made sits beside it (.json).
+//
+// # Errors
+// wasm-opt missing or failing.
+func Asyncify(ctx context.Context, art *Artifact, cacheDir string, log io.Writer) (string, error) {
+	tool := os.Getenv("AIRLOCK_WASM_OPT")
+	if tool == "" {
+		tool = "wasm-opt"
+	}
+	version, err := exec.CommandContext(ctx, tool, "--version").Output()
+	if err != nil {
+		return "", fmt.Errorf("python: asyncify needs Binaryen's wasm-opt (scripts/setup.sh installs it): %w", err)
+	}
+	ver := strings.TrimSpace(string(version))
+	dst := fmt.Sprintf("%s-%s.wasm", asyncifyStem(cacheDir, art.SHA256), sanitize(ver))
+	if _, err := os.Stat(dst); err == nil {
+		return dst, nil
+	}
+	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+		return "", fmt.Errorf("python: asyncify: %w", err)
+	}
+	tmp, err := os.CreateTemp("", "airlock-asyncify-*.wasm")
+	if err != nil {
+		return "", fmt.Errorf("python: asyncify: %w", err)
+	}
+	tmp.Write(art.Wasm)
+	tmp.Close()
+	defer os.Remove(tmp.Name())
+	part := dst + ".part"
+	defer os.Remove(part)
+	fmt.Fprintf(log, "airlock: asyncifying python.wasm with %s for snapshots (a minute or two, ~1 GB of memory)...\n", ver)
+	start := time.Now()
+	args := append(append([]string{}, AsyncifyArgs...), tmp.Name(), "-o", part)
+	cmd := exec.CommandContext(ctx, tool, args...)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Run(); err != nil {
+		return "", fmt.Errorf("python: %s %s: %w\n%s", tool, strings.Join(AsyncifyArgs, " "), err, out.String())
+	}
+	result, err := os.ReadFile(part)
+	if err != nil {
+		return "", fmt.Errorf("python: asyncify: %w", err)
+	}
+	sum := sha256.Sum256(result)
+	rec := AsyncifyRecord{InputSHA256: art.SHA256, OutputSHA256: hex.EncodeToString(sum[:]), Tool: ver,
+		Args: AsyncifyArgs, Seconds: time.Since(start).Round(time.Second / 10).Seconds()}
+	meta, _ := json.MarshalIndent(rec, "", "  ")
+	if err := os.WriteFile(strings.TrimSuffix(dst, ".wasm")+".json", append(meta, '\n'), 0o644); err != nil {
+		return "", fmt.Errorf("python: asyncify: %w", err)
+	}
+	if err := os.Rename(part, dst); err != nil {
+		return "", fmt.Errorf("python: asyncify: %w", err)
+	}
+	fmt.Fprintf(log, "airlock: asyncified in %.0fs: %s\n", rec.Seconds, dst)
+	return dst, nil
+}
+
+func sanitize(s string) string {
+	return strings.Map(func(r rune) rune {
+		if r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '.' {
+			return r
+		}
+		return '_'
+	}, s)
+}
+
+// LoadAsyncified returns the asyncified form of art made by Asyncify (the
+// newest, if several tool versions made one), checked against its record.
+//
+// # Errors
+// ErrNotAsyncified when there is none; a read error; a checksum mismatch.
+func LoadAsyncified(art *Artifact, cacheDir string) ([]byte, *AsyncifyRecord, error) {
+	matches, _ := filepath.Glob(asyncifyStem(cacheDir, art.SHA256) + "-*.wasm")
+	if len(matches) == 0 {
+		return nil, nil, ErrNotAsyncified
+	}
+	sort.Slice(matches, func(i, j int) bool { return modTime(matches[i]).After(modTime(matches[j])) })
+	path := matches[0]
+	meta, err := os.ReadFile(strings.TrimSuffix(path, ".wasm") + ".json")
+	if err != nil {
+		return nil, nil, fmt.Errorf("python: asyncified module's record: %w", err)
+	}
+	var rec AsyncifyRecord
+	if err := json.Unmarshal(meta, &rec); err != nil {
+		return nil, nil, fmt.Errorf("python: asyncified module's record %s: %w", path, err)
+	}
+	wasm, err := os.ReadFile(path)
+	if err != nil {
+		return nil, nil, fmt.Errorf("python: read %s: %w", path, err)
+	}
+	if sum := sha256.Sum256(wasm); hex.EncodeToString(sum[:]) != rec.OutputSHA256 || rec.InputSHA256 != art.SHA256 {
+		return nil, nil, fmt.Errorf("%w: %s does not match its record", ErrChecksum, path)
+	}
+	return wasm, &rec, nil
+}
+
+func modTime(path string) time.Time {
+	st, err := os.Stat(path)
+	if err != nil {
+		return time.Time{}
+	}
+	return st.ModTime()
+}
+
+// SnapshotEnv is the environment an image is captured with: the default
+// one, plus the flag that makes the prelude warm up before pausing.
+// Variables read at start-up (PYTHON*, LANG, LC_*) are fixed in the image;
+// a run that sets them differently needs a fresh interpreter (see
+// StartupEnvDiffers).
+func SnapshotEnv() []string { return append(DefaultEnv(), "AIRLOCK_SNAPSHOT=1") }
+
+// StartupEnvDiffers tells whether env sets a variable CPython reads at
+// start-up differently from the image's environment, so that a run with
+// env cannot be served from an image.
+func StartupEnvDiffers(env []string) bool {
+	base := map[string]string{}
+	for _, kv := range DefaultEnv() {
+		k, v, _ := strings.Cut(kv, "=")
+		base[k] = v
+	}
+	seen := 0
+	for _, kv := range env {
+		k, v, _ := strings.Cut(kv, "=")
+		if !startupVar(k) {
+			continue
+		}
+		if bv, ok := base[k]; !ok || bv != v {
+			return true
+		}
+		seen++
+	}
+	for k := range base {
+		if startupVar(k) {
+			seen--
+		}
+	}
+	return seen != 0 // a start-up variable was removed
+}
+
+func startupVar(k string) bool {
+	return strings.HasPrefix(k, "PYTHON") || k == "LANG" || strings.HasPrefix(k, "LC_")
+}
+
+// SnapshotMemory is the memory cap an image is captured under; it does
+// not bound runs, whose own cap must only exceed the image's size.
+const SnapshotMemory = 1 << 30
+
+var (
+	imagesMu sync.Mutex
+	images   = map[string]*engine.Image{}
+)
+
+// Snapshot returns the image of the prelude paused at its first read, for
+// mod (loaded by engine.LoadResumable from the asyncified module whose
+// sha256 is moduleSHA): from this process's memory, else captured now
+// (~0.5-1 s).
+//
+// # Errors
+// A capture that fails (see engine.Module.Capture).
+func Snapshot(ctx context.Context, mod *engine.Module, moduleSHA, cacheDir string, notice io.Writer) (*engine.Image, error) {
+	imagesMu.Lock()
+	defer imagesMu.Unlock()
+	if img, ok := images[moduleSHA]; ok {
+		return img, nil
+	}
+	img, err := Capture(ctx, mod)
+	if err != nil {
+		return nil, err
+	}
+	images[moduleSHA] = img
+	return img, nil
+}
+
+// Capture starts the prelude in the snapshot environment and returns the
+// image of it paused at its first read of the frame.
+func Capture(ctx context.Context, mod *engine.Module) (*engine.Image, error) {
+	fs := memfs.New(memfs.Options{})
+	for _, dir := range []string{Home, "/tmp"} {
+		if _, err := fs.MkdirAll(dir); err != nil {
+			return nil, fmt.Errorf("python: snapshot: %w", err)
+		}
+	}
+	var stderr bytes.Buffer
+	state := wasi.NewState(wasi.Config{Args: Args(), Env: SnapshotEnv(), FS: fs, Stdout: &stderr, Stderr: &stderr})
+	defer state.Close()
+	img, err := mod.Capture(ctx, engine.RunSpec{WASI: state, MemoryLimit: SnapshotMemory})
+	if err != nil {
+		return nil, fmt.Errorf("python: %w\n%s", err, stderr.Bytes())
+	}
+	return img, nil
+}

@@ -1,0 +1,94 @@
+package airlock
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+
+	"github.com/airlock-sandbox/airlock/engine"
+	"github.com/airlock-sandbox/airlock/python"
+)
+
+// Snapshots: instead of starting CPython for every run (~130 ms, more on a
+// loaded machine), a Sandbox starts it once, pauses it where the prelude
+// reads the run's code, and resumes a fresh instance from that image for
+// each run, mapping the image copy-on-write where the platform allows.
+// Every run still gets its own instance, memory, filesystem and WASI
+// state; the image is never written to.
+//
+// What runs share by design, being fixed in the image:
+//   - str/bytes hash randomisation: one hash seed per image (per machine,
+//     as the image is cached on disk), not one per run;
+//   - modules imported while warming up (json, re, random, datetime, ...)
+//     are already in sys.modules when a run starts; random is reseeded
+//     from the run's entropy before the run's code;
+//   - variables CPython reads at start-up (PYTHON*, LANG, LC_*) are those
+//     of python.DefaultEnv.
+//
+// Runs that need otherwise use a fresh interpreter, as without snapshots:
+// deterministic runs (whose hash seed must be the request's) and runs
+// whose environment sets a start-up variable differently.
+
+// WithSnapshots turns snapshot restore on or off. The default is on when
+// set-up (`airlock setup`, scripts/asyncify.sh) has produced the
+// asyncified python.wasm, off otherwise; asking for it explicitly makes
+// New fail when it is unavailable.
+func WithSnapshots(on bool) Option { return func(c *config) { c.snapshots = &on } }
+
+// snapshotter is a Sandbox's snapshot machinery, nil when off.
+type snapshotter struct {
+	module *engine.Module // the asyncified module, prepared for resuming
+	image  *engine.Image
+}
+
+// newSnapshotter loads the asyncified module and its image (capturing the
+// image on first use). It returns nil, nil when snapshots are off by
+// default and unavailable.
+func newSnapshotter(ctx context.Context, cfg config, art *python.Artifact, opts engine.Options) (*snapshotter, error) {
+	if cfg.snapshots != nil && !*cfg.snapshots {
+		return nil, nil
+	}
+	wasm, _, err := python.LoadAsyncified(art, cfg.cacheDir)
+	if errors.Is(err, python.ErrNotAsyncified) && cfg.snapshots == nil {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("airlock: snapshots: %w", err)
+	}
+	mod, err := engine.LoadResumable(ctx, wasm, opts)
+	if err != nil {
+		return nil, fmt.Errorf("airlock: snapshots: %w", err)
+	}
+	sum := sha256.Sum256(wasm)
+	imageDir := ""
+	if !cfg.noCache {
+		imageDir = cfg.cacheDir
+	}
+	img, err := python.Snapshot(ctx, mod, hex.EncodeToString(sum[:]), imageDir, cfg.notice)
+	if err != nil {
+		mod.Close(ctx)
+		return nil, fmt.Errorf("airlock: snapshots: %w", err)
+	}
+	return &snapshotter{module: mod, image: img}, nil
+}
+
+// Snapshots tells whether runs resume from a snapshot (see WithSnapshots).
+func (sb *Sandbox) Snapshots() bool { return sb.snap != nil }
+
+// execute runs one prepared request: resumed from the image when it can
+// be, else in a freshly started interpreter.
+func (sb *Sandbox) execute(ctx context.Context, req *Request, env []string, spec engine.RunSpec) (engine.Outcome, error) {
+	if sb.snap != nil && !req.Deterministic && !python.StartupEnvDiffers(env) {
+		return sb.snap.module.Resume(ctx, sb.snap.image, spec)
+	}
+	return sb.module.Run(ctx, spec)
+}
+
+func (s *snapshotter) close(ctx context.Context) error {
+	if s == nil {
+		return nil
+	}
+	return s.module.Close(ctx)
+}
