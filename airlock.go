@@ -13,6 +13,8 @@ package airlock
 import (
 	"io"
 	"time"
+
+	"github.com/airlock-sandbox/airlock/hostfuncs"
 )
 
 // Limits bound one run. Zero fields take the Sandbox's defaults.
@@ -27,15 +29,21 @@ type Limits struct {
 	FSBytes int64
 	// FSFiles caps the number of files and directories in it.
 	FSFiles int
+	// HostCalls caps the host tool calls the run may make.
+	HostCalls int
+	// HostPayload caps one host call's request and result JSON, in bytes.
+	HostPayload int64
 }
 
 // DefaultLimits are used where neither the Request nor the Sandbox says otherwise.
 var DefaultLimits = Limits{
-	Timeout: 10 * time.Second,
-	Memory:  256 << 20,
-	Output:  1 << 20,
-	FSBytes: 64 << 20,
-	FSFiles: 10000,
+	Timeout:     10 * time.Second,
+	Memory:      256 << 20,
+	Output:      1 << 20,
+	FSBytes:     64 << 20,
+	FSFiles:     10000,
+	HostCalls:   1000,
+	HostPayload: 1 << 20,
 }
 
 func (l Limits) withDefaults(d Limits) Limits {
@@ -53,6 +61,12 @@ func (l Limits) withDefaults(d Limits) Limits {
 	}
 	if l.FSFiles == 0 {
 		l.FSFiles = d.FSFiles
+	}
+	if l.HostCalls == 0 {
+		l.HostCalls = d.HostCalls
+	}
+	if l.HostPayload == 0 {
+		l.HostPayload = d.HostPayload
 	}
 	return l
 }
@@ -78,6 +92,12 @@ type Request struct {
 	// same output on every run.
 	Deterministic bool
 	Seed          uint64
+	// Tools names the host tools (see WithTools) this run may call; nil
+	// allows every registered tool, an empty non-nil slice none.
+	Tools []string
+	// Values reach host tools through hostfuncs.CallInfo; they are shared
+	// by the run's calls and must not be changed while it runs.
+	Values map[string]any
 }
 
 // Result is what a run produced. A Result is returned for every run, also
@@ -116,7 +136,9 @@ type config struct {
 	noCache    bool
 	limits     Limits
 	notice     io.Writer
-	snapshots  *bool // nil: on when set-up made them possible (snapshot.go)
+	tools      []hostfuncs.Tool
+	registry   *hostfuncs.Registry // built by New from tools
+	snapshots  *bool               // nil: on when set-up made them possible (snapshot.go)
 }
 
 // WithPython runs the python.wasm at path instead of the default build.

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/airlock-sandbox/airlock/engine"
+	"github.com/airlock-sandbox/airlock/hostfuncs"
 	"github.com/airlock-sandbox/airlock/python"
 	"github.com/airlock-sandbox/airlock/wasi"
 	"github.com/airlock-sandbox/airlock/wasi/memfs"
@@ -44,6 +45,11 @@ func New(ctx context.Context, opts ...Option) (*Sandbox, error) {
 		}
 		cfg.cacheDir = dir
 	}
+	reg, err := hostfuncs.NewRegistry(cfg.tools...)
+	if err != nil {
+		return nil, fmt.Errorf("airlock: %w", err)
+	}
+	cfg.registry = reg
 	art, err := python.Load(cfg.pythonPath, cfg.cacheDir)
 	if err != nil {
 		return nil, fmt.Errorf("airlock: %w", err)
@@ -116,6 +122,9 @@ func (sb *Sandbox) Run(ctx context.Context, req Request) (*Result, error) {
 		env = append(env, "PYTHONHASHSEED="+strconv.FormatUint(req.Seed%4294967296, 10))
 	}
 	wcfg.Env = python.MergeEnv(env, req.Env)
+	if wcfg.Devices, err = sb.hostDevices(&req, limits); err != nil {
+		return fail(err)
+	}
 	wcfg.Stdin = python.Stdin(req.Filename, wcfg.Env, []byte(req.Code), bytes.NewReader(req.Stdin))
 	state := wasi.NewState(wcfg)
 
@@ -185,7 +194,7 @@ func firstLine(s string) string {
 func (sb *Sandbox) validate(req *Request) (Limits, *Error) {
 	l := req.Limits
 	switch {
-	case l.Timeout < 0, l.Memory < 0, l.Output < 0, l.FSBytes < 0, l.FSFiles < 0:
+	case l.Timeout < 0, l.Memory < 0, l.Output < 0, l.FSBytes < 0, l.FSFiles < 0, l.HostCalls < 0, l.HostPayload < 0:
 		return l, newError(KindInvalidRequest, nil, "limits must not be negative")
 	case len(req.Code) > maxCodeBytes:
 		return l, newError(KindInvalidRequest, nil, "code is %d bytes; the maximum is %d", len(req.Code), maxCodeBytes)
