@@ -132,6 +132,7 @@ func cmdRun(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 		asJSON        = fs.Bool("json", false, "print one JSON object instead of the program's output")
 		deterministic = fs.Bool("deterministic", false, "fake clocks, seeded randomness, fixed hash seed")
 		seed          = fs.Uint64("seed", 0, "seed for --deterministic")
+		tools         = fs.String("tools", "", "expose built-in host tools to Python (import airlock): demo")
 	)
 	common.register(fs)
 	fs.Var(memory, "memory", "memory limit (e.g. 256MiB)")
@@ -148,6 +149,14 @@ func cmdRun(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 	}
 	if err != nil {
 		return exitUsage, usageError{err.Error()}
+	}
+	var sbOpts []airlock.Option
+	if *tools != "" {
+		opt, err := toolsOption(*tools)
+		if err != nil {
+			return exitUsage, err
+		}
+		sbOpts = append(sbOpts, opt)
 	}
 	req := airlock.Request{
 		Limits: airlock.Limits{
@@ -193,7 +202,7 @@ func cmdRun(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 		}
 	}
 
-	sb, err := common.sandbox(ctx, stderr)
+	sb, err := common.sandbox(ctx, stderr, sbOpts...)
 	if err != nil {
 		return 1, err
 	}
