@@ -11,11 +11,13 @@ type Segment struct {
 	Data   []byte
 }
 
-// DropActiveData empties the module's active data segments, turning each
-// into an empty passive one so segment indices (and any data count section)
-// stay valid, and returns what they held. An instance of the result starts
-// with zeroed memory; a host that restores memory from an image anyway
-// skips writing the segments on every instantiation.
+// DropActiveData empties the module's active data segments and returns
+// what they held. An instance of the result starts with zeroed memory; a
+// host that restores memory from an image anyway skips writing the
+// segments on every instantiation. Without a data count section the code
+// cannot refer to segments (memory.init and data.drop need one), so the
+// active segments are removed; with one, each becomes an empty passive
+// segment, keeping every index valid.
 //
 // # Errors
 // ErrMalformed for a data section that does not parse, or an active segment
@@ -25,6 +27,10 @@ func DropActiveData(wasm []byte) ([]byte, []Segment, error) {
 	if err != nil {
 		return nil, nil, err
 	}
+	keepIndices := false
+	for _, s := range secs {
+		keepIndices = keepIndices || s.ID == DataCountID
+	}
 	var segs []Segment
 	for i, s := range secs {
 		if s.ID != DataID {
@@ -32,7 +38,8 @@ func DropActiveData(wasm []byte) ([]byte, []Segment, error) {
 		}
 		r := &reader{b: s.Body}
 		n := r.count(2)
-		body := binary.AppendUvarint(nil, uint64(n))
+		kept := uint32(0)
+		var body []byte
 		for range n {
 			flags := r.u32()
 			switch flags {
@@ -46,9 +53,13 @@ func DropActiveData(wasm []byte) ([]byte, []Segment, error) {
 				}
 				data := r.bytes(r.u32())
 				segs = append(segs, Segment{Offset: uint32(off), Data: data})
-				body = append(body, 1, 0) // passive, empty
+				if keepIndices {
+					body = append(body, 1, 0) // passive, empty
+					kept++
+				}
 			case 1:
 				data := r.bytes(r.u32())
+				kept++
 				body = append(body, 1)
 				body = binary.AppendUvarint(body, uint64(len(data)))
 				body = append(body, data...)
@@ -62,7 +73,7 @@ func DropActiveData(wasm []byte) ([]byte, []Segment, error) {
 		if err := r.done(); err != nil {
 			return nil, nil, err
 		}
-		secs[i].Body = body
+		secs[i].Body = append(binary.AppendUvarint(nil, uint64(kept)), body...)
 	}
 	return Encode(secs), segs, nil
 }

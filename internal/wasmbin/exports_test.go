@@ -221,3 +221,28 @@ func FuzzModuleEdits(f *testing.F) {
 		}
 	})
 }
+
+// TestDropActiveDataWithoutDataCount: with no data count section the
+// emptied segments go; passive ones stay.
+func TestDropActiveDataWithoutDataCount(t *testing.T) {
+	secs, _ := Sections(testModule())
+	var noCount []Section
+	for _, s := range secs {
+		if s.ID != DataCountID {
+			noCount = append(noCount, s)
+		}
+	}
+	mod, segs, err := DropActiveData(Encode(noCount))
+	if err != nil || len(segs) != 2 {
+		t.Fatalf("segments %d, err %v", len(segs), err)
+	}
+	secs, _ = Sections(mod)
+	for _, s := range secs {
+		if s.ID == DataID && !bytes.Equal(s.Body, cat([]byte{1}, []byte{1}, name("passive"))) {
+			t.Fatalf("data section = %q", s.Body)
+		}
+	}
+	if _, err := runtimeWithEnv(t).CompileModule(context.Background(), mod); err != nil {
+		t.Fatal(err)
+	}
+}
