@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
 
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/api"
@@ -107,6 +108,10 @@ type Image struct {
 	UnwindBuffer uint32
 
 	backing *backing // copy-on-write source of Memory, when available
+
+	poolMu sync.Mutex
+	pools  map[uint64]*regionPool // by reservation size (snapshot_pool.go)
+	closed bool
 }
 
 // pausePoint is a run's state at the snapshot point, found by fd_read's
@@ -227,9 +232,17 @@ func NewImage(memory []byte, globals []uint64, unwindBuffer uint32) *Image {
 	return img
 }
 
-// Close releases the image's copy-on-write backing; runs resumed after
-// copy the memory instead.
+// Close releases the image's pooled regions and copy-on-write backing. It
+// must not race with runs resumed from the image.
 func (img *Image) Close() {
+	img.poolMu.Lock()
+	img.closed = true
+	pools := img.pools
+	img.pools = nil
+	img.poolMu.Unlock()
+	for _, p := range pools {
+		p.close()
+	}
 	if img.backing != nil {
 		img.backing.close()
 		img.backing = nil

@@ -1,3 +1,5 @@
+//go:build !linux
+
 package engine
 
 // backing is the copy-on-write source of an image; there is none off

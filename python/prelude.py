@@ -37,10 +37,16 @@ def _airlock_main():
 
     # The run's environment travels in the frame as well as through WASI:
     # an interpreter restored from a snapshot read its environ long ago.
-    os.environ.clear()
+    # Only the differences are applied: each change costs a putenv.
+    run_env = {}
     for item in env.split("\0"):
         key, sep, value = item.partition("=")
         if sep:
+            run_env[key] = value
+    for key in [k for k in os.environ if k not in run_env]:
+        del os.environ[key]
+    for key, value in run_env.items():
+        if os.environ.get(key) != value:
             os.environ[key] = value
     # A restored interpreter would otherwise replay the image's sequence.
     if "random" in sys.modules:

@@ -201,30 +201,81 @@ func startupVar(k string) bool {
 // not bound runs, whose own cap must only exceed the image's size.
 const SnapshotMemory = 1 << 30
 
+// imageKey is everything an image depends on.
+func imageKey(moduleSHA string) engine.ImageKey {
+	h := sha256.New()
+	fmt.Fprintf(h, "airlock image\x00format %d\x00module %s\x00", engine.ImageFormat, moduleSHA)
+	for _, a := range Args() {
+		fmt.Fprintf(h, "arg %d %s\x00", len(a), a)
+	}
+	for _, e := range SnapshotEnv() {
+		fmt.Fprintf(h, "env %d %s\x00", len(e), e)
+	}
+	var key engine.ImageKey
+	h.Sum(key[:0])
+	return key
+}
+
 var (
 	imagesMu sync.Mutex
-	images   = map[string]*engine.Image{}
+	images   = map[engine.ImageKey]*engine.Image{}
 )
 
-// Snapshot returns the image of the prelude paused at its first read, for
-// mod (loaded by engine.LoadResumable from the asyncified module whose
-// sha256 is moduleSHA): from this process's memory, else captured now
-// (~0.5-1 s).
+// Snapshot returns the image of the prelude paused at its first read,
+// for mod (loaded by engine.LoadResumable from the asyncified module whose
+// sha256 is moduleSHA): from this process's memory, else from cacheDir
+// ("" for none), else captured now (~0.5-1 s) and stored there.
+//
+// A stored image that is corrupt or was made from other inputs is
+// reported to notice (when not nil), discarded and replaced.
 //
 // # Errors
 // A capture that fails (see engine.Module.Capture).
 func Snapshot(ctx context.Context, mod *engine.Module, moduleSHA, cacheDir string, notice io.Writer) (*engine.Image, error) {
+	key := imageKey(moduleSHA)
 	imagesMu.Lock()
 	defer imagesMu.Unlock()
-	if img, ok := images[moduleSHA]; ok {
+	if img, ok := images[key]; ok {
 		return img, nil
+	}
+	img, err := loadOrCapture(ctx, mod, key, moduleSHA, cacheDir, notice)
+	if err != nil {
+		return nil, err
+	}
+	images[key] = img
+	return img, nil
+}
+
+func loadOrCapture(ctx context.Context, mod *engine.Module, key engine.ImageKey, moduleSHA, cacheDir string, notice io.Writer) (*engine.Image, error) {
+	path := ""
+	if cacheDir != "" {
+		path = ImagePath(cacheDir, moduleSHA)
+		img, err := engine.ReadImageFile(path, key)
+		if err == nil {
+			return img, nil
+		}
+		var bad *engine.ImageError
+		if errors.As(err, &bad) && notice != nil {
+			fmt.Fprintf(notice, "airlock: %v; capturing a new one\n", err)
+		}
 	}
 	img, err := Capture(ctx, mod)
 	if err != nil {
 		return nil, err
 	}
-	images[moduleSHA] = img
+	if path != "" {
+		if err := engine.WriteImageFile(path, key, img); err != nil && notice != nil {
+			fmt.Fprintf(notice, "airlock: %v\n", err)
+		}
+	}
 	return img, nil
+}
+
+// ImagePath is where the image for an asyncified module is stored. One
+// file per module: an image from other inputs (prelude, environment,
+// format) fails its key check and is replaced.
+func ImagePath(cacheDir, moduleSHA string) string {
+	return filepath.Join(cacheDir, "snapshots", "python-"+moduleSHA[:16]+".img")
 }
 
 // Capture starts the prelude in the snapshot environment and returns the

@@ -1,0 +1,176 @@
+package engine
+
+import (
+	"bufio"
+	"crypto/sha256"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+)
+
+// The on-disk image format, version 1. All integers little-endian.
+//
+//	off  size  field
+//	0    8     magic "ALKIMAGE"
+//	8    4     format version (ImageFormat)
+//	12   4     header size (imageHeader: memory starts here, page-aligned)
+//	16   32    key: what the image was made from, chosen by the caller
+//	48   8     memory size in bytes (a multiple of 64 KiB)
+//	56   4     unwind buffer address
+//	60   4     number of globals, n (at most 64)
+//	64   32    sha256 of bytes 0-63, the globals and the memory
+//	96   8n    globals
+//	...        zero padding to imageHeader
+//	4096       memory
+const (
+	ImageFormat = 1
+	imageMagic  = "ALKIMAGE"
+	imageHeader = 4096
+	maxGlobals  = 64
+)
+
+// ImageKey names what an image was captured from (module, program,
+// arguments, environment, ...); ReadImage rejects an image whose key
+// differs from the one expected.
+type ImageKey [32]byte
+
+// Sentinels an *ImageError wraps.
+var (
+	// ErrImageCorrupt: the file is not an image, is truncated, or fails its checksum.
+	ErrImageCorrupt = errors.New("engine: snapshot image corrupt")
+	// ErrImageMismatch: a sound image of another format version or key.
+	ErrImageMismatch = errors.New("engine: snapshot image does not match")
+)
+
+// ImageError is why a stored image was rejected. Callers discard the file
+// and capture a new image.
+type ImageError struct {
+	Path   string
+	Err    error // ErrImageCorrupt or ErrImageMismatch
+	Detail string
+}
+
+func (e *ImageError) Error() string {
+	return fmt.Sprintf("%v: %s: %s", e.Err, e.Path, e.Detail)
+}
+
+func (e *ImageError) Unwrap() error { return e.Err }
+
+// WriteImageFile stores img under key at path, atomically (write, then
+// rename).
+func WriteImageFile(path string, key ImageKey, img *Image) error {
+	if len(img.Globals) > maxGlobals || len(img.Memory)%65536 != 0 {
+		return fmt.Errorf("engine: image not storable (%d globals, %d bytes)", len(img.Globals), len(img.Memory))
+	}
+	head := make([]byte, imageHeader)
+	copy(head, imageMagic)
+	binary.LittleEndian.PutUint32(head[8:], ImageFormat)
+	binary.LittleEndian.PutUint32(head[12:], imageHeader)
+	copy(head[16:48], key[:])
+	binary.LittleEndian.PutUint64(head[48:], uint64(len(img.Memory)))
+	binary.LittleEndian.PutUint32(head[56:], img.UnwindBuffer)
+	binary.LittleEndian.PutUint32(head[60:], uint32(len(img.Globals)))
+	for i, g := range img.Globals {
+		binary.LittleEndian.PutUint64(head[96+8*i:], g)
+	}
+	sum := imageChecksum(head, img.Memory)
+	copy(head[64:96], sum[:])
+
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return fmt.Errorf("engine: store image: %w", err)
+	}
+	f, err := os.CreateTemp(filepath.Dir(path), filepath.Base(path)+".part*")
+	if err != nil {
+		return fmt.Errorf("engine: store image: %w", err)
+	}
+	defer os.Remove(f.Name())
+	w := bufio.NewWriterSize(f, 1<<20)
+	w.Write(head)
+	w.Write(img.Memory)
+	if err := w.Flush(); err != nil {
+		f.Close()
+		return fmt.Errorf("engine: store image: %w", err)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("engine: store image: %w", err)
+	}
+	_ = os.Chmod(f.Name(), 0o644) // a cache file like the others (CreateTemp makes 0600)
+	if err := os.Rename(f.Name(), path); err != nil {
+		return fmt.Errorf("engine: store image: %w", err)
+	}
+	return nil
+}
+
+// imageChecksum covers the header's first 64 bytes, the globals and memory.
+func imageChecksum(head, memory []byte) [32]byte {
+	n := binary.LittleEndian.Uint32(head[60:])
+	h := sha256.New()
+	h.Write(head[:64])
+	h.Write(head[96 : 96+8*n])
+	h.Write(memory)
+	var sum [32]byte
+	h.Sum(sum[:0])
+	return sum
+}
+
+// ReadImageFile loads the image stored at path, checking it was stored
+// under key and is intact.
+//
+// # Errors
+// An *ImageError (ErrImageCorrupt or ErrImageMismatch) for a file that is
+// not a sound image of this key; the open error (os.ErrNotExist, say)
+// otherwise.
+func ReadImageFile(path string, key ImageKey) (*Image, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	bad := func(sentinel error, format string, args ...any) (*Image, error) {
+		return nil, &ImageError{Path: path, Err: sentinel, Detail: fmt.Sprintf(format, args...)}
+	}
+	head := make([]byte, imageHeader)
+	if _, err := io.ReadFull(f, head); err != nil {
+		return bad(ErrImageCorrupt, "short header: %v", err)
+	}
+	if string(head[:8]) != imageMagic {
+		return bad(ErrImageCorrupt, "not an image (magic %q)", head[:8])
+	}
+	if v := binary.LittleEndian.Uint32(head[8:]); v != ImageFormat {
+		return bad(ErrImageMismatch, "format version %d, want %d", v, ImageFormat)
+	}
+	if h := binary.LittleEndian.Uint32(head[12:]); h != imageHeader {
+		return bad(ErrImageCorrupt, "header size %d", h)
+	}
+	if [32]byte(head[16:48]) != key {
+		return bad(ErrImageMismatch, "made from other inputs (key %x, want %x)", head[16:24], key[:8])
+	}
+	size := binary.LittleEndian.Uint64(head[48:])
+	n := binary.LittleEndian.Uint32(head[60:])
+	st, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if n > maxGlobals || size%65536 != 0 || uint64(st.Size()) != imageHeader+size {
+		return bad(ErrImageCorrupt, "bad sizes (%d globals, %d bytes of memory, file %d bytes)", n, size, st.Size())
+	}
+	memory := make([]byte, size)
+	if _, err := io.ReadFull(f, memory); err != nil {
+		return bad(ErrImageCorrupt, "short memory: %v", err)
+	}
+	if sum := imageChecksum(head, memory); [32]byte(head[64:96]) != sum {
+		return bad(ErrImageCorrupt, "checksum mismatch")
+	}
+	globals := make([]uint64, n)
+	for i := range globals {
+		globals[i] = binary.LittleEndian.Uint64(head[96+8*i:])
+	}
+	unwind := binary.LittleEndian.Uint32(head[56:])
+	if uint64(unwind)+unwindPages*65536 > size {
+		return bad(ErrImageCorrupt, "unwind buffer %#x outside memory", unwind)
+	}
+	return NewImage(memory, globals, unwind), nil
+}

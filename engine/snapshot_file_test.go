@@ -1,0 +1,97 @@
+package engine
+
+import (
+	"bytes"
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+func testImage() *Image {
+	mem := bytes.Repeat([]byte("airlock!"), 3*65536/8)
+	return NewImage(mem, []uint64{1, 1 << 40, 0}, 65536)
+}
+
+func TestImageFileRoundTrip(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "x.img")
+	key := ImageKey{1, 2, 3}
+	img := testImage()
+	defer img.Close()
+	if err := WriteImageFile(path, key, img); err != nil {
+		t.Fatal(err)
+	}
+	got, err := ReadImageFile(path, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer got.Close()
+	if !bytes.Equal(got.Memory, img.Memory) || got.UnwindBuffer != img.UnwindBuffer || len(got.Globals) != 3 || got.Globals[1] != 1<<40 {
+		t.Fatalf("round trip changed the image")
+	}
+	if _, err := ReadImageFile(filepath.Join(t.TempDir(), "none"), key); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("missing file: err = %v", err)
+	}
+}
+
+// TestImageFileRejected: every damaged or foreign file is refused with an
+// *ImageError saying which kind.
+func TestImageFileRejected(t *testing.T) {
+	dir := t.TempDir()
+	key := ImageKey{7}
+	good := filepath.Join(dir, "good.img")
+	if err := WriteImageFile(good, key, testImage()); err != nil {
+		t.Fatal(err)
+	}
+	data, _ := os.ReadFile(good)
+	edit := func(f func(b []byte) []byte) []byte { return f(bytes.Clone(data)) }
+	cases := map[string]struct {
+		data []byte
+		key  ImageKey
+		want error
+	}{
+		"other key":      {data, ImageKey{8}, ErrImageMismatch},
+		"other version":  {edit(func(b []byte) []byte { b[8] = 99; return b }), key, ErrImageMismatch},
+		"bad magic":      {edit(func(b []byte) []byte { b[0] = 'X'; return b }), key, ErrImageCorrupt},
+		"flipped memory": {edit(func(b []byte) []byte { b[imageHeader+70000] ^= 1; return b }), key, ErrImageCorrupt},
+		"flipped global": {edit(func(b []byte) []byte { b[96] ^= 1; return b }), key, ErrImageCorrupt},
+		"truncated":      {data[:len(data)-1], key, ErrImageCorrupt},
+		"header only":    {data[:100], key, ErrImageCorrupt},
+		"empty":          {nil, key, ErrImageCorrupt},
+		"grown":          {append(bytes.Clone(data), 0), key, ErrImageCorrupt},
+	}
+	for name, c := range cases {
+		path := filepath.Join(dir, name)
+		os.WriteFile(path, c.data, 0o644)
+		img, err := ReadImageFile(path, c.key)
+		var ie *ImageError
+		if img != nil || !errors.As(err, &ie) || !errors.Is(err, c.want) || ie.Path != path {
+			t.Errorf("%s: img=%v err=%v, want an *ImageError wrapping %v", name, img != nil, err, c.want)
+		}
+	}
+}
+
+// TestCopyOnWriteReservation: a run's memory starts as the image, writes
+// stay private to the run, and the rest of the reservation is zero.
+func TestCopyOnWriteReservation(t *testing.T) {
+	img := testImage()
+	defer img.Close()
+	if img.backing == nil {
+		t.Skip("no copy-on-write backing on this platform")
+	}
+	a, freeA := reserveImage(img, 8*65536)
+	b, freeB := reserveImage(img, 8*65536)
+	defer freeA(a)
+	defer freeB(b)
+	if !bytes.Equal(a[:len(img.Memory)], img.Memory) || a[len(img.Memory)] != 0 || a[len(a)-1] != 0 {
+		t.Fatal("reservation does not start as the image")
+	}
+	a[0], a[len(a)-1] = 'X', 'Y'
+	if b[0] != 'a' || img.Memory[0] != 'a' || b[len(b)-1] != 0 {
+		t.Fatal("a write leaked out of its reservation")
+	}
+	// A cap below the image cannot map it; the copy path refuses too.
+	if _, _, ok := img.backing.reserve(65536); ok {
+		t.Fatal("reserved less than the image")
+	}
+}

@@ -1,0 +1,113 @@
+package python
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/airlock-sandbox/airlock/engine"
+)
+
+// TestStoredImageRejected: a corrupt image, or one made from other inputs,
+// is reported, discarded and replaced by a fresh capture.
+func TestStoredImageRejected(t *testing.T) {
+	cache, err := CacheDir()
+	if err != nil {
+		t.Skip(err)
+	}
+	art, err := Load("", cache)
+	if err != nil {
+		t.Skip(err)
+	}
+	wasm, _, err := LoadAsyncified(art, cache)
+	if errors.Is(err, ErrNotAsyncified) {
+		t.Skip("no asyncified python.wasm (scripts/asyncify.sh)")
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	mod, err := engine.LoadResumable(ctx, wasm, engine.Options{CacheDir: filepath.Join(cache, "compiled")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mod.Close(ctx)
+	sum := sha256.Sum256(wasm)
+	sha := hex.EncodeToString(sum[:])
+	key := imageKey(sha)
+	dir := t.TempDir()
+	path := ImagePath(dir, sha)
+	os.MkdirAll(filepath.Dir(path), 0o755)
+
+	check := func(name, wantNotice string) {
+		t.Helper()
+		var notice bytes.Buffer
+		img, err := loadOrCapture(ctx, mod, key, sha, dir, &notice)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		img.Close()
+		if !strings.Contains(notice.String(), wantNotice) {
+			t.Fatalf("%s: notice %q, want it to mention %q", name, notice.String(), wantNotice)
+		}
+		again, err := engine.ReadImageFile(path, key)
+		if err != nil {
+			t.Fatalf("%s: the image was not replaced: %v", name, err)
+		}
+		again.Close()
+	}
+	os.WriteFile(path, []byte("not an image at all"), 0o644)
+	check("garbage", "snapshot image corrupt")
+
+	data, _ := os.ReadFile(path)
+	data[len(data)/2] ^= 0xff
+	os.WriteFile(path, data, 0o644)
+	check("flipped byte", "checksum mismatch")
+
+	img, err := engine.ReadImageFile(path, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := engine.WriteImageFile(path, imageKey(sha+"-other"), img); err != nil {
+		t.Fatal(err)
+	}
+	img.Close()
+	check("other inputs", "does not match")
+
+	// A sound image of the right key is used as it is, silently.
+	check("sound", "")
+}
+
+func TestStartupEnvDiffers(t *testing.T) {
+	base := DefaultEnv()
+	for name, c := range map[string]struct {
+		env  []string
+		want bool
+	}{
+		"default":          {base, false},
+		"extra variable":   {append(append([]string{}, base...), "X=1"), false},
+		"python variable":  {append(append([]string{}, base...), "PYTHONOPTIMIZE=1"), true},
+		"locale":           {append(append([]string{}, base...), "LC_ALL=C"), true},
+		"changed LANG":     {MergeEnv(base, map[string]string{"LANG": "C"}), true},
+		"removed variable": {withoutLANG(base), true},
+	} {
+		if got := StartupEnvDiffers(c.env); got != c.want {
+			t.Errorf("%s: %v, want %v", name, got, c.want)
+		}
+	}
+}
+
+func withoutLANG(env []string) []string {
+	var out []string
+	for _, kv := range env {
+		if !strings.HasPrefix(kv, "LANG=") {
+			out = append(out, kv)
+		}
+	}
+	return out
+}
