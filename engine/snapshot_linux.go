@@ -3,7 +3,10 @@
 package engine
 
 import (
+	"encoding/binary"
 	"fmt"
+	"os"
+	"sync"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -11,8 +14,8 @@ import (
 
 // backing is an image's memory in a sealed memfd. Each run maps it
 // MAP_PRIVATE at the start of its reservation: the run reads the image's
-// pages from the page cache, shared with every other run, and copies only
-// the pages it writes.
+// pages from the page cache, shared with every other run, and gets a
+// private copy of a page only when it writes to it.
 type backing struct {
 	fd   int
 	size int
@@ -57,6 +60,62 @@ func (b *backing) reserve(size uint64) ([]byte, func([]byte), bool) {
 		_ = unix.MunmapPtr(base, uintptr(size))
 		return nil, nil, false
 	}
-	buf := unsafe.Slice((*byte)(base), size)
-	return buf, func(buf []byte) { _ = unix.MunmapPtr(unsafe.Pointer(unsafe.SliceData(buf)), uintptr(len(buf))) }, true
+	return unsafe.Slice((*byte)(base), size), unreserve, true
 }
+
+// restore makes a region made by reserve read as the image again, keeping
+// the pages it shares with the image mapped: it reads which pages of the
+// image part are no longer the image's (anonymous copies a run wrote, or
+// pages swapped out) from /proc/self/pagemap and copies the image back
+// over those only. A region reused this way stops faulting once it holds
+// private copies of the pages runs commonly write; the rest stays shared.
+// It reports false when pagemap cannot be read; the region must then be
+// unmapped.
+func (b *backing) restore(buf, image []byte) bool {
+	fd := pagemapFD()
+	if fd < 0 || len(image) != b.size || len(buf) < b.size {
+		return false
+	}
+	page := os.Getpagesize()
+	n := b.size / page
+	entries := pagemapBufs.Get().(*[]byte)
+	defer pagemapBufs.Put(entries)
+	if cap(*entries) < n*8 {
+		*entries = make([]byte, n*8)
+	}
+	e := (*entries)[:n*8]
+	off := int64(uintptr(unsafe.Pointer(unsafe.SliceData(buf))) / uintptr(page) * 8)
+	for done := 0; done < len(e); {
+		k, err := unix.Pread(fd, e[done:], off+int64(done))
+		if err != nil || k <= 0 {
+			return false
+		}
+		done += k
+	}
+	for i := range n {
+		v := binary.LittleEndian.Uint64(e[i*8:])
+		present, swapped, filePage := v&(1<<63) != 0, v&(1<<62) != 0, v&(1<<61) != 0
+		if swapped || present && !filePage {
+			copy(buf[i*page:(i+1)*page], image[i*page:(i+1)*page])
+		}
+	}
+	return true
+}
+
+var (
+	pagemapOnce sync.Once
+	pagemap     = -1
+	pagemapBufs = sync.Pool{New: func() any { return new([]byte) }}
+)
+
+func pagemapFD() int {
+	pagemapOnce.Do(func() {
+		if fd, err := unix.Open("/proc/self/pagemap", unix.O_RDONLY|unix.O_CLOEXEC, 0); err == nil {
+			pagemap = fd
+		}
+	})
+	return pagemap
+}
+
+// canRestore tells whether backing.restore can work here.
+func canRestore() bool { return pagemapFD() >= 0 }

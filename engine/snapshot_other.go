@@ -9,3 +9,6 @@ type backing struct{}
 func newBacking([]byte) (*backing, error)                    { return nil, nil }
 func (*backing) close()                                      {}
 func (*backing) reserve(uint64) ([]byte, func([]byte), bool) { return nil, nil, false }
+func (*backing) restore(_, _ []byte) bool                    { return false }
+
+func canRestore() bool { return false }

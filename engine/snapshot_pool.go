@@ -6,28 +6,33 @@ import (
 )
 
 // Restoring an image into a run's memory, measured on a 2-core VM (13 MB
-// image, a run touching ~300 pages):
+// image, a run touching ~300 pages, writing ~200):
 //
-//   - a private copy-on-write mapping of the image (backing) costs nothing
-//     to create, but every page the run touches first faults, at 20-40 µs
-//     a fault on such a machine: 7-14 ms of system time per run;
+//   - a fresh private copy-on-write mapping of the image (backing) is free
+//     to create, but every page the run touches first faults, at 20-40 µs a
+//     fault on such a machine: 7-14 ms of system time per run;
 //   - copying the image into a fresh anonymous region faults on every page:
 //     worse, ~40 ms;
 //   - copying it into a region whose pages are already present costs
-//     ~0.5 ms and no faults at all.
+//     ~0.5-0.9 ms and no faults, but each pooled region then holds a whole
+//     private copy of the image.
 //
-// So runs take regions from a pool, each already holding private pages,
-// and copy the image in. A region returns to the pool after its run with
-// the memory the run grew beyond the image released (MADV_DONTNEED, which
-// also makes it read as zeros again). When the pool is empty a run maps
-// the image copy-on-write instead, and a region is prepared for the pool in
-// the background, off every run's path. The price is private memory: each
-// idle pooled region holds a copy of the image.
+// So runs reuse regions from a pool. Where the image has a copy-on-write
+// backing and the kernel says which pages a run wrote (/proc/self/pagemap),
+// a region is the backing's mapping and is reset after its run by copying
+// the image back over just the pages that are no longer the image's
+// (backing.restore): a reused region stops faulting once it holds private
+// copies of the pages runs commonly write, and all else stays shared with
+// every other region. Elsewhere a pooled region is anonymous memory that
+// gets the whole image copied in before each run, prepared in the
+// background when the pool runs dry. Either way the memory a run grew past
+// the image is released on reset (MADV_DONTNEED), so it reads as zeros.
 
-// regionPool keeps prepared regions of one size for one image.
+// regionPool keeps reset regions of one size for one image.
 type regionPool struct {
 	img  *Image
 	size uint64
+	cow  bool // regions are backing mappings, reset by backing.restore
 	mu   sync.Mutex
 	free [][]byte
 	// pending counts regions being prepared; free+pending stays <= max.
@@ -51,13 +56,13 @@ func (img *Image) poolFor(size uint64) *regionPool {
 	}
 	p := img.pools[size]
 	if p == nil {
-		p = &regionPool{img: img, size: size, max: poolMax()}
+		p = &regionPool{img: img, size: size, max: poolMax(), cow: img.backing != nil && canRestore()}
 		img.pools[size] = p
 	}
 	return p
 }
 
-// get returns a region holding a fresh copy of the image, or nil.
+// get returns a region that reads as the image, or nil.
 func (p *regionPool) get() []byte {
 	p.mu.Lock()
 	n := len(p.free)
@@ -68,19 +73,22 @@ func (p *regionPool) get() []byte {
 	buf := p.free[n-1]
 	p.free = p.free[:n-1]
 	p.mu.Unlock()
-	copy(buf, p.img.Memory)
+	if !p.cow {
+		copy(buf, p.img.Memory)
+	}
 	return buf
 }
 
-// put takes back a region after its run, or unmaps it when the pool is
-// full or closed.
+// put resets a region after its run and keeps it, or unmaps it when it
+// cannot be reset or the pool is full or closed.
 func (p *regionPool) put(buf []byte) {
-	if !resetRegion(buf, len(p.img.Memory)) {
-		unreserve(buf)
-		return
+	n := len(p.img.Memory)
+	ok := resetRegion(buf, n)
+	if ok && p.cow {
+		ok = p.img.backing.restore(buf, p.img.Memory)
 	}
 	p.mu.Lock()
-	if p.closed || len(p.free)+p.pending >= p.max {
+	if !ok || p.closed || len(p.free)+p.pending >= p.max {
 		p.mu.Unlock()
 		unreserve(buf)
 		return
@@ -89,7 +97,8 @@ func (p *regionPool) put(buf []byte) {
 	p.mu.Unlock()
 }
 
-// grow prepares one more region in the background when the pool has room.
+// grow prepares an anonymous region in the background when the pool has
+// room: the copy faults every page in there rather than in a run.
 func (p *regionPool) grow() {
 	p.mu.Lock()
 	if p.closed || len(p.free)+p.pending >= p.max {
@@ -103,11 +112,10 @@ func (p *regionPool) grow() {
 		p.mu.Lock()
 		p.pending--
 		p.mu.Unlock()
-		if !ok {
-			return
+		if ok {
+			copy(buf, p.img.Memory) // fault the pages in
+			p.put(buf)
 		}
-		copy(buf, p.img.Memory) // faults every page in, here rather than in a run
-		p.put(buf)
 	}()
 }
 
@@ -123,19 +131,26 @@ func (p *regionPool) close() {
 }
 
 // reserveImage reserves size bytes that start as img.Memory, the rest
-// zero: a pooled region when one is ready, else a copy-on-write mapping of
-// the image's backing, else a plain copy.
+// zero: a pooled region when one is ready, else a new copy-on-write
+// mapping of the image's backing (which joins the pool after its run),
+// else a plain copy.
 func reserveImage(img *Image, size uint64) ([]byte, func([]byte)) {
-	if p := img.poolFor(size); p != nil {
+	p := img.poolFor(size)
+	if p != nil {
 		if buf := p.get(); buf != nil {
 			return buf, p.put
 		}
-		p.grow()
 	}
 	if img.backing != nil {
 		if buf, free, ok := img.backing.reserve(size); ok {
+			if p != nil && p.cow {
+				return buf, p.put
+			}
 			return buf, free
 		}
+	}
+	if p != nil {
+		p.grow()
 	}
 	buf, free := reserve(size)
 	copy(buf, img.Memory)

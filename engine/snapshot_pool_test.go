@@ -10,8 +10,22 @@ import (
 // its image part and grew past it starts the next run as the image again,
 // with zeros beyond.
 func TestPooledRegionsAreReset(t *testing.T) {
-	img := testImage()
-	defer img.Close()
+	t.Run("copy-on-write", func(t *testing.T) {
+		img := testImage()
+		defer img.Close()
+		if img.backing == nil || !canRestore() {
+			t.Skip("no copy-on-write backing or no pagemap here")
+		}
+		testPoolReset(t, img)
+	})
+	t.Run("copied", func(t *testing.T) {
+		img := &Image{Memory: testImage().Memory} // no backing
+		defer img.Close()
+		testPoolReset(t, img)
+	})
+}
+
+func testPoolReset(t *testing.T, img *Image) {
 	const size = 16 * 65536
 	p := img.poolFor(size)
 	for deadline := time.Now().Add(10 * time.Second); ; {

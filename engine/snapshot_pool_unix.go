@@ -21,6 +21,9 @@ func reservePoolable(size uint64) ([]byte, bool) {
 	return unsafe.Slice((*byte)(base), size), true
 }
 
+// A pooled anonymous region gets the image copied in by get; put only
+// needs the part past the image reset.
+
 // resetRegion releases everything past the image's length, which then
 // reads as zeros; the image part is overwritten by the next get.
 func resetRegion(buf []byte, imageLen int) bool {
