@@ -11,30 +11,33 @@ import (
 	"github.com/airlock-sandbox/airlock/python"
 )
 
-// Snapshots: instead of starting CPython for every run (~130 ms, more on a
-// loaded machine), a Sandbox starts it once, pauses it where the prelude
-// reads the run's code, and resumes a fresh instance from that image for
-// each run, mapping the image copy-on-write where the platform allows.
-// Every run still gets its own instance, memory, filesystem and WASI
-// state; the image is never written to.
+// WithSnapshots turns snapshot restore on or off. The default is on when
+// set-up (scripts/asyncify.sh) has produced the asyncified python.wasm,
+// off otherwise; asking for it explicitly makes New fail when it is
+// unavailable.
 //
+// With snapshots, instead of starting CPython for every run (~130 ms, far
+// more on a loaded machine), a Sandbox starts it once, pauses it where the
+// prelude reads the run's code, and resumes a fresh instance from that
+// image for each run (~2 ms). Every run still gets its own instance,
+// memory, filesystem and WASI state, and the image itself is never
+// written to. Timeouts and the memory, output and filesystem limits apply
+// as without snapshots; the image's memory (~13 MB) counts against the
+// memory limit.
+//
+// # Notes
 // What runs share by design, being fixed in the image:
-//   - str/bytes hash randomisation: one hash seed per image (per machine,
-//     as the image is cached on disk), not one per run;
+//   - str and bytes hash randomisation: one hash seed per image (per
+//     machine, as the image is cached on disk), not one per run;
 //   - modules imported while warming up (json, re, random, datetime, ...)
-//     are already in sys.modules when a run starts; random is reseeded
-//     from the run's entropy before the run's code;
+//     are in sys.modules when a run starts; random is reseeded from the
+//     run's entropy before the run's code;
 //   - variables CPython reads at start-up (PYTHON*, LANG, LC_*) are those
 //     of python.DefaultEnv.
 //
-// Runs that need otherwise use a fresh interpreter, as without snapshots:
-// deterministic runs (whose hash seed must be the request's) and runs
-// whose environment sets a start-up variable differently.
-
-// WithSnapshots turns snapshot restore on or off. The default is on when
-// set-up (`airlock setup`, scripts/asyncify.sh) has produced the
-// asyncified python.wasm, off otherwise; asking for it explicitly makes
-// New fail when it is unavailable.
+// Runs that need otherwise start a fresh interpreter, as without
+// snapshots: deterministic runs (whose hash seed must be the request's)
+// and runs whose environment sets a start-up variable differently.
 func WithSnapshots(on bool) Option { return func(c *config) { c.snapshots = &on } }
 
 // snapshotter is a Sandbox's snapshot machinery, nil when off.

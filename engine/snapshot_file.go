@@ -25,6 +25,10 @@ import (
 //	96   8n    globals
 //	...        zero padding to imageHeader
 //	4096       memory
+//
+// ImageFormat also versions what an image assumes of the module
+// LoadResumable prepares (which globals are exported, in which order):
+// bump it when either changes, so stored images are recaptured.
 const (
 	ImageFormat = 1
 	imageMagic  = "ALKIMAGE"
