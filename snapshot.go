@@ -12,7 +12,7 @@ import (
 )
 
 // WithSnapshots turns snapshot restore on or off. The default is on when
-// set-up (scripts/asyncify.sh) has produced the asyncified python.wasm,
+// set-up (scripts/setup.sh, `airlock setup`) has produced the asyncified python.wasm,
 // off otherwise; asking for it explicitly makes New fail when it is
 // unavailable.
 //

@@ -47,7 +47,7 @@ func TestSuiteWithoutSnapshots(t *testing.T) {
 func snapshotSandbox(t *testing.T) *airlock.Sandbox {
 	t.Helper()
 	if !sb.Snapshots() {
-		t.Skip("snapshots unavailable (scripts/asyncify.sh) or off")
+		t.Fatal("snapshots unavailable: scripts/setup.sh prepares them (Binaryen's wasm-opt)")
 	}
 	return sb
 }

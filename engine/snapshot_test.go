@@ -14,20 +14,20 @@ import (
 	"github.com/airlock-sandbox/airlock/wasi/memfs"
 )
 
-// resumable loads the asyncified python.wasm set-up made, or skips.
+// resumable loads the asyncified python.wasm set-up made (scripts/setup.sh).
 func resumable(t *testing.T) *engine.Module {
 	t.Helper()
 	cache, err := python.CacheDir()
 	if err != nil {
-		t.Skip(err)
+		t.Fatal(err)
 	}
 	art, err := python.Load("", cache)
 	if err != nil {
-		t.Skip(err)
+		t.Fatalf("%v (scripts/setup.sh fetches it)", err)
 	}
 	wasm, _, err := python.LoadAsyncified(art, cache)
 	if err != nil {
-		t.Skip(err)
+		t.Fatalf("%v (scripts/setup.sh prepares it)", err)
 	}
 	ctx := context.Background()
 	m, err := engine.LoadResumable(ctx, wasm, engine.Options{CacheDir: filepath.Join(cache, "compiled")})

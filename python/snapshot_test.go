@@ -5,7 +5,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -19,17 +18,15 @@ import (
 func TestStoredImageRejected(t *testing.T) {
 	cache, err := CacheDir()
 	if err != nil {
-		t.Skip(err)
+		t.Fatal(err)
 	}
 	art, err := Load("", cache)
 	if err != nil {
-		t.Skip(err)
+		t.Fatalf("%v (scripts/setup.sh fetches it)", err)
 	}
 	wasm, _, err := LoadAsyncified(art, cache)
-	if errors.Is(err, ErrNotAsyncified) {
-		t.Skip("no asyncified python.wasm (scripts/asyncify.sh)")
-	} else if err != nil {
-		t.Fatal(err)
+	if err != nil {
+		t.Fatalf("%v (scripts/setup.sh prepares it)", err)
 	}
 	ctx := context.Background()
 	mod, err := engine.LoadResumable(ctx, wasm, engine.Options{CacheDir: filepath.Join(cache, "compiled")})

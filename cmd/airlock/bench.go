@@ -23,7 +23,8 @@ type benchMode struct {
 }
 
 var benchModes = []benchMode{
-	{name: "cold"},
+	{name: "snapshot", opts: []airlock.Option{airlock.WithSnapshots(true)}},
+	{name: "fresh", opts: []airlock.Option{airlock.WithSnapshots(false)}},
 }
 
 // benchRow is one line of `airlock bench --json`; the keys are stable.
@@ -50,6 +51,7 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) (int
 	var common commonFlags
 	common.register(fs)
 	runs := fs.Int("runs", 20, "runs per workload, mode and worker count")
+	only := fs.String("mode", "", "measure only this mode (snapshot or fresh)")
 	asJSON := fs.Bool("json", false, "print the report as JSON")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -62,6 +64,9 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) (int
 	}
 	report := benchReport{Date: time.Now().UTC().Format(time.RFC3339), GoVersion: runtime.Version(), CPUs: runtime.NumCPU()}
 	for _, mode := range benchModes {
+		if *only != "" && mode.name != *only {
+			continue
+		}
 		sb, err := common.sandbox(ctx, stderr, mode.opts...)
 		if err != nil {
 			return 1, fmt.Errorf("mode %s: %w", mode.name, err)

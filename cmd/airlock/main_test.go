@@ -159,8 +159,12 @@ func TestBenchJSON(t *testing.T) {
 	if err := json.Unmarshal([]byte(stdout), &rep); err != nil {
 		t.Fatal(err)
 	}
-	if len(rep.Workloads) == 0 {
-		t.Fatal("no workloads reported")
+	modes := map[string]int{}
+	for _, w := range rep.Workloads {
+		modes[w.Mode]++
+	}
+	if modes["snapshot"] == 0 || modes["snapshot"] != modes["fresh"] {
+		t.Fatalf("want both modes side by side, got %v", modes)
 	}
 	for _, w := range rep.Workloads {
 		if w.Name == "" || w.Mode == "" || w.P50MS <= 0 || w.P99MS < w.P50MS || w.RunsPerS <= 0 {

@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"time"
 
 	"github.com/airlock-sandbox/airlock"
 	"github.com/airlock-sandbox/airlock/python"
@@ -16,6 +17,7 @@ func cmdSetup(ctx context.Context, args []string, stdout, stderr io.Writer) (int
 	fs.SetOutput(stderr)
 	var common commonFlags
 	common.register(fs)
+	snapshots := fs.Bool("snapshots", true, "also asyncify python.wasm with Binaryen's wasm-opt ($AIRLOCK_WASM_OPT or $PATH) and capture the snapshot image")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0, nil
@@ -34,12 +36,36 @@ func cmdSetup(ctx context.Context, args []string, stdout, stderr io.Writer) (int
 		return 1, err
 	}
 	fmt.Fprintf(stdout, "python.wasm %s (sha256 %s, verified)\n", path, python.DefaultSHA256)
-	// Compile once now so the first run does not pay for it.
-	sb, err := common.sandbox(ctx, stderr)
+	var opts []airlock.Option
+	if *snapshots {
+		art, err := python.Load(common.python, dir)
+		if err != nil {
+			return 1, err
+		}
+		if _, err := python.Asyncify(ctx, art, dir, stderr); err != nil {
+			return 1, err
+		}
+		_, rec, err := python.LoadAsyncified(art, dir)
+		if err != nil {
+			return 1, err
+		}
+		fmt.Fprintf(stdout, "asyncified %s -> %s with %s (%.0fs)\n", rec.InputSHA256[:12], rec.OutputSHA256[:12], rec.Tool, rec.Seconds)
+		opts = append(opts, airlock.WithSnapshots(true))
+	}
+	// Compile (and capture the snapshot) now, so the first run does not
+	// pay for it, and check that a run works.
+	start := time.Now()
+	sb, err := common.sandbox(ctx, stderr, opts...)
 	if err != nil {
 		return 1, err
 	}
-	return 0, sb.Close(ctx)
+	defer sb.Close(ctx)
+	res, err := sb.Run(ctx, airlock.Request{Code: `print("ok")`})
+	if err != nil {
+		return 1, fmt.Errorf("check run: %w", err)
+	}
+	fmt.Fprintf(stdout, "ready in %s (snapshots: %v): %s", time.Since(start).Round(time.Millisecond), sb.Snapshots(), res.Stdout)
+	return 0, nil
 }
 
 func cmdVersion(ctx context.Context, args []string, stdout, stderr io.Writer) (int, error) {
