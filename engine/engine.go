@@ -212,8 +212,7 @@ func (m *Module) Run(ctx context.Context, spec RunSpec) (Outcome, error) {
 	ctx = experimental.WithMemoryAllocator(ctx, allocator{limits: limits})
 	ctx = wasi.WithState(ctx, spec.WASI)
 	out := Outcome{}
-	mod, err := m.runtime.InstantiateModule(ctx, m.compiled,
-		wazero.NewModuleConfig().WithName("").WithStartFunctions())
+	mod, err := m.instantiate(ctx)
 	if err == nil {
 		_, err = mod.ExportedFunction("_start").Call(ctx)
 		mod.Close(context.Background())
@@ -221,6 +220,20 @@ func (m *Module) Run(ctx context.Context, spec RunSpec) (Outcome, error) {
 	out.PeakMemory = limits.peak.Load()
 	out.MemoryLimitHit = limits.hit.Load()
 	return classify(ctx, out, err)
+}
+
+// instantiate makes a fresh, anonymous instance. wazero recovers panics
+// inside guest calls but not during instantiation, where a memory allocator
+// that cannot provide the module's minimum would panic; callers check the
+// minimum first, and this turns anything missed into an error rather than
+// a crash of the host.
+func (m *Module) instantiate(ctx context.Context) (mod api.Module, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			mod, err = nil, fmt.Errorf("engine: instantiate: %v", r)
+		}
+	}()
+	return m.runtime.InstantiateModule(ctx, m.compiled, wazero.NewModuleConfig().WithName("").WithStartFunctions())
 }
 
 func classify(ctx context.Context, out Outcome, err error) (Outcome, error) {

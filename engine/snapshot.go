@@ -8,7 +8,6 @@ import (
 	"slices"
 	"sync"
 
-	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/api"
 	"github.com/tetratelabs/wazero/experimental"
 
@@ -189,8 +188,7 @@ func (m *Module) Capture(ctx context.Context, spec RunSpec) (*Image, error) {
 	ctx = experimental.WithMemoryAllocator(ctx, allocator{limits: limits})
 	ctx = wasi.WithState(ctx, spec.WASI)
 	ctx = context.WithValue(ctx, pauseKey{}, p)
-	mod, err := m.runtime.InstantiateModule(ctx, m.compiled,
-		wazero.NewModuleConfig().WithName("").WithStartFunctions())
+	mod, err := m.instantiate(ctx)
 	if err != nil {
 		_, err = classify(ctx, Outcome{}, err)
 		return nil, fmt.Errorf("engine: snapshot: %w", err)
@@ -267,8 +265,7 @@ func (m *Module) Resume(ctx context.Context, img *Image, spec RunSpec) (Outcome,
 	ctx = experimental.WithMemoryAllocator(ctx, allocator{limits: limits, image: img})
 	ctx = wasi.WithState(ctx, spec.WASI)
 	ctx = context.WithValue(ctx, pauseKey{}, &pausePoint{})
-	mod, err := m.runtime.InstantiateModule(ctx, m.compiled,
-		wazero.NewModuleConfig().WithName("").WithStartFunctions())
+	mod, err := m.instantiate(ctx)
 	if err == nil {
 		err = m.rewind(ctx, mod, img)
 		if err == nil {
