@@ -53,6 +53,12 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) (int
 	runs := fs.Int("runs", 20, "runs per workload, mode and worker count")
 	only := fs.String("mode", "", "measure only this mode (snapshot or fresh)")
 	asJSON := fs.Bool("json", false, "print the report as JSON")
+	peers := fs.Bool("peers", false, "compare with native CPython and Pyodide (see --setup-only, --charts)")
+	var po peersOptions
+	fs.IntVar(&po.pyodideFreshRuns, "pyodide-fresh-runs", 3, "with --peers: cap on Pyodide fresh loads per workload (each takes seconds)")
+	fs.BoolVar(&po.setupOnly, "setup-only", false, "with --peers: install Pyodide with npm into the cache dir and stop")
+	fs.StringVar(&po.charts, "charts", "", "with --peers: write PNG charts into this folder")
+	fs.StringVar(&po.nativePython, "native-python", "python3", "with --peers: the native CPython to run as a subprocess")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0, nil
@@ -61,6 +67,10 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) (int
 	}
 	if *runs < 1 {
 		return exitUsage, usageError{"--runs must be at least 1"}
+	}
+	if *peers {
+		po.common, po.runs, po.asJSON = common, *runs, *asJSON
+		return cmdBenchPeers(ctx, po, stdout, stderr)
 	}
 	report := benchReport{Date: time.Now().UTC().Format(time.RFC3339), GoVersion: runtime.Version(), CPUs: runtime.NumCPU()}
 	for _, mode := range benchModes {

@@ -1,0 +1,156 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"runtime"
+	"strings"
+	"time"
+
+	"github.com/airlock-sandbox/airlock"
+	"github.com/airlock-sandbox/airlock/bench"
+	"github.com/airlock-sandbox/airlock/python"
+)
+
+// peersOptions are the flags of `airlock bench --peers`.
+type peersOptions struct {
+	common           commonFlags
+	runs             int
+	pyodideFreshRuns int
+	setupOnly        bool
+	charts           string
+	asJSON           bool
+	nativePython     string
+}
+
+// baselinePeer is Airlock's default mode, the one every ratio is to.
+const baselinePeer = "airlock snapshot"
+
+type peersReport struct {
+	Date    string             `json:"date"`
+	Machine string             `json:"machine"`
+	Load    string             `json:"load"`
+	Notes   map[string]string  `json:"notes"`
+	Skipped []bench.Skipped    `json:"skipped"`
+	Results []bench.PeerResult `json:"results"`
+}
+
+// cmdBenchPeers measures bench.PeerWorkloads in Airlock (snapshot and
+// fresh), native CPython and Pyodide, one run at a time, and prints a
+// markdown table of medians with ratios to Airlock's default mode.
+func cmdBenchPeers(ctx context.Context, o peersOptions, stdout, stderr io.Writer) (int, error) {
+	cache := o.common.cacheDir
+	if cache == "" {
+		var err error
+		if cache, err = python.CacheDir(); err != nil {
+			return 1, err
+		}
+	}
+	var skipped []bench.Skipped
+	pyDir := bench.PyodideDir(cache)
+	if err := bench.SetupPyodide(ctx, pyDir, stderr); err != nil {
+		if o.setupOnly && !errors.Is(err, bench.ErrPeerUnavailable) {
+			return 1, err
+		}
+		skipped = append(skipped, bench.Skipped{Name: "pyodide", Reason: err.Error()})
+	}
+	if o.setupOnly {
+		if len(skipped) > 0 {
+			fmt.Fprintln(stderr, "airlock: pyodide skipped:", skipped[0].Reason)
+		}
+		return 0, nil
+	}
+	report := peersReport{
+		Date:    time.Now().UTC().Format("2006-01-02 15:04 MST"),
+		Machine: fmt.Sprintf("%s/%s, %d CPUs, %s", runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), runtime.Version()),
+		Load:    loadAvg(),
+		Notes:   map[string]string{},
+	}
+
+	var peers []bench.Peer
+	for _, m := range []struct {
+		name string
+		on   bool
+	}{{baselinePeer, true}, {"airlock fresh", false}} {
+		sb, err := o.common.sandbox(ctx, stderr, airlock.WithSnapshots(m.on))
+		if err != nil {
+			return 1, fmt.Errorf("%s: %w", m.name, err)
+		}
+		defer sb.Close(context.Background())
+		peers = append(peers, bench.AirlockPeer(m.name, sb))
+	}
+	skipped = append(skipped, bench.Skipped{Name: "airlock wasmtime", Reason: "Airlock has no wasmtime engine yet (only wazero exists)"})
+	if p, skip := bench.NativePeer(ctx, o.nativePython); skip != nil {
+		skipped = append(skipped, *skip)
+	} else {
+		peers = append(peers, p)
+	}
+	if bench.PyodideInstalled(pyDir) {
+		fresh, warm, err := bench.PyodidePeers(ctx, pyDir)
+		if err != nil {
+			skipped = append(skipped, bench.Skipped{Name: "pyodide", Reason: err.Error()})
+		} else {
+			defer fresh.Close()
+			fresh.MaxRuns = o.pyodideFreshRuns
+			peers = append(peers, fresh, warm)
+		}
+	}
+	for _, p := range peers {
+		report.Notes[p.Name] = p.Note
+		if p.MaxRuns == 0 { // one untimed run first, except where a run costs seconds
+			if _, err := p.Run(ctx, "pass"); err != nil {
+				return 1, fmt.Errorf("%s: %w", p.Name, err)
+			}
+		}
+	}
+
+	for _, w := range bench.PeerWorkloads {
+		for _, p := range peers {
+			fmt.Fprintf(stderr, "airlock: bench %s on %s\n", w.Name, p.Name)
+			r, err := bench.MeasurePeer(ctx, p, w, o.runs)
+			if err != nil {
+				return 1, err
+			}
+			report.Results = append(report.Results, r)
+		}
+	}
+	report.Load += " → " + loadAvg()
+
+	if o.charts != "" {
+		files, err := bench.Charts(report.Results, o.charts)
+		if err != nil {
+			return 1, err
+		}
+		fmt.Fprintln(stderr, "airlock: charts:", strings.Join(files, " "))
+	}
+	if o.asJSON {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		return 0, enc.Encode(report)
+	}
+	fmt.Fprintf(stdout, "%s; %s; load average (1 min) %s; ratios (×) to %s, same workload.\n\n",
+		report.Date, report.Machine, report.Load, baselinePeer)
+	fmt.Fprint(stdout, bench.MarkdownTable(report.Results, baselinePeer, skipped))
+	fmt.Fprintln(stdout)
+	for _, p := range peers {
+		fmt.Fprintf(stdout, "- %s: %s\n", p.Name, p.Note)
+	}
+	return 0, nil
+}
+
+// loadAvg is the 1-minute load average, or "?" where there is none.
+func loadAvg() string {
+	data, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "?"
+	}
+	fields := strings.Fields(string(data))
+	if len(fields) == 0 {
+		return "?"
+	}
+	return fields[0]
+}
