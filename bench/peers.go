@@ -123,7 +123,7 @@ func AirlockPeer(name string, sb *airlock.Sandbox) Peer {
 		Name: name,
 		Note: note,
 		Run: func(ctx context.Context, code string) (int64, error) {
-			res, err := sb.Run(ctx, airlock.Request{Code: code})
+			res, err := sb.Run(ctx, airlock.Request{Code: code, Limits: peerLimits})
 			if err == nil && res.ExitCode != 0 {
 				err = fmt.Errorf("exit %d: %s", res.ExitCode, res.Stderr)
 			}
@@ -131,6 +131,10 @@ func AirlockPeer(name string, sb *airlock.Sandbox) Peer {
 		},
 	}
 }
+
+// peerLimits lift the default 10 s timeout: the comparison measures
+// speed, and a loaded machine can push a fresh-interpreter run past it.
+var peerLimits = airlock.Limits{Timeout: 5 * time.Minute}
 
 // Ratio is v relative to base (v/base), 0 when base is not positive.
 func Ratio(v, base float64) float64 {
