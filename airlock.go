@@ -98,6 +98,11 @@ type Request struct {
 	// Values reach host tools through hostfuncs.CallInfo; they are shared
 	// by the run's calls and must not be changed while it runs.
 	Values map[string]any
+	// OnOutput, if set, receives each chunk of stdout ("stdout") or stderr
+	// ("stderr") as the guest writes it, within the output cap. It is called
+	// on the run's goroutine, must not keep p, and should return quickly:
+	// the guest waits for it.
+	OnOutput func(stream string, p []byte)
 }
 
 // Result is what a run produced. A Result is returned for every run, also

@@ -114,6 +114,10 @@ func (sb *Sandbox) Run(ctx context.Context, req Request) (*Result, error) {
 	}
 	stdout := &capWriter{limit: limits.Output}
 	stderr := &capWriter{limit: limits.Output}
+	if req.OnOutput != nil {
+		stdout.onWrite = func(p []byte) { req.OnOutput("stdout", p) }
+		stderr.onWrite = func(p []byte) { req.OnOutput("stderr", p) }
+	}
 	env := python.DefaultEnv()
 	wcfg := wasi.Config{Args: python.Args(), Stdout: stdout, Stderr: stderr, FS: fs}
 	if req.Deterministic {
@@ -277,12 +281,19 @@ type capWriter struct {
 	buf       bytes.Buffer
 	limit     int64
 	truncated bool
+	onWrite   func(p []byte) // Request.OnOutput, given what was kept
 }
 
 func (w *capWriter) Write(p []byte) (int, error) {
 	room := w.limit - int64(w.buf.Len())
 	if int64(len(p)) <= room {
+		if w.onWrite != nil && len(p) > 0 {
+			w.onWrite(p)
+		}
 		return w.buf.Write(p)
+	}
+	if w.onWrite != nil && room > 0 {
+		w.onWrite(p[:room])
 	}
 	w.buf.Write(p[:max(room, 0)])
 	w.truncated = true
