@@ -1,0 +1,119 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/airlock-sandbox/airlock"
+	"github.com/airlock-sandbox/airlock/hostfuncs"
+)
+
+// MCPConfig configures NewMCP.
+type MCPConfig struct {
+	// Sandbox runs the code; required.
+	Sandbox *airlock.Sandbox
+	// Tools are the host tools registered on Sandbox, listed in the
+	// run_python description so a model knows it may call them.
+	Tools []hostfuncs.Tool
+	// MaxLimits caps runs (default airlock.DefaultLimits); the model picks
+	// the timeout below MaxLimits.Timeout.
+	MaxLimits airlock.Limits
+}
+
+// RunPythonArgs are run_python's arguments.
+type RunPythonArgs struct {
+	Code    string            `json:"code" jsonschema:"Python 3.12 source to run as __main__"`
+	Files   map[string]string `json:"files,omitempty" jsonschema:"text files to create first, by path relative to /home/user (the working directory)"`
+	Timeout float64           `json:"timeout,omitempty" jsonschema:"wall-clock limit in seconds"`
+}
+
+// NewMCP returns a Model Context Protocol server with one tool, run_python.
+// Serve it with (*mcp.Server).Run, e.g. over &mcp.StdioTransport{}.
+func NewMCP(cfg MCPConfig) *mcp.Server {
+	if cfg.MaxLimits == (airlock.Limits{}) {
+		cfg.MaxLimits = airlock.DefaultLimits
+	}
+	srv := mcp.NewServer(&mcp.Implementation{Name: "airlock", Version: airlock.Version}, nil)
+	mcp.AddTool(srv, &mcp.Tool{Name: "run_python", Description: mcpDescription(cfg)},
+		func(ctx context.Context, _ *mcp.CallToolRequest, in RunPythonArgs) (*mcp.CallToolResult, any, error) {
+			return runPython(ctx, cfg, in), nil, nil
+		})
+	return srv
+}
+
+func mcpDescription(cfg MCPConfig) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "Run Python 3.12 code in a fresh, isolated sandbox and return its stdout, stderr, exit code and, "+
+		"if the sandbox stopped it, why (timeout, memory_limit, output_limit, fs_quota). "+
+		"The standard library is available; there is no network and no third-party package. "+
+		"The working directory /home/user and /tmp are in memory and start empty apart from the files you pass; "+
+		"nothing persists between calls. Limits: %s wall clock (default %s), %d MiB of memory, %d KiB of output per stream.",
+		cfg.MaxLimits.Timeout, min(cfg.MaxLimits.Timeout, airlock.DefaultLimits.Timeout),
+		cfg.MaxLimits.Memory>>20, cfg.MaxLimits.Output>>10)
+	if len(cfg.Tools) > 0 {
+		b.WriteString("\n\nHost functions the code can call (`import airlock`, then `airlock.tools.NAME(...)`, " +
+			"keyword or positional arguments; failures raise airlock.HostError; `help(airlock.tools)` shows signatures):")
+		for _, t := range cfg.Tools {
+			fmt.Fprintf(&b, "\n- %s: %s", t.Name(), t.Description())
+		}
+	}
+	return b.String()
+}
+
+func runPython(ctx context.Context, cfg MCPConfig, in RunPythonArgs) *mcp.CallToolResult {
+	timeout := min(cfg.MaxLimits.Timeout, airlock.DefaultLimits.Timeout)
+	if in.Timeout > 0 {
+		timeout = cfg.MaxLimits.Timeout
+		if in.Timeout < timeout.Seconds() {
+			timeout = time.Duration(in.Timeout * float64(time.Second))
+		}
+	}
+	files := make(map[string][]byte, len(in.Files))
+	for p, data := range in.Files {
+		files[p] = []byte(data)
+	}
+	limits := cfg.MaxLimits
+	limits.Timeout = timeout
+	res, _ := cfg.Sandbox.Run(ctx, airlock.Request{Code: in.Code, Filename: "main.py", Files: files, Limits: limits})
+	return &mcp.CallToolResult{
+		Content: []mcp.Content{&mcp.TextContent{Text: FormatText(res)}},
+		IsError: res.Error != nil || res.ExitCode != 0,
+	}
+}
+
+// FormatText renders a Result for a language model: the outcome first,
+// then stdout and stderr verbatim (tracebacks intact) and the files left.
+func FormatText(res *airlock.Result) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "exit_code: %d\n", res.ExitCode)
+	if res.Error != nil {
+		fmt.Fprintf(&b, "error: %s: %s\n", res.Error.Kind, res.Error.Message)
+	} else {
+		b.WriteString("error: none\n")
+	}
+	fmt.Fprintf(&b, "duration_ms: %.1f\n", float64(res.Duration)/float64(time.Millisecond))
+	section := func(name string, data []byte, truncated bool) {
+		fmt.Fprintf(&b, "--- %s", name)
+		if truncated {
+			b.WriteString(" (truncated at the output limit)")
+		}
+		b.WriteString(" ---\n")
+		b.Write(data)
+		if len(data) > 0 && data[len(data)-1] != '\n' {
+			b.WriteString("\n")
+		}
+	}
+	section("stdout", res.Stdout, res.StdoutTruncated)
+	section("stderr", res.Stderr, res.StderrTruncated)
+	if len(res.Files) > 0 {
+		b.WriteString("--- files written ---\n")
+		for _, f := range res.Files {
+			fmt.Fprintf(&b, "%s (%d bytes)\n", f.Path, f.Size)
+		}
+	}
+	return b.String()
+}

@@ -1,0 +1,112 @@
+package server
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/airlock-sandbox/airlock"
+	"github.com/airlock-sandbox/airlock/hostfuncs"
+)
+
+func mcpSession(t *testing.T, cfg MCPConfig) *mcp.ClientSession {
+	t.Helper()
+	ctx := context.Background()
+	srv := NewMCP(cfg)
+	st, ct := mcp.NewInMemoryTransports()
+	ss, err := srv.Connect(ctx, st, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ss.Close() })
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "1"}, nil).Connect(ctx, ct, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cs.Close() })
+	return cs
+}
+
+func callText(t *testing.T, cs *mcp.ClientSession, args map[string]any) (string, bool) {
+	t.Helper()
+	res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "run_python", Arguments: args})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Content) != 1 {
+		t.Fatalf("content %+v", res.Content)
+	}
+	return res.Content[0].(*mcp.TextContent).Text, res.IsError
+}
+
+func TestMCPRunPython(t *testing.T) {
+	cs := mcpSession(t, MCPConfig{Sandbox: sb})
+	tools, err := cs.ListTools(context.Background(), nil)
+	if err != nil || len(tools.Tools) != 1 || tools.Tools[0].Name != "run_python" {
+		t.Fatalf("tools %+v, %v", tools, err)
+	}
+	cases := []struct {
+		name    string
+		args    map[string]any
+		isError bool
+		want    []string
+	}{
+		{"ok with a file", map[string]any{"code": "print(open('d.txt').read().upper())\nopen('o.txt','w').write('x')",
+			"files": map[string]string{"d.txt": "hi"}}, false,
+			[]string{"exit_code: 0\nerror: none\n", "--- stdout ---\nHI\n--- stderr ---\n", "/home/user/o.txt (1 bytes)"}},
+		{"traceback intact", map[string]any{"code": "def f():\n    return 1/0\nf()"}, true,
+			[]string{"exit_code: 1\n", "Traceback (most recent call last):\n  File \"main.py\", line 3, in <module>\n    f()\n",
+				"  File \"main.py\", line 2, in f\n", "ZeroDivisionError: division by zero\n"}},
+		{"timeout", map[string]any{"code": "print('start', flush=True)\nwhile True: pass", "timeout": 0.3}, true,
+			[]string{"error: timeout: the run exceeded its 300ms time limit", "--- stdout ---\nstart\n"}},
+		{"exit status", map[string]any{"code": "import sys; sys.exit(4)"}, true, []string{"exit_code: 4\nerror: none\n"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			text, isErr := callText(t, cs, tc.args)
+			if isErr != tc.isError {
+				t.Errorf("IsError %v, want %v", isErr, tc.isError)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(text, w) {
+					t.Errorf("text lacks %q:\n%s", w, text)
+				}
+			}
+		})
+	}
+	// A missing required argument is refused by the schema.
+	res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "run_python", Arguments: map[string]any{}})
+	if err == nil && !res.IsError {
+		t.Fatalf("no code accepted: %+v", res)
+	}
+}
+
+func TestMCPToolsAndTimeoutCap(t *testing.T) {
+	echo := hostfuncs.Func("shout", "Return the text in capitals.", func(_ context.Context, s string) (string, error) {
+		return strings.ToUpper(s), nil
+	})
+	tsb, err := airlock.New(context.Background(), airlock.WithTools(echo))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tsb.Close(context.Background())
+	max := airlock.DefaultLimits
+	max.Timeout = 400 * time.Millisecond
+	cs := mcpSession(t, MCPConfig{Sandbox: tsb, Tools: []hostfuncs.Tool{echo}, MaxLimits: max})
+	tools, err := cs.ListTools(context.Background(), nil)
+	if err != nil || !strings.Contains(tools.Tools[0].Description, "- shout: Return the text in capitals.") {
+		t.Fatalf("description does not list the host tool: %+v %v", tools, err)
+	}
+	text, _ := callText(t, cs, map[string]any{"code": "import airlock; print(airlock.tools.shout('hi'))"})
+	if !strings.Contains(text, "--- stdout ---\nHI\n") {
+		t.Fatalf("host call: %s", text)
+	}
+	begin := time.Now()
+	text, _ = callText(t, cs, map[string]any{"code": "while True: pass", "timeout": 3600})
+	if !strings.Contains(text, "error: timeout: the run exceeded its 400ms") || time.Since(begin) > 5*time.Second {
+		t.Fatalf("timeout not capped: %s", text)
+	}
+}

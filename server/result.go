@@ -1,0 +1,126 @@
+package server
+
+import (
+	"time"
+
+	"github.com/airlock-sandbox/airlock"
+)
+
+// File is a file a run left under /home/user. Data (base64 in JSON) is
+// sent by the HTTP API and left out by `airlock run --json`.
+type File struct {
+	Path string `json:"path"`
+	Size int64  `json:"size"`
+	Data []byte `json:"data,omitempty"`
+}
+
+// ErrorInfo is why the sandbox ended or refused a run (Kind is an
+// airlock.Kind), or why the server refused a request.
+type ErrorInfo struct {
+	Kind    string `json:"kind"`
+	Message string `json:"message"`
+}
+
+// Result is the JSON shape of a run, shared by `airlock run --json` and
+// POST /v1/run; field names are stable.
+type Result struct {
+	ExitCode   int        `json:"exit_code"`
+	Stdout     string     `json:"stdout"`
+	Stderr     string     `json:"stderr"`
+	Error      *ErrorInfo `json:"error"`
+	DurationMS float64    `json:"duration_ms"`
+	Files      []File     `json:"files"`
+}
+
+// NewResult converts res; withData includes the files' contents.
+func NewResult(res *airlock.Result, withData bool) Result {
+	out := Result{
+		ExitCode:   res.ExitCode,
+		Stdout:     string(res.Stdout),
+		Stderr:     string(res.Stderr),
+		DurationMS: float64(res.Duration) / float64(time.Millisecond),
+		Files:      []File{},
+	}
+	if res.Error != nil {
+		out.Error = &ErrorInfo{Kind: string(res.Error.Kind), Message: res.Error.Message}
+	}
+	for _, f := range res.Files {
+		jf := File{Path: f.Path, Size: f.Size}
+		if withData {
+			jf.Data = f.Data
+		}
+		out.Files = append(out.Files, jf)
+	}
+	return out
+}
+
+// RunLimits are a request's limits; zero fields take the server's defaults
+// and larger ones are clamped to its maxima.
+type RunLimits struct {
+	TimeoutMS   int64 `json:"timeout_ms,omitempty"`
+	Memory      int64 `json:"memory,omitempty"`
+	Output      int64 `json:"output,omitempty"`
+	FSBytes     int64 `json:"fs_bytes,omitempty"`
+	FSFiles     int   `json:"fs_files,omitempty"`
+	HostCalls   int   `json:"host_calls,omitempty"`
+	HostPayload int64 `json:"host_payload,omitempty"`
+}
+
+// RunRequest is the body of POST /v1/run. Files and Stdin are base64 in
+// JSON; file paths are absolute or relative to /home/user.
+type RunRequest struct {
+	Code          string            `json:"code"`
+	Filename      string            `json:"filename,omitempty"`
+	Files         map[string][]byte `json:"files,omitempty"`
+	Stdin         []byte            `json:"stdin,omitempty"`
+	Env           map[string]string `json:"env,omitempty"`
+	Limits        RunLimits         `json:"limits,omitzero"`
+	Deterministic bool              `json:"deterministic,omitempty"`
+	Seed          uint64            `json:"seed,omitempty"`
+	Tools         []string          `json:"tools,omitempty"`
+}
+
+// FromLimits is the RunLimits form of l.
+func FromLimits(l airlock.Limits) RunLimits {
+	return RunLimits{
+		TimeoutMS: l.Timeout.Milliseconds(), Memory: l.Memory, Output: l.Output,
+		FSBytes: l.FSBytes, FSFiles: l.FSFiles, HostCalls: l.HostCalls, HostPayload: l.HostPayload,
+	}
+}
+
+// clamp turns r into airlock.Limits no larger than maxima, naming the
+// fields it lowered. Negative values pass through for the Sandbox to refuse.
+func (r RunLimits) clamp(maxima airlock.Limits) (airlock.Limits, []string) {
+	var clamped []string
+	fields := []struct {
+		name string
+		v    *int64
+		max  int64
+	}{
+		{"timeout_ms", &r.TimeoutMS, maxima.Timeout.Milliseconds()},
+		{"memory", &r.Memory, maxima.Memory},
+		{"output", &r.Output, maxima.Output},
+		{"fs_bytes", &r.FSBytes, maxima.FSBytes},
+		{"host_payload", &r.HostPayload, maxima.HostPayload},
+	}
+	for _, f := range fields {
+		if f.max > 0 && *f.v > f.max {
+			*f.v = f.max
+			clamped = append(clamped, f.name)
+		}
+	}
+	if maxima.FSFiles > 0 && r.FSFiles > maxima.FSFiles {
+		r.FSFiles = maxima.FSFiles
+		clamped = append(clamped, "fs_files")
+	}
+	if maxima.HostCalls > 0 && r.HostCalls > maxima.HostCalls {
+		r.HostCalls = maxima.HostCalls
+		clamped = append(clamped, "host_calls")
+	}
+	l := airlock.Limits{
+		Timeout: time.Duration(r.TimeoutMS) * time.Millisecond,
+		Memory:  r.Memory, Output: r.Output, FSBytes: r.FSBytes, FSFiles: r.FSFiles,
+		HostCalls: r.HostCalls, HostPayload: r.HostPayload,
+	}
+	return l, clamped
+}

@@ -1,0 +1,370 @@
+// Package server puts a Sandbox behind HTTP (POST /v1/run, GET /healthz,
+// GET /metrics) and behind the Model Context Protocol (NewMCP), and holds
+// the client `airlock run --server` uses.
+//
+// The HTTP server admits at most Config.Concurrency runs at once and
+// Config.Queue more waiting; beyond that it answers 429 with Retry-After
+// at once. An admitted request is always answered, also while the server
+// shuts down (http.Server.Shutdown waits for running handlers).
+package server
+
+import (
+	"context"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"runtime"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/airlock-sandbox/airlock"
+)
+
+// Config configures a Server. Zero fields take the defaults noted.
+type Config struct {
+	// Sandbox runs the requests; required.
+	Sandbox *airlock.Sandbox
+	// MaxLimits caps every request's limits (default airlock.DefaultLimits);
+	// a request's zero limits take the Sandbox's defaults.
+	MaxLimits airlock.Limits
+	// Concurrency is how many runs go at once (default runtime.NumCPU()).
+	Concurrency int
+	// Queue is how many admitted requests may wait for a slot (default
+	// 4 × Concurrency); a negative value means none.
+	Queue int
+	// MaxBody caps a request body in bytes (default 32 MiB).
+	MaxBody int64
+	// Token, if set, is required as "Authorization: Bearer TOKEN" on
+	// /v1/ and /metrics (not on /healthz).
+	Token string
+	// Logger receives one record per request (default slog.Default()).
+	Logger *slog.Logger
+}
+
+// Server is an http.Handler serving the API.
+type Server struct {
+	cfg     Config
+	slots   chan struct{}
+	waiting atomic.Int64
+	mux     *http.ServeMux
+	nextID  atomic.Uint64
+
+	runs     *prometheus.CounterVec
+	rejected *prometheus.CounterVec
+	duration prometheus.Histogram
+	queue    prometheus.GaugeFunc
+	inFlight prometheus.Gauge
+}
+
+// New builds a Server from cfg.
+func New(cfg Config) (*Server, error) {
+	if cfg.Sandbox == nil {
+		return nil, errors.New("server: Config.Sandbox is required")
+	}
+	if cfg.MaxLimits == (airlock.Limits{}) {
+		cfg.MaxLimits = airlock.DefaultLimits
+	}
+	if cfg.Concurrency <= 0 {
+		cfg.Concurrency = runtime.NumCPU()
+	}
+	switch {
+	case cfg.Queue == 0:
+		cfg.Queue = 4 * cfg.Concurrency
+	case cfg.Queue < 0:
+		cfg.Queue = 0
+	}
+	if cfg.MaxBody <= 0 {
+		cfg.MaxBody = 32 << 20
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	s := &Server{cfg: cfg, slots: make(chan struct{}, cfg.Concurrency), mux: http.NewServeMux()}
+	reg := prometheus.NewRegistry()
+	s.runs = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "airlock_runs_total", Help: "Runs by outcome: ok, or the error kind.",
+	}, []string{"outcome"})
+	s.rejected = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "airlock_rejected_requests_total", Help: "Requests refused before running, by reason.",
+	}, []string{"reason"})
+	s.duration = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name: "airlock_run_duration_seconds", Help: "Wall-clock time of runs.",
+		Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30},
+	})
+	s.queue = prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "airlock_queue_depth", Help: "Admitted requests waiting for a run slot.",
+	}, func() float64 { return float64(s.waiting.Load()) })
+	s.inFlight = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "airlock_runs_in_flight", Help: "Runs executing now.",
+	})
+	reg.MustRegister(s.runs, s.rejected, s.duration, s.queue, s.inFlight)
+
+	s.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		io.WriteString(w, "ok\n")
+	})
+	s.mux.Handle("GET /metrics", s.auth(promhttp.HandlerFor(reg, promhttp.HandlerOpts{})))
+	s.mux.Handle("POST /v1/run", s.auth(http.HandlerFunc(s.handleRun)))
+	return s, nil
+}
+
+// statusWriter records the status for the access log; it keeps Flush
+// reachable through Unwrap (http.ResponseController).
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	if w.status == 0 {
+		w.status = code
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Write(p []byte) (int, error) {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	return w.ResponseWriter.Write(p)
+}
+
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// ServeHTTP logs each request with log/slog.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	sw := &statusWriter{ResponseWriter: w}
+	s.mux.ServeHTTP(sw, r)
+	s.cfg.Logger.LogAttrs(r.Context(), slog.LevelInfo, "request",
+		slog.String("method", r.Method), slog.String("path", r.URL.Path),
+		slog.Int("status", sw.status), slog.Duration("duration", time.Since(start)),
+		slog.String("remote", r.RemoteAddr))
+}
+
+func (s *Server) auth(h http.Handler) http.Handler {
+	if s.cfg.Token == "" {
+		return h
+	}
+	want := []byte("Bearer " + s.cfg.Token)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got := []byte(r.Header.Get("Authorization"))
+		if subtle.ConstantTimeCompare(got, want) != 1 {
+			s.rejected.WithLabelValues("unauthorized").Inc()
+			w.Header().Set("WWW-Authenticate", `Bearer realm="airlock"`)
+			writeError(w, http.StatusUnauthorized, "unauthorized", "missing or wrong bearer token")
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+// errorBody is the body of a refused request: {"error":{"kind","message"}}.
+type errorBody struct {
+	Error ErrorInfo `json:"error"`
+}
+
+func writeError(w http.ResponseWriter, status int, kind, msg string) {
+	writeJSON(w, status, errorBody{ErrorInfo{Kind: kind, Message: msg}})
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(v)
+}
+
+// errBusy means the slots and the queue are full.
+var errBusy = errors.New("server busy")
+
+// acquire takes a run slot, waiting in the queue if there is room there.
+func (s *Server) acquire(ctx context.Context) (release func(), err error) {
+	release = func() { <-s.slots }
+	select {
+	case s.slots <- struct{}{}:
+		return release, nil
+	default:
+	}
+	if s.waiting.Add(1) > int64(s.cfg.Queue) {
+		s.waiting.Add(-1)
+		return nil, errBusy
+	}
+	defer s.waiting.Add(-1)
+	select {
+	case s.slots <- struct{}{}:
+		return release, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+func (s *Server) decode(w http.ResponseWriter, r *http.Request) (RunRequest, bool) {
+	var req RunRequest
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, s.cfg.MaxBody))
+	dec.DisallowUnknownFields()
+	err := dec.Decode(&req)
+	if err == nil && dec.More() {
+		err = errors.New("unexpected data after the JSON object")
+	}
+	if err == nil {
+		if _, e := dec.Token(); e != io.EOF {
+			err = errors.New("unexpected data after the JSON object")
+		}
+	}
+	var tooBig *http.MaxBytesError
+	switch {
+	case errors.As(err, &tooBig):
+		s.rejected.WithLabelValues("too_large").Inc()
+		writeError(w, http.StatusRequestEntityTooLarge, "too_large", fmt.Sprintf("request body exceeds %d bytes", tooBig.Limit))
+		return req, false
+	case err != nil:
+		s.rejected.WithLabelValues("bad_request").Inc()
+		writeError(w, http.StatusBadRequest, string(airlock.KindInvalidRequest), "bad request body: "+err.Error())
+		return req, false
+	case req.Code == "":
+		s.rejected.WithLabelValues("bad_request").Inc()
+		writeError(w, http.StatusBadRequest, string(airlock.KindInvalidRequest), `"code" is required`)
+		return req, false
+	}
+	return req, true
+}
+
+func (s *Server) handleRun(w http.ResponseWriter, r *http.Request) {
+	in, ok := s.decode(w, r)
+	if !ok {
+		return
+	}
+	limits, clamped := in.Limits.clamp(s.cfg.MaxLimits)
+	if len(clamped) > 0 {
+		w.Header().Set("Airlock-Limits-Clamped", strings.Join(clamped, ","))
+	}
+	req := airlock.Request{
+		Code: in.Code, Filename: in.Filename, Files: in.Files, Stdin: in.Stdin, Env: in.Env,
+		Limits: limits, Deterministic: in.Deterministic, Seed: in.Seed, Tools: in.Tools,
+	}
+	release, err := s.acquire(r.Context())
+	switch {
+	case errors.Is(err, errBusy):
+		s.rejected.WithLabelValues("overloaded").Inc()
+		w.Header().Set("Retry-After", "1")
+		writeError(w, http.StatusTooManyRequests, "overloaded",
+			fmt.Sprintf("%d runs in flight and %d queued; retry later", s.cfg.Concurrency, s.cfg.Queue))
+		return
+	case err != nil: // the client left while queued; no one reads an answer
+		s.rejected.WithLabelValues("client_gone").Inc()
+		return
+	}
+	defer release()
+	id := s.nextID.Add(1)
+	log := s.cfg.Logger.With(slog.Uint64("run", id))
+	stream := r.URL.Query().Get("stream") == "1"
+	var sse *sseWriter
+	if stream {
+		sse = newSSE(w)
+		req.OnOutput = sse.output
+	}
+	s.inFlight.Inc()
+	res, _ := s.cfg.Sandbox.Run(r.Context(), req)
+	s.inFlight.Dec()
+	outcome := "ok"
+	if res.Error != nil {
+		outcome = string(res.Error.Kind)
+	}
+	s.runs.WithLabelValues(outcome).Inc()
+	s.duration.Observe(res.Duration.Seconds())
+	log.Info("run", slog.String("outcome", outcome), slog.Int("exit_code", res.ExitCode),
+		slog.Duration("duration", res.Duration), slog.Any("clamped", clamped))
+	out := NewResult(res, true)
+	if stream {
+		sse.finish(out)
+		return
+	}
+	status := http.StatusOK
+	if res.Error != nil && res.Error.Kind == airlock.KindInvalidRequest {
+		status = http.StatusBadRequest
+	}
+	writeJSON(w, status, out)
+}
+
+// sseWriter sends a run's output as server-sent events while it runs:
+// "stdout" and "stderr" events whose data is a JSON string, then one
+// "result" event with the Result. Output is queued by the run and written
+// by a goroutine, so a slow client never stalls the guest (the queue is
+// bounded by the run's output caps).
+type sseWriter struct {
+	w    http.ResponseWriter
+	rc   *http.ResponseController
+	mu   sync.Mutex
+	q    []sseEvent
+	wake chan struct{}
+	done chan struct{}
+}
+
+type sseEvent struct {
+	name string
+	data []byte
+}
+
+func newSSE(w http.ResponseWriter) *sseWriter {
+	h := w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-cache")
+	h.Set("X-Accel-Buffering", "no")
+	w.WriteHeader(http.StatusOK)
+	s := &sseWriter{w: w, rc: http.NewResponseController(w), wake: make(chan struct{}, 1), done: make(chan struct{})}
+	_ = s.rc.Flush()
+	go s.loop()
+	return s
+}
+
+func (s *sseWriter) output(stream string, p []byte) {
+	data, _ := json.Marshal(string(p))
+	s.push(sseEvent{stream, data})
+}
+
+func (s *sseWriter) push(e sseEvent) {
+	s.mu.Lock()
+	s.q = append(s.q, e)
+	s.mu.Unlock()
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (s *sseWriter) loop() {
+	defer close(s.done)
+	for range s.wake {
+		s.mu.Lock()
+		q := s.q
+		s.q = nil
+		s.mu.Unlock()
+		last := false
+		for _, e := range q {
+			fmt.Fprintf(s.w, "event: %s\ndata: %s\n\n", e.name, e.data)
+			last = last || e.name == "result"
+		}
+		_ = s.rc.Flush()
+		if last {
+			return
+		}
+	}
+}
+
+// finish sends the result event and waits until everything is written.
+func (s *sseWriter) finish(res Result) {
+	data, _ := json.Marshal(res)
+	s.push(sseEvent{"result", data})
+	<-s.done
+}

@@ -1,0 +1,351 @@
+package server
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/airlock-sandbox/airlock"
+)
+
+var sb *airlock.Sandbox
+
+func TestMain(m *testing.M) {
+	var err error
+	sb, err = airlock.New(context.Background(), airlock.WithNotice(os.Stderr))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "server tests need python.wasm (scripts/setup.sh):", err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	sb.Close(context.Background())
+	os.Exit(code)
+}
+
+// start serves cfg on a loopback port until the test ends and returns the
+// base URL, the Server and the http.Server (for Shutdown).
+func start(t *testing.T, cfg Config) (string, *Server, *http.Server) {
+	t.Helper()
+	cfg.Sandbox = sb
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	s, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := &http.Server{Handler: s}
+	go hs.Serve(ln)
+	t.Cleanup(func() { hs.Close() })
+	return "http://" + ln.Addr().String(), s, hs
+}
+
+type response struct {
+	status int
+	header http.Header
+	body   []byte
+}
+
+func post(t *testing.T, url, token, body string) response {
+	t.Helper()
+	req, err := http.NewRequest("POST", url, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return response{resp.StatusCode, resp.Header, b}
+}
+
+func decodeResult(t *testing.T, r response) Result {
+	t.Helper()
+	var res Result
+	if err := json.Unmarshal(r.body, &res); err != nil {
+		t.Fatalf("status %d, body %q: %v", r.status, r.body, err)
+	}
+	return res
+}
+
+func runJSON(t *testing.T, code string, limits RunLimits) string {
+	b, err := json.Marshal(RunRequest{Code: code, Limits: limits})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+func TestRun(t *testing.T) {
+	url, _, _ := start(t, Config{})
+	body := `{"code": "import sys\nprint(open('in.txt').read().upper())\nopen('out.txt','w').write('x')\nprint('oops', file=sys.stderr)\nsys.exit(3)",
+		"files": {"in.txt": "aGVsbG8="}}`
+	r := post(t, url+"/v1/run", "", body)
+	res := decodeResult(t, r)
+	if r.status != 200 || res.Stdout != "HELLO\n" || res.Stderr != "oops\n" || res.ExitCode != 3 || res.Error != nil {
+		t.Fatalf("status %d, result %+v", r.status, res)
+	}
+	if len(res.Files) != 1 || res.Files[0].Path != "/home/user/out.txt" || string(res.Files[0].Data) != "x" {
+		t.Fatalf("files %+v", res.Files)
+	}
+	// A traceback comes back intact, with the kind-free error field.
+	res = decodeResult(t, post(t, url+"/v1/run", "", runJSON(t, "1/0", RunLimits{})))
+	if res.ExitCode != 1 || !strings.Contains(res.Stderr, "ZeroDivisionError") || res.Error != nil {
+		t.Fatalf("result %+v", res)
+	}
+	resp, err := http.Get(url + "/healthz")
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("healthz: %v %v", resp, err)
+	}
+	resp.Body.Close()
+	m := post(t, url+"/v1/run", "", runJSON(t, "while True: pass", RunLimits{TimeoutMS: 200}))
+	if res := decodeResult(t, m); res.Error == nil || res.Error.Kind != "timeout" {
+		t.Fatalf("timeout run: %+v", res)
+	}
+	resp, err = http.Get(url + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	metrics, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	for _, want := range []string{`airlock_runs_total{outcome="ok"} 2`, `airlock_runs_total{outcome="timeout"} 1`,
+		"airlock_run_duration_seconds_count 3", "airlock_queue_depth 0", "airlock_runs_in_flight 0"} {
+		if !bytes.Contains(metrics, []byte(want)) {
+			t.Errorf("metrics lack %q:\n%s", want, metrics)
+		}
+	}
+}
+
+func TestBadRequests(t *testing.T) {
+	url, _, _ := start(t, Config{MaxBody: 1 << 10})
+	cases := []struct {
+		name, body string
+		status     int
+		msg        string
+	}{
+		{"bad JSON", `{"code": `, 400, "bad request body"},
+		{"not an object", `[1]`, 400, "bad request body"},
+		{"unknown field", `{"code": "pass", "timeout": 5}`, 400, `unknown field "timeout"`},
+		{"unknown limit", `{"code": "pass", "limits": {"cpu": 1}}`, 400, `unknown field "cpu"`},
+		{"trailing data", `{"code": "pass"} {}`, 400, "unexpected data"},
+		{"no code", `{}`, 400, `"code" is required`},
+		{"bad base64", `{"code": "pass", "files": {"a": "!!"}}`, 400, "bad request body"},
+		{"oversize", `{"code": "` + strings.Repeat("#", 2<<10) + `"}`, 413, "exceeds 1024 bytes"},
+		{"negative limit", `{"code": "pass", "limits": {"memory": -1}}`, 400, "must not be negative"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			r := post(t, url+"/v1/run", "", tc.body)
+			var eb errorBody
+			if err := json.Unmarshal(r.body, &eb); err != nil || eb.Error.Kind == "" {
+				t.Fatalf("body %s is not {\"error\":{\"kind\",...}}: %v", r.body, err)
+			}
+			if r.status != tc.status || !strings.Contains(eb.Error.Message, tc.msg) {
+				t.Fatalf("status %d body %s; want %d and %q", r.status, r.body, tc.status, tc.msg)
+			}
+		})
+	}
+}
+
+func TestLimitsClamped(t *testing.T) {
+	max := airlock.DefaultLimits
+	max.Timeout, max.Memory = 500*time.Millisecond, 64<<20
+	url, _, _ := start(t, Config{MaxLimits: max})
+
+	r := post(t, url+"/v1/run", "", runJSON(t, "x = bytearray(128 << 20)", RunLimits{Memory: 1 << 30}))
+	res := decodeResult(t, r)
+	if res.Error == nil || res.Error.Kind != "memory_limit" || r.header.Get("Airlock-Limits-Clamped") != "memory" {
+		t.Fatalf("memory: header %q, result %+v", r.header.Get("Airlock-Limits-Clamped"), res)
+	}
+	start := time.Now()
+	r = post(t, url+"/v1/run", "", runJSON(t, "while True: pass", RunLimits{TimeoutMS: 3600_000}))
+	res = decodeResult(t, r)
+	if res.Error == nil || res.Error.Kind != "timeout" || time.Since(start) > 5*time.Second ||
+		r.header.Get("Airlock-Limits-Clamped") != "timeout_ms" {
+		t.Fatalf("timeout: after %v, header %q, result %+v", time.Since(start), r.header.Get("Airlock-Limits-Clamped"), res)
+	}
+	// Within the maxima nothing is clamped.
+	r = post(t, url+"/v1/run", "", runJSON(t, "x = bytearray(16 << 20); print('ok')", RunLimits{Memory: 48 << 20}))
+	if res := decodeResult(t, r); res.Stdout != "ok\n" || r.header.Get("Airlock-Limits-Clamped") != "" {
+		t.Fatalf("in range: %+v", res)
+	}
+}
+
+func TestAuth(t *testing.T) {
+	url, _, _ := start(t, Config{Token: "s3cret"})
+	body := runJSON(t, "print(1)", RunLimits{})
+	for _, tok := range []string{"", "wrong", "s3cretX", "s3cre"} {
+		if r := post(t, url+"/v1/run", tok, body); r.status != 401 {
+			t.Fatalf("token %q: status %d", tok, r.status)
+		}
+	}
+	if r := post(t, url+"/v1/run", "s3cret", body); r.status != 200 || decodeResult(t, r).Stdout != "1\n" {
+		t.Fatalf("right token: %d %s", r.status, r.body)
+	}
+	for path, want := range map[string]int{"/healthz": 200, "/metrics": 401} {
+		resp, err := http.Get(url + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != want {
+			t.Fatalf("%s without a token: %d, want %d", path, resp.StatusCode, want)
+		}
+	}
+}
+
+// TestOverload sends more concurrent runs than slots plus queue: the
+// excess gets 429 with Retry-After at once, every admitted one its result.
+func TestOverload(t *testing.T) {
+	url, s, _ := start(t, Config{Concurrency: 1, Queue: 2})
+	const n = 10
+	var wg sync.WaitGroup
+	results := make([]response, n)
+	for i := range n {
+		wg.Go(func() {
+			code := fmt.Sprintf("import time; time.sleep(0.3); print(%d)", i)
+			results[i] = post(t, url+"/v1/run", "", runJSON(t, code, RunLimits{}))
+		})
+	}
+	wg.Wait()
+	ok, busy := 0, 0
+	for i, r := range results {
+		switch r.status {
+		case 200:
+			ok++
+			if res := decodeResult(t, r); res.Stdout != fmt.Sprintf("%d\n", i) || res.Error != nil {
+				t.Errorf("request %d: %+v", i, res)
+			}
+		case 429:
+			busy++
+			if r.header.Get("Retry-After") == "" || !bytes.Contains(r.body, []byte("overloaded")) {
+				t.Errorf("429 without Retry-After or kind: %v %s", r.header, r.body)
+			}
+		default:
+			t.Errorf("request %d: status %d %s", i, r.status, r.body)
+		}
+	}
+	// One running and two queued: at least three admitted, the rest refused.
+	if ok < 3 || busy == 0 || ok+busy != n {
+		t.Fatalf("%d answered, %d refused of %d", ok, busy, n)
+	}
+	if s.waiting.Load() != 0 || len(s.slots) != 0 {
+		t.Fatalf("left %d waiting, %d slots taken", s.waiting.Load(), len(s.slots))
+	}
+}
+
+func TestStream(t *testing.T) {
+	url, _, _ := start(t, Config{})
+	code := "import sys, time\nprint('first')\nsys.stdout.flush()\ntime.sleep(0.5)\nprint('err', file=sys.stderr)\nprint('second')"
+	begin := time.Now()
+	resp, err := http.Post(url+"/v1/run?stream=1", "application/json", strings.NewReader(runJSON(t, code, RunLimits{})))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if ct := resp.Header.Get("Content-Type"); ct != "text/event-stream" {
+		t.Fatalf("content type %q", ct)
+	}
+	type event struct {
+		name, data string
+		at         time.Duration
+	}
+	var events []event
+	sc := bufio.NewScanner(resp.Body)
+	var name string
+	for sc.Scan() {
+		line := sc.Text()
+		switch {
+		case strings.HasPrefix(line, "event: "):
+			name = strings.TrimPrefix(line, "event: ")
+		case strings.HasPrefix(line, "data: "):
+			events = append(events, event{name, strings.TrimPrefix(line, "data: "), time.Since(begin)})
+		}
+	}
+	var stdout, stderr string
+	for _, e := range events[:len(events)-1] {
+		var s string
+		if err := json.Unmarshal([]byte(e.data), &s); err != nil {
+			t.Fatalf("event %+v: %v", e, err)
+		}
+		switch e.name {
+		case "stdout":
+			stdout += s
+		case "stderr":
+			stderr += s
+		default:
+			t.Fatalf("event %+v", e)
+		}
+	}
+	last := events[len(events)-1]
+	var res Result
+	if last.name != "result" || json.Unmarshal([]byte(last.data), &res) != nil {
+		t.Fatalf("last event %+v", last)
+	}
+	if stdout != "first\nsecond\n" || stderr != "err\n" || res.Stdout != stdout || res.ExitCode != 0 {
+		t.Fatalf("stdout %q stderr %q result %+v", stdout, stderr, res)
+	}
+	// "first" arrived while the run was still sleeping.
+	if events[0].data != `"first"` || last.at-events[0].at < 300*time.Millisecond {
+		t.Fatalf("first event %+v, result at %v: not streamed", events[0], last.at)
+	}
+}
+
+// TestGracefulDrain shuts the server down while a run is going and a
+// second waits in the queue: both are answered, then the port is closed.
+func TestGracefulDrain(t *testing.T) {
+	url, s, hs := start(t, Config{Concurrency: 1, Queue: 1})
+	var wg sync.WaitGroup
+	results := make([]response, 2)
+	for i := range 2 {
+		wg.Go(func() {
+			results[i] = post(t, url+"/v1/run", "", runJSON(t, fmt.Sprintf("import time; time.sleep(0.4); print('done %d')", i), RunLimits{}))
+		})
+	}
+	for range 200 { // up to 2 s until one runs and one waits
+		if len(s.slots) == 1 && s.waiting.Load() == 1 {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if len(s.slots) != 1 || s.waiting.Load() != 1 {
+		t.Fatalf("slots %d, waiting %d", len(s.slots), s.waiting.Load())
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := hs.Shutdown(ctx); err != nil {
+		t.Fatalf("shutdown: %v", err)
+	}
+	wg.Wait()
+	for i, r := range results {
+		if r.status != 200 || decodeResult(t, r).Stdout != fmt.Sprintf("done %d\n", i) {
+			t.Fatalf("request %d: %d %s", i, r.status, r.body)
+		}
+	}
+	if _, err := http.Post(url+"/v1/run", "application/json", strings.NewReader(`{"code":"pass"}`)); err == nil {
+		t.Fatal("the server still accepts requests after shutdown")
+	}
+}
