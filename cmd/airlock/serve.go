@@ -1,0 +1,177 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/airlock-sandbox/airlock"
+	"github.com/airlock-sandbox/airlock/hostfuncs"
+	"github.com/airlock-sandbox/airlock/server"
+)
+
+// maxFlags are the server maxima a request's limits are clamped to.
+type maxFlags struct {
+	timeout                 *time.Duration
+	memory, output, fsBytes sizeFlag
+	fsFiles                 *int
+}
+
+func (m *maxFlags) register(fs *flag.FlagSet) {
+	d := airlock.DefaultLimits
+	m.timeout = fs.Duration("max-timeout", 30*time.Second, "largest timeout a request may ask for")
+	m.memory, m.output, m.fsBytes = sizeFlag{d.Memory}, sizeFlag{d.Output}, sizeFlag{d.FSBytes}
+	fs.Var(&m.memory, "max-memory", "largest memory limit a request may ask for")
+	fs.Var(&m.output, "max-output", "largest cap on stdout and on stderr")
+	fs.Var(&m.fsBytes, "max-fs-bytes", "largest filesystem quota in bytes")
+	m.fsFiles = fs.Int("max-fs-files", d.FSFiles, "largest filesystem quota in files")
+}
+
+func (m *maxFlags) limits() airlock.Limits {
+	l := airlock.DefaultLimits
+	l.Timeout, l.Memory, l.Output, l.FSBytes, l.FSFiles = *m.timeout, m.memory.n, m.output.n, m.fsBytes.n, *m.fsFiles
+	return l
+}
+
+// toolsFor returns the built-in tool set name ("" for none) and its option.
+func toolsFor(name string) ([]hostfuncs.Tool, []airlock.Option, error) {
+	if name == "" {
+		return nil, nil, nil
+	}
+	set, ok := toolSets[name]
+	if !ok {
+		return nil, nil, usageError{fmt.Sprintf("--tools %q: the only tool set is \"demo\"", name)}
+	}
+	tools := set()
+	return tools, []airlock.Option{airlock.WithTools(tools...)}, nil
+}
+
+func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) (int, error) {
+	fs := flag.NewFlagSet("airlock serve", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var (
+		common      commonFlags
+		maxima      maxFlags
+		addr        = fs.String("addr", "127.0.0.1:8080", "listen address (HOST:PORT)")
+		concurrency = fs.Int("concurrency", 0, "runs at once (default: the number of CPUs)")
+		queue       = fs.Int("queue", 0, "requests that may wait for a slot before 429 (default: 4 × concurrency; -1: none)")
+		maxBody     = sizeFlag{32 << 20}
+		tools       = fs.String("tools", "", "expose built-in host tools to Python: demo")
+		logJSON     = fs.Bool("log-json", false, "log JSON records instead of text")
+		drain       = fs.Duration("drain-timeout", 2*time.Minute, "on SIGINT/SIGTERM, how long to let admitted runs finish")
+	)
+	common.register(fs)
+	maxima.register(fs)
+	fs.Var(&maxBody, "max-body", "request body cap")
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "usage: airlock serve [flags]   (bearer token: $AIRLOCK_TOKEN)")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0, nil
+		}
+		return exitUsage, usageError{err.Error()}
+	}
+	if fs.NArg() > 0 {
+		return exitUsage, usageError{"serve takes no arguments"}
+	}
+	_, opts, err := toolsFor(*tools)
+	if err != nil {
+		return exitUsage, err
+	}
+	var h slog.Handler = slog.NewTextHandler(stderr, nil)
+	if *logJSON {
+		h = slog.NewJSONHandler(stderr, nil)
+	}
+	logger := slog.New(h)
+	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+
+	sb, err := common.sandbox(ctx, stderr, opts...)
+	if err != nil {
+		return 1, err
+	}
+	defer sb.Close(context.Background())
+	srv, err := server.New(server.Config{
+		Sandbox: sb, MaxLimits: maxima.limits(), Concurrency: *concurrency, Queue: *queue,
+		MaxBody: maxBody.n, Token: os.Getenv("AIRLOCK_TOKEN"), Logger: logger,
+	})
+	if err != nil {
+		return 1, err
+	}
+	ln, err := net.Listen("tcp", *addr)
+	if err != nil {
+		return 1, err
+	}
+	hs := &http.Server{Handler: srv, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(h, slog.LevelWarn)}
+	logger.Info("serving", slog.String("addr", "http://"+ln.Addr().String()), slog.Bool("snapshots", sb.Snapshots()),
+		slog.Bool("auth", os.Getenv("AIRLOCK_TOKEN") != ""))
+	errc := make(chan error, 1)
+	go func() { errc <- hs.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return 1, err
+	case <-ctx.Done():
+	}
+	logger.Info("shutting down: draining admitted runs", slog.Duration("timeout", *drain))
+	dctx, cancel := context.WithTimeout(context.Background(), *drain)
+	defer cancel()
+	if err := hs.Shutdown(dctx); err != nil {
+		return 1, fmt.Errorf("shutdown: %w", err)
+	}
+	logger.Info("stopped")
+	return 0, nil
+}
+
+func cmdMCP(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) (int, error) {
+	fs := flag.NewFlagSet("airlock mcp", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var (
+		common commonFlags
+		maxima maxFlags
+		tools  = fs.String("tools", "", "expose built-in host tools to Python: demo")
+	)
+	common.register(fs)
+	maxima.register(fs)
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "usage: airlock mcp [flags]   (Model Context Protocol over stdio; tool: run_python)")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0, nil
+		}
+		return exitUsage, usageError{err.Error()}
+	}
+	toolList, opts, err := toolsFor(*tools)
+	if err != nil {
+		return exitUsage, err
+	}
+	sb, err := common.sandbox(ctx, stderr, opts...)
+	if err != nil {
+		return 1, err
+	}
+	defer sb.Close(context.Background())
+	srv := server.NewMCP(server.MCPConfig{Sandbox: sb, Tools: toolList, MaxLimits: maxima.limits()})
+	t := &mcp.IOTransport{Reader: io.NopCloser(stdin), Writer: nopWriteCloser{stdout}}
+	if err := srv.Run(ctx, t); err != nil && !errors.Is(err, context.Canceled) && !errors.Is(err, io.EOF) {
+		return 1, err
+	}
+	return 0, nil
+}
+
+type nopWriteCloser struct{ io.Writer }
+
+func (nopWriteCloser) Close() error { return nil }
