@@ -4,6 +4,7 @@
 //	airlock run [flags] FILE.py | -c CODE
 //	airlock serve [--addr HOST:PORT]   HTTP API
 //	airlock mcp                        Model Context Protocol server over stdio
+//	airlock test DIR                   unittest discovery in the sandbox
 //	airlock version
 //	airlock bench [--runs N] [--json]
 package main
@@ -38,6 +39,7 @@ commands:
   run       run a Python file or -c CODE in a fresh sandbox
   serve     serve the HTTP API (POST /v1/run, GET /healthz, GET /metrics)
   mcp       serve run_python over the Model Context Protocol on stdio
+  test      run a directory's unittest suite inside the sandbox
   version   print the Python version and the artifact's sha256
   bench     measure per-run latency and throughput of the standard workloads
 
@@ -67,6 +69,8 @@ func dispatch(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 		code, err = cmdServe(ctx, args[1:], stdout, stderr)
 	case "mcp":
 		code, err = cmdMCP(ctx, args[1:], stdin, stdout, stderr)
+	case "test":
+		code, err = cmdTest(ctx, args[1:], stdout, stderr)
 	case "version":
 		code, err = cmdVersion(ctx, args[1:], stdout, stderr)
 	case "bench":

@@ -113,6 +113,8 @@ func cmdRun(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 		deterministic = fs.Bool("deterministic", false, "fake clocks, seeded randomness, fixed hash seed")
 		seed          = fs.Uint64("seed", 0, "seed for --deterministic")
 		tools         = fs.String("tools", "", "expose built-in host tools to Python (import airlock): demo")
+		watch         = fs.String("watch", "", "re-run on every change to this file or directory (Ctrl-C stops)")
+		clearScreen   = fs.Bool("clear", false, "with --watch, clear the screen before each run")
 		serverURL     = fs.String("server", os.Getenv("AIRLOCK_SERVER"), "send the run to an `airlock serve` at this URL (default $AIRLOCK_SERVER; token: $AIRLOCK_TOKEN)")
 	)
 	common.register(fs)
@@ -141,6 +143,10 @@ func cmdRun(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 			return exitUsage, err
 		}
 		sbOpts = append(sbOpts, opt)
+	}
+	if *watch != "" && !watching(ctx) {
+		return watchRun(ctx, *watch, *clearScreen, *serverURL == "", &common, sbOpts, stdout, stderr,
+			func(ctx context.Context) (int, error) { return cmdRun(ctx, args, stdin, stdout, stderr) })
 	}
 	req := airlock.Request{
 		Limits: airlock.Limits{
@@ -292,4 +298,24 @@ func runRemote(ctx context.Context, url string, req airlock.Request, outDir stri
 		return res.ExitCode, nil
 	}
 	return kindStatus(airlock.Kind(res.Error.Kind)), nil
+}
+
+// watchRun runs cmd under watchLoop, holding a Sandbox open meanwhile so
+// that each run's own Sandbox reuses the compiled module (when local).
+func watchRun(ctx context.Context, target string, clear, local bool, common *commonFlags, opts []airlock.Option,
+	stdout, stderr io.Writer, cmd func(context.Context) (int, error)) (int, error) {
+	if local {
+		holder, err := common.sandbox(ctx, stderr, opts...)
+		if err != nil {
+			return 1, err
+		}
+		defer holder.Close(context.Background())
+	}
+	return watchLoop(ctx, target, clear, stdout, stderr, func(ctx context.Context) int {
+		code, err := cmd(ctx)
+		if err != nil && ctx.Err() == nil {
+			fmt.Fprintln(stderr, "airlock:", err)
+		}
+		return code
+	})
 }
