@@ -204,7 +204,9 @@ func formatRatio(r float64) string {
 		return fmt.Sprintf("×%.0f", r)
 	case r >= 10:
 		return fmt.Sprintf("×%.1f", r)
-	default:
+	case r >= 0.1:
 		return fmt.Sprintf("×%.2f", r)
+	default:
+		return fmt.Sprintf("×%.2g", r)
 	}
 }

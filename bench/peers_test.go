@@ -19,7 +19,7 @@ func TestRatio(t *testing.T) {
 			t.Errorf("Ratio(%v, %v) = %v, want %v", c.v, c.base, got, c.want)
 		}
 	}
-	for r, want := range map[float64]string{0: "×–", 0.5: "×0.50", 1: "×1.00", 12.34: "×12.3", 187.6: "×188"} {
+	for r, want := range map[float64]string{0: "×–", 0.5: "×0.50", 1: "×1.00", 12.34: "×12.3", 187.6: "×188", 0.0028: "×0.0028"} {
 		if got := formatRatio(r); got != want {
 			t.Errorf("formatRatio(%v) = %q, want %q", r, got, want)
 		}
@@ -36,7 +36,7 @@ func TestMarkdownTable(t *testing.T) {
 	want := `| workload | sandbox | runs | p50 ms | p99 ms | runs/s | peak MiB |
 |---|---|--:|--:|--:|--:|--:|
 | hello | airlock snapshot | 20 | 2.00 (×1.00) | 4.00 (×1.00) | 400 (×1.00) | 16.0 (×1.00) |
-| hello | native python3 | 20 | 30.0 (×15.0) | 40.0 (×10.0) | 30.0 (×0.07) | 8.0 (×0.50) |
+| hello | native python3 | 20 | 30.0 (×15.0) | 40.0 (×10.0) | 30.0 (×0.075) | 8.0 (×0.50) |
 | other | native python3 | 2 | 1.00 | 1.00 | 1.00 | 1.0 |
 
 - wasmtime: not measured: not built
