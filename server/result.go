@@ -1,6 +1,7 @@
 package server
 
 import (
+	"math"
 	"time"
 
 	"github.com/airlock-sandbox/airlock"
@@ -116,6 +117,12 @@ func (r RunLimits) clamp(maxima airlock.Limits) (airlock.Limits, []string) {
 	if maxima.HostCalls > 0 && r.HostCalls > maxima.HostCalls {
 		r.HostCalls = maxima.HostCalls
 		clamped = append(clamped, "host_calls")
+	}
+	// With no server maximum for it, a timeout in milliseconds can still be
+	// too large for a time.Duration; past that it wraps negative.
+	if maxMS := int64(math.MaxInt64 / time.Millisecond); r.TimeoutMS > maxMS {
+		r.TimeoutMS = maxMS
+		clamped = append(clamped, "timeout_ms")
 	}
 	l := airlock.Limits{
 		Timeout: time.Duration(r.TimeoutMS) * time.Millisecond,
