@@ -86,7 +86,11 @@ func (sb *Sandbox) execute(ctx context.Context, req *Request, env []string, spec
 	if sb.snap != nil && !req.Deterministic && !python.StartupEnvDiffers(env) {
 		return sb.snap.module.Resume(ctx, sb.snap.image, spec)
 	}
-	return sb.module.Run(ctx, spec)
+	mod, err := sb.freshModule(ctx)
+	if err != nil {
+		return engine.Outcome{}, err
+	}
+	return mod.Run(ctx, spec)
 }
 
 func (s *snapshotter) close(ctx context.Context) error {
