@@ -2,7 +2,6 @@ package airlock_test
 
 import (
 	"context"
-	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -107,18 +106,7 @@ func TestAdversarialHostFunctions(t *testing.T) {
 			if res == nil {
 				t.Fatalf("nil Result (err %v)", err)
 			}
-			if a.kind == "" {
-				if err != nil || res.ExitCode != a.exit || string(res.Stdout) != a.want {
-					t.Fatalf("want exit %d and stdout %q; got err=%v exit=%d stdout=%q\nstderr:\n%s",
-						a.exit, a.want, err, res.ExitCode, res.Stdout, res.Stderr)
-				}
-				return
-			}
-			var ae *airlock.Error
-			if !errors.As(err, &ae) || ae.Kind != a.kind {
-				t.Fatalf("want error kind %s; got err=%v exit=%d stdout=%q\nstderr:\n%s",
-					a.kind, err, res.ExitCode, res.Stdout, res.Stderr)
-			}
+			a.check(t, res, err)
 		})
 	}
 }

@@ -189,21 +189,27 @@ func TestAdversarial(t *testing.T) {
 				t.Parallel()
 			}
 			res, err := run(t, airlock.Request{Code: prologue + a.code, Limits: a.limits})
-			if a.kind == "" {
-				if err != nil || res.ExitCode != a.exit || string(res.Stdout) != a.want {
-					t.Fatalf("want exit %d and stdout %q; got err=%v exit=%d stdout=%q\nstderr:\n%s",
-						a.exit, a.want, err, res.ExitCode, res.Stdout, res.Stderr)
-				}
-				return
-			}
-			var ae *airlock.Error
-			if !errors.As(err, &ae) || ae.Kind != a.kind {
-				t.Fatalf("want error kind %s; got err=%v exit=%d stdout=%q\nstderr:\n%s",
-					a.kind, err, res.ExitCode, res.Stdout, res.Stderr)
-			}
-			if !strings.HasPrefix(string(res.Stdout), a.want) {
-				t.Fatalf("stdout %q does not start with %q", res.Stdout, a.want)
-			}
+			a.check(t, res, err)
 		})
+	}
+}
+
+// check asserts the attack's safe outcome on what its run returned.
+func (a attack) check(t *testing.T, res *airlock.Result, err error) {
+	t.Helper()
+	if a.kind == "" {
+		if err != nil || res.ExitCode != a.exit || string(res.Stdout) != a.want {
+			t.Fatalf("want exit %d and stdout %q; got err=%v exit=%d stdout=%q\nstderr:\n%s",
+				a.exit, a.want, err, res.ExitCode, res.Stdout, res.Stderr)
+		}
+		return
+	}
+	var ae *airlock.Error
+	if !errors.As(err, &ae) || ae.Kind != a.kind {
+		t.Fatalf("want error kind %s; got err=%v exit=%d stdout=%q\nstderr:\n%s",
+			a.kind, err, res.ExitCode, res.Stdout, res.Stderr)
+	}
+	if !strings.HasPrefix(string(res.Stdout), a.want) {
+		t.Fatalf("stdout %q does not start with %q", res.Stdout, a.want)
 	}
 }
