@@ -66,6 +66,12 @@ func errnoFunc(name string, params []ValueType, fn func(ctx context.Context, s *
 		Params:  params,
 		Results: []ValueType{I32},
 		Call: func(ctx context.Context, s *State, mem []byte, stack []uint64) error {
+			// A run whose context has ended gets no more service: the
+			// guest may still be running until the engine notices, and it
+			// must not finish as if nothing happened.
+			if err := ctx.Err(); err != nil {
+				return err
+			}
 			e := fn(ctx, s, memory(mem), stack)
 			if s.trap != nil {
 				err := s.trap
