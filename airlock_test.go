@@ -503,3 +503,17 @@ func TestRecursionIsCaught(t *testing.T) {
 		t.Fatalf("stdout = %q", out)
 	}
 }
+
+func TestRunAfterCloseIsAnError(t *testing.T) {
+	closed, err := airlock.New(context.Background(), airlock.WithSnapshots(true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed.Close(context.Background())
+	// A deterministic run needs the fresh-interpreter module, which a
+	// closed Sandbox must not load; it fails instead of crashing.
+	res, err := closed.Run(context.Background(), airlock.Request{Code: "pass", Deterministic: true})
+	if err == nil || res == nil {
+		t.Fatalf("run after Close: res=%v err=%v", res, err)
+	}
+}

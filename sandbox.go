@@ -81,6 +81,9 @@ func New(ctx context.Context, opts ...Option) (*Sandbox, error) {
 	return sb, nil
 }
 
+// errClosed answers a run on a Sandbox after Close.
+var errClosed = errors.New("airlock: sandbox is closed")
+
 // freshModule loads the module that starts an interpreter from scratch,
 // once per Sandbox (engine.Load shares the compiled code in the process).
 func (sb *Sandbox) freshModule(ctx context.Context) (*engine.Module, error) {
@@ -98,7 +101,8 @@ func (sb *Sandbox) freshModule(ctx context.Context) (*engine.Module, error) {
 // Close releases the compiled modules (shared copies stay until their last
 // Sandbox closes).
 func (sb *Sandbox) Close(ctx context.Context) error {
-	sb.freshOnce.Do(func() {}) // no load may start after Close
+	// No load may start after Close; a run that comes anyway gets an error.
+	sb.freshOnce.Do(func() { sb.freshErr = errClosed })
 	var freshErr error
 	if sb.fresh != nil {
 		freshErr = sb.fresh.Close(ctx)
