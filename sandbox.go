@@ -26,6 +26,9 @@ type Sandbox struct {
 	artifact *python.Artifact
 	engOpts  engine.Options
 	snap     *snapshotter // nil when runs start a fresh interpreter (snapshot.go)
+	// layers are mounted read-only into every run's filesystem: the
+	// interpreter's own files (python.Artifact.Layer), packages.
+	layers []*memfs.Layer
 
 	// fresh is the module that starts an interpreter from scratch. With
 	// snapshots on, most processes never need it, so it is loaded on the
@@ -66,11 +69,15 @@ func New(ctx context.Context, opts ...Option) (*Sandbox, error) {
 	if !cfg.noCache {
 		engOpts.CacheDir = filepath.Join(cfg.cacheDir, "compiled")
 	}
-	snap, err := newSnapshotter(ctx, cfg, art, engOpts)
+	var layers []*memfs.Layer
+	if art.Layer != nil {
+		layers = append(layers, art.Layer)
+	}
+	snap, err := newSnapshotter(ctx, cfg, art, layers, engOpts)
 	if err != nil {
 		return nil, err
 	}
-	sb := &Sandbox{cfg: cfg, artifact: art, engOpts: engOpts, snap: snap}
+	sb := &Sandbox{cfg: cfg, artifact: art, engOpts: engOpts, snap: snap, layers: layers}
 	if snap == nil {
 		// Every run needs the fresh module: load it now, so that New
 		// reports a module that does not compile.
@@ -141,8 +148,7 @@ func (sb *Sandbox) Run(ctx context.Context, req Request) (*Result, error) {
 	if err != nil {
 		return fail(err)
 	}
-	fs := memfs.New(memfs.Options{Quota: memfs.Quota{MaxBytes: limits.FSBytes, MaxInodes: limits.FSFiles}})
-	inputs, err := placeFiles(fs, req.Files)
+	fs, inputs, err := sb.newFS(limits, req.Files)
 	if err != nil {
 		return fail(err)
 	}
@@ -256,6 +262,19 @@ func guestPath(p string) string {
 		p = python.Home + "/" + p
 	}
 	return path.Clean(p)
+}
+
+// newFS builds a run's filesystem: the Sandbox's read-only layers, then
+// /home/user, /tmp and the request's files (see placeFiles).
+func (sb *Sandbox) newFS(limits Limits, files map[string][]byte) (*memfs.FS, map[string][]byte, *Error) {
+	fs := memfs.New(memfs.Options{Quota: memfs.Quota{MaxBytes: limits.FSBytes, MaxInodes: limits.FSFiles}})
+	for _, l := range sb.layers {
+		if err := fs.Mount(l); err != nil {
+			return nil, nil, newError(KindInvalidRequest, err, "mount a read-only layer: %v", err)
+		}
+	}
+	inputs, err := placeFiles(fs, files)
+	return fs, inputs, err
 }
 
 // placeFiles builds the run's filesystem: /home/user, /tmp and the

@@ -9,6 +9,7 @@ import (
 
 	"github.com/airlock-sandbox/airlock/engine"
 	"github.com/airlock-sandbox/airlock/python"
+	"github.com/airlock-sandbox/airlock/wasi/memfs"
 )
 
 // WithSnapshots turns snapshot restore on or off. The default is on when
@@ -49,7 +50,7 @@ type snapshotter struct {
 // newSnapshotter loads the asyncified module and its image (capturing the
 // image on first use). It returns nil, nil when snapshots are off by
 // default and unavailable.
-func newSnapshotter(ctx context.Context, cfg config, art *python.Artifact, opts engine.Options) (*snapshotter, error) {
+func newSnapshotter(ctx context.Context, cfg config, art *python.Artifact, layers []*memfs.Layer, opts engine.Options) (*snapshotter, error) {
 	if cfg.snapshots != nil && !*cfg.snapshots {
 		return nil, nil
 	}
@@ -69,7 +70,8 @@ func newSnapshotter(ctx context.Context, cfg config, art *python.Artifact, opts 
 	if !cfg.noCache {
 		imageDir = cfg.cacheDir
 	}
-	img, err := python.Snapshot(ctx, mod, hex.EncodeToString(sum[:]), imageDir, cfg.notice)
+	spec := python.ImageSpec{ModuleSHA: hex.EncodeToString(sum[:]), Layers: layers}
+	img, err := python.Snapshot(ctx, mod, spec, imageDir, cfg.notice)
 	if err != nil {
 		mod.Close(ctx)
 		return nil, fmt.Errorf("airlock: snapshots: %w", err)

@@ -19,6 +19,7 @@ import (
 	"strings"
 
 	"github.com/airlock-sandbox/airlock/internal/wasmbin"
+	"github.com/airlock-sandbox/airlock/wasi/memfs"
 )
 
 // The default artifact: VMware Labs' CPython 3.12.0 WASI build, as shipped
@@ -56,6 +57,10 @@ type Artifact struct {
 	SHA256 string
 	// Pinned is true when the bytes are the verified default build.
 	Pinned bool
+	// Layer holds files the interpreter needs in the guest's filesystem
+	// (a build whose stdlib is not packed into the module); nil for none.
+	// It is mounted read-only into every run's filesystem.
+	Layer *memfs.Layer
 }
 
 // CacheDir is where artifacts and compiled code live: $AIRLOCK_CACHE_DIR,

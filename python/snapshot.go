@@ -201,15 +201,33 @@ func startupVar(k string) bool {
 // not bound runs, whose own cap must only exceed the image's size.
 const SnapshotMemory = 1 << 30
 
-// imageKey is everything an image depends on.
-func imageKey(moduleSHA string) engine.ImageKey {
+// ImageSpec is what an image depends on besides the prelude and the
+// default environment, which every image shares.
+type ImageSpec struct {
+	// ModuleSHA is the sha256 of the asyncified module.
+	ModuleSHA string
+	// Layers are mounted read-only into the capture's filesystem, as they
+	// are into every run's (the interpreter's stdlib, packages).
+	Layers []*memfs.Layer
+	// Env is added to the snapshot environment.
+	Env []string
+}
+
+// Env is the environment the image is captured with.
+func (s ImageSpec) env() []string { return append(SnapshotEnv(), s.Env...) }
+
+// key is everything an image depends on.
+func (s ImageSpec) key() engine.ImageKey {
 	h := sha256.New()
-	fmt.Fprintf(h, "airlock image\x00format %d\x00module %s\x00", engine.ImageFormat, moduleSHA)
+	fmt.Fprintf(h, "airlock image\x00format %d\x00module %s\x00", engine.ImageFormat, s.ModuleSHA)
 	for _, a := range Args() {
 		fmt.Fprintf(h, "arg %d %s\x00", len(a), a)
 	}
-	for _, e := range SnapshotEnv() {
+	for _, e := range s.env() {
 		fmt.Fprintf(h, "env %d %s\x00", len(e), e)
+	}
+	for _, l := range s.Layers {
+		fmt.Fprintf(h, "layer %x\x00", l.Digest())
 	}
 	var key engine.ImageKey
 	h.Sum(key[:0])
@@ -223,7 +241,7 @@ var (
 
 // Snapshot returns the image of the prelude paused at its first read,
 // for mod (loaded by engine.LoadResumable from the asyncified module whose
-// sha256 is moduleSHA): from this process's memory, else from cacheDir
+// sha256 is spec.ModuleSHA): from this process's memory, else from cacheDir
 // ("" for none), else captured now (~0.5-1 s) and stored there.
 //
 // A stored image that is corrupt or was made from other inputs is
@@ -231,14 +249,14 @@ var (
 //
 // # Errors
 // A capture that fails (see engine.Module.Capture).
-func Snapshot(ctx context.Context, mod *engine.Module, moduleSHA, cacheDir string, notice io.Writer) (*engine.Image, error) {
-	key := imageKey(moduleSHA)
+func Snapshot(ctx context.Context, mod *engine.Module, spec ImageSpec, cacheDir string, notice io.Writer) (*engine.Image, error) {
+	key := spec.key()
 	imagesMu.Lock()
 	defer imagesMu.Unlock()
 	if img, ok := images[key]; ok {
 		return img, nil
 	}
-	img, err := loadOrCapture(ctx, mod, key, moduleSHA, cacheDir, notice)
+	img, err := loadOrCapture(ctx, mod, spec, cacheDir, notice)
 	if err != nil {
 		return nil, err
 	}
@@ -246,10 +264,11 @@ func Snapshot(ctx context.Context, mod *engine.Module, moduleSHA, cacheDir strin
 	return img, nil
 }
 
-func loadOrCapture(ctx context.Context, mod *engine.Module, key engine.ImageKey, moduleSHA, cacheDir string, notice io.Writer) (*engine.Image, error) {
+func loadOrCapture(ctx context.Context, mod *engine.Module, spec ImageSpec, cacheDir string, notice io.Writer) (*engine.Image, error) {
+	key := spec.key()
 	path := ""
 	if cacheDir != "" {
-		path = ImagePath(cacheDir, moduleSHA)
+		path = ImagePath(cacheDir, key)
 		img, err := engine.ReadImageFile(path, key)
 		if err == nil {
 			return img, nil
@@ -259,7 +278,7 @@ func loadOrCapture(ctx context.Context, mod *engine.Module, key engine.ImageKey,
 			fmt.Fprintf(notice, "airlock: %v; capturing a new one\n", err)
 		}
 	}
-	img, err := Capture(ctx, mod)
+	img, err := Capture(ctx, mod, spec)
 	if err != nil {
 		return nil, err
 	}
@@ -271,24 +290,29 @@ func loadOrCapture(ctx context.Context, mod *engine.Module, key engine.ImageKey,
 	return img, nil
 }
 
-// ImagePath is where the image for an asyncified module is stored. One
-// file per module: an image from other inputs (prelude, environment,
-// format) fails its key check and is replaced.
-func ImagePath(cacheDir, moduleSHA string) string {
-	return filepath.Join(cacheDir, "snapshots", "python-"+moduleSHA[:16]+".img")
+// ImagePath is where the image with key is stored. The file also holds
+// the whole key, checked on reading: a file that does not match is
+// rejected and replaced.
+func ImagePath(cacheDir string, key engine.ImageKey) string {
+	return filepath.Join(cacheDir, "snapshots", fmt.Sprintf("python-%x.img", key[:8]))
 }
 
-// Capture starts the prelude in the snapshot environment and returns the
-// image of it paused at its first read of the frame.
-func Capture(ctx context.Context, mod *engine.Module) (*engine.Image, error) {
+// Capture starts the prelude in spec's snapshot environment and returns
+// the image of it paused at its first read of the frame.
+func Capture(ctx context.Context, mod *engine.Module, spec ImageSpec) (*engine.Image, error) {
 	fs := memfs.New(memfs.Options{})
 	for _, dir := range []string{Home, "/tmp"} {
 		if _, err := fs.MkdirAll(dir); err != nil {
 			return nil, fmt.Errorf("python: snapshot: %w", err)
 		}
 	}
+	for _, l := range spec.Layers {
+		if err := fs.Mount(l); err != nil {
+			return nil, fmt.Errorf("python: snapshot: %w", err)
+		}
+	}
 	var stderr bytes.Buffer
-	state := wasi.NewState(wasi.Config{Args: Args(), Env: SnapshotEnv(), FS: fs, Stdout: &stderr, Stderr: &stderr})
+	state := wasi.NewState(wasi.Config{Args: Args(), Env: spec.env(), FS: fs, Stdout: &stderr, Stderr: &stderr})
 	defer state.Close()
 	img, err := mod.Capture(ctx, engine.RunSpec{WASI: state, MemoryLimit: SnapshotMemory})
 	if err != nil {

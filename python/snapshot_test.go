@@ -36,15 +36,16 @@ func TestStoredImageRejected(t *testing.T) {
 	defer mod.Close(ctx)
 	sum := sha256.Sum256(wasm)
 	sha := hex.EncodeToString(sum[:])
-	key := imageKey(sha)
+	spec := ImageSpec{ModuleSHA: sha}
+	key := spec.key()
 	dir := t.TempDir()
-	path := ImagePath(dir, sha)
+	path := ImagePath(dir, key)
 	os.MkdirAll(filepath.Dir(path), 0o755)
 
 	check := func(name, wantNotice string) {
 		t.Helper()
 		var notice bytes.Buffer
-		img, err := loadOrCapture(ctx, mod, key, sha, dir, &notice)
+		img, err := loadOrCapture(ctx, mod, spec, dir, &notice)
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
@@ -70,7 +71,7 @@ func TestStoredImageRejected(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := engine.WriteImageFile(path, imageKey(sha+"-other"), img); err != nil {
+	if err := engine.WriteImageFile(path, ImageSpec{ModuleSHA: sha + "-other"}.key(), img); err != nil {
 		t.Fatal(err)
 	}
 	img.Close()

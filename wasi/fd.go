@@ -194,6 +194,9 @@ func (s *State) setTimes(n *memfs.Inode, atim, mtim int64, flags uint16) errno.E
 		flags&(fstflagMtim|fstflagMtimNow) == fstflagMtim|fstflagMtimNow {
 		return errno.EINVAL
 	}
+	if n.ReadOnly() {
+		return errno.EROFS
+	}
 	now := s.clock.Realtime()
 	if flags&fstflagAtimNow != 0 {
 		atim = now

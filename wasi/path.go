@@ -118,8 +118,13 @@ func pathOpen(_ context.Context, s *State, m memory, p []uint64) errno.Errno {
 	write := rights&rightFdWrite != 0 || oflags&oflagTrunc != 0
 	// Refuse a directory opened for writing before anything is created or
 	// truncated, as open(2) does.
-	if n, err := s.fs.Lookup(dir, path); err == nil && n.Kind() == memfs.KindDir && write {
-		return errno.EISDIR
+	if n, err := s.fs.Lookup(dir, path); err == nil && write {
+		if n.Kind() == memfs.KindDir {
+			return errno.EISDIR
+		}
+		if n.ReadOnly() {
+			return errno.EROFS
+		}
 	}
 	n, err := s.fs.Open(dir, path, flags)
 	if err != nil {

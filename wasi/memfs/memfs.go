@@ -89,6 +89,9 @@ type Inode struct {
 	nlink uint64 // files: directory entries; dirs: 2 + subdirs, 0 once removed
 	open  int    // Retain count (open fds)
 	freed bool   // nlink and open both reached 0: released from the quota for good
+	// readOnly marks what a Layer mounted: its data is shared with every
+	// FS the layer is mounted in, so nothing may change it or its names.
+	readOnly bool
 
 	atim, mtim, ctim int64
 
@@ -115,6 +118,11 @@ func (n *Inode) Kind() Kind {
 	}
 	return n.kind
 }
+
+// ReadOnly tells whether n came from a mounted Layer: it cannot be
+// written, truncated, renamed or removed, nor can entries be added to or
+// removed from such a directory (EROFS).
+func (n *Inode) ReadOnly() bool { return n != nil && n.readOnly }
 
 // Ino returns an inode number unique within its FS and never reused.
 func (n *Inode) Ino() uint64 {
@@ -348,6 +356,8 @@ func (fs *FS) Open(dir *Inode, path string, flags OpenFlags) (*Inode, error) {
 			return nil, errno.EISDIR
 		case w.dir.nlink == 0:
 			return nil, errno.ENOENT
+		case w.dir.readOnly:
+			return nil, errno.EROFS
 		}
 		return fs.create(w.dir, w.name, KindFile)
 	}
@@ -362,6 +372,9 @@ func (fs *FS) Open(dir *Inode, path string, flags OpenFlags) (*Inode, error) {
 	}
 	if w.slash || flags&ODirectory != 0 {
 		return nil, errno.ENOTDIR
+	}
+	if flags&OTrunc != 0 && n.readOnly {
+		return nil, errno.EROFS
 	}
 	if flags&OTrunc != 0 && !n.freed {
 		fs.resize(n, 0) // shrinking cannot fail
@@ -389,6 +402,9 @@ func (fs *FS) Mkdir(dir *Inode, path string) error {
 	}
 	if w.dir.nlink == 0 {
 		return errno.ENOENT
+	}
+	if w.dir.readOnly {
+		return errno.EROFS
 	}
 	_, err = fs.create(w.dir, w.name, KindDir)
 	return err
@@ -423,6 +439,8 @@ func (fs *FS) Rmdir(dir *Inode, path string) error {
 		return errno.ENOENT
 	case n.kind != KindDir:
 		return errno.ENOTDIR
+	case n.readOnly || w.dir.readOnly:
+		return errno.EROFS
 	case len(n.children) != 0:
 		return errno.ENOTEMPTY
 	}
@@ -459,6 +477,8 @@ func (fs *FS) Unlink(dir *Inode, path string) error {
 		return errno.EISDIR
 	case w.slash:
 		return errno.ENOTDIR
+	case n.readOnly || w.dir.readOnly:
+		return errno.EROFS
 	}
 	now := fs.now()
 	fs.detach(w.dir, w.name, n)
@@ -507,6 +527,9 @@ func (fs *FS) Rename(oldDir *Inode, oldPath string, newDir *Inode, newPath strin
 	dst := nw.dir.children[nw.name]
 	if dst == src {
 		return nil
+	}
+	if src.readOnly || ow.dir.readOnly || nw.dir.readOnly || dst.ReadOnly() {
+		return errno.EROFS
 	}
 	if src.kind == KindDir {
 		// Live directories chain up to the root, whose parent is itself.
@@ -563,6 +586,9 @@ func (fs *FS) Link(oldDir *Inode, oldPath string, newDir *Inode, newPath string)
 	if src.kind == KindDir {
 		return errno.EPERM
 	}
+	if src.readOnly {
+		return errno.EXDEV // another "mount", as link(2) says across filesystems
+	}
 	nw, err := fs.resolve(newDir, newPath)
 	if err != nil {
 		return err
@@ -572,6 +598,9 @@ func (fs *FS) Link(oldDir *Inode, oldPath string, newDir *Inode, newPath string)
 	}
 	if nw.slash || nw.dir.nlink == 0 {
 		return errno.ENOENT
+	}
+	if nw.dir.readOnly {
+		return errno.EROFS
 	}
 	if q := fs.quota.MaxInodes; q > 0 && fs.entries >= q {
 		fs.quotaHit = true
@@ -637,6 +666,9 @@ func (fs *FS) WriteAt(n *Inode, p []byte, off int64) (int, error) {
 	if n.freed {
 		return 0, errno.EBADF
 	}
+	if n.readOnly {
+		return 0, errno.EROFS
+	}
 	if len(p) == 0 {
 		return 0, nil
 	}
@@ -672,6 +704,9 @@ func (fs *FS) Truncate(n *Inode, size int64) error {
 	}
 	if n.freed {
 		return errno.EBADF
+	}
+	if n.readOnly {
+		return errno.EROFS
 	}
 	if err := fs.resize(n, size); err != nil {
 		return err
@@ -727,10 +762,10 @@ func (fs *FS) resize(n *Inode, size int64) error {
 }
 
 // SetTimes sets the access and/or modification time and stamps the
-// status-change time with now, like utimensat(2). Nil and foreign inodes
-// are ignored.
+// status-change time with now, like utimensat(2). Nil, foreign and
+// read-only inodes are ignored (the WASI layer answers EROFS for the last).
 func (fs *FS) SetTimes(n *Inode, atim, mtim int64, setAtim, setMtim bool) {
-	if n == nil || n.fs != fs {
+	if n == nil || n.fs != fs || n.readOnly {
 		return
 	}
 	if setAtim {
@@ -829,6 +864,9 @@ func (fs *FS) WriteFile(path string, data []byte) error {
 	n, err := fs.Open(fs.root, path, OCreat)
 	if err != nil {
 		return err
+	}
+	if n.readOnly {
+		return errno.EROFS
 	}
 	if err := fs.resize(n, int64(len(data))); err != nil {
 		return err

@@ -528,7 +528,7 @@ func TestReadWrite(t *testing.T) {
 	}
 }
 
-func second(_ int, err error) error { return err }
+func second[T any](_ T, err error) error { return err }
 
 // TestAppend writes 10k 100-byte records sequentially; with quadratic
 // copying this would move ~5 GB and time out.
