@@ -123,6 +123,9 @@ type Result struct {
 	PeakMemory int64
 	// StdoutTruncated and StderrTruncated tell that the output cap cut a stream.
 	StdoutTruncated, StderrTruncated bool
+	// RolledBack, for a session call, tells that the call did not advance
+	// the session: it keeps its state from before the call.
+	RolledBack bool
 }
 
 // File is a file the run left under /home/user.
@@ -144,6 +147,9 @@ type config struct {
 	tools      []hostfuncs.Tool
 	registry   *hostfuncs.Registry // built by New from tools
 	snapshots  *bool               // nil: on when set-up made them possible (snapshot.go)
+
+	sessionTTL  time.Duration // session.go
+	maxSessions int
 }
 
 // WithPython runs the python.wasm at path instead of the default build.

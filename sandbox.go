@@ -36,6 +36,10 @@ type Sandbox struct {
 	freshOnce sync.Once
 	fresh     *engine.Module
 	freshErr  error
+
+	sessMu         sync.Mutex
+	sessions       map[*Session]struct{} // live ones (session.go)
+	sessionsClosed bool
 }
 
 // New loads python.wasm (see WithPython) and compiles it, or reuses the
@@ -110,6 +114,7 @@ func (sb *Sandbox) freshModule(ctx context.Context) (*engine.Module, error) {
 func (sb *Sandbox) Close(ctx context.Context) error {
 	// No load may start after Close; a run that comes anyway gets an error.
 	sb.freshOnce.Do(func() { sb.freshErr = errClosed })
+	sb.closeSessions()
 	var freshErr error
 	if sb.fresh != nil {
 		freshErr = sb.fresh.Close(ctx)
@@ -138,20 +143,26 @@ const maxCodeBytes = 16 << 20
 // exit code).
 func (sb *Sandbox) Run(ctx context.Context, req Request) (*Result, error) {
 	start := time.Now()
-	res := &Result{}
-	fail := func(e *Error) (*Result, error) {
-		res.Error = e
-		res.Duration = time.Since(start)
-		return res, e
-	}
 	limits, err := sb.validate(&req)
 	if err != nil {
-		return fail(err)
+		return failed(start, err)
 	}
 	fs, inputs, err := sb.newFS(limits, req.Files)
 	if err != nil {
-		return fail(err)
+		return failed(start, err)
 	}
+	before := func(p string) ([]byte, bool) { data, ok := inputs[p]; return data, ok }
+	return sb.runIn(ctx, start, &req, limits, fs, before, nil)
+}
+
+func failed(start time.Time, e *Error) (*Result, error) {
+	return &Result{Error: e, Duration: time.Since(start)}, e
+}
+
+// runIn runs a validated request in fs. call is nil for a plain run; a
+// session's call resumes from the session's image and pauses again.
+func (sb *Sandbox) runIn(ctx context.Context, start time.Time, req *Request, limits Limits, fs *memfs.FS, before func(string) ([]byte, bool), call *sessionCall) (*Result, error) {
+	res := &Result{}
 	stdout := &capWriter{limit: limits.Output}
 	stderr := &capWriter{limit: limits.Output}
 	if req.OnOutput != nil {
@@ -166,26 +177,47 @@ func (sb *Sandbox) Run(ctx context.Context, req Request) (*Result, error) {
 		env = append(env, "PYTHONHASHSEED="+strconv.FormatUint(req.Seed%4294967296, 10))
 	}
 	wcfg.Env = python.MergeEnv(env, req.Env)
-	if wcfg.Devices, err = sb.hostDevices(&req, limits); err != nil {
-		return fail(err)
+	var err *Error
+	if wcfg.Devices, err = sb.hostDevices(req, limits); err != nil {
+		res.Error, res.Duration = err, time.Since(start)
+		return res, err
+	}
+	spec := engine.RunSpec{MemoryLimit: uint64(limits.Memory)}
+	if call != nil {
+		call.prepare(&wcfg, &spec)
 	}
 	wcfg.Stdin = python.Stdin(req.Filename, wcfg.Env, []byte(req.Code), bytes.NewReader(req.Stdin))
 	state := wasi.NewState(wcfg)
+	spec.WASI = state
 
 	runCtx, cancel := context.WithTimeout(ctx, limits.Timeout)
 	defer cancel()
-	out, runErr := sb.execute(runCtx, &req, wcfg.Env, engine.RunSpec{WASI: state, MemoryLimit: uint64(limits.Memory)})
+	var out engine.Outcome
+	var runErr error
+	if call != nil {
+		out, runErr = sb.snap.module.Resume(runCtx, call.from, spec)
+	} else {
+		out, runErr = sb.execute(runCtx, req, wcfg.Env, spec)
+	}
 	state.Close()
 
 	res.Stdout, res.Stderr = stdout.buf.Bytes(), stderr.buf.Bytes()
 	res.StdoutTruncated, res.StderrTruncated = stdout.truncated, stderr.truncated
 	res.ExitCode = int(out.ExitCode)
 	res.PeakMemory = int64(out.PeakMemory)
-	res.Files = changedFiles(fs, inputs)
-	if e := classify(runErr, out, fs, limits); e != nil {
-		return fail(e)
+	res.Files = changedFiles(fs, before)
+	if call != nil && out.Image != nil {
+		out.ExitCode = uint32(call.status.code) // paused, not exited
+		res.ExitCode = call.status.code
 	}
-	res.Duration = time.Since(start)
+	e := classify(runErr, out, fs, limits)
+	if call != nil {
+		e = call.finish(res, out, e)
+	}
+	res.Error, res.Duration = e, time.Since(start)
+	if e != nil {
+		return res, e
+	}
 	return res, nil
 }
 
@@ -249,6 +281,9 @@ func (sb *Sandbox) validate(req *Request) (Limits, *Error) {
 		if k == "" || strings.ContainsAny(k, "=\x00") || strings.ContainsRune(req.Env[k], 0) {
 			return l, newError(KindInvalidRequest, nil, "env variable %q: names must be non-empty, without '=' or NUL", k)
 		}
+		if strings.HasPrefix(k, "AIRLOCK_") {
+			return l, newError(KindInvalidRequest, nil, "env variable %q: names starting with AIRLOCK_ are the sandbox's own", k)
+		}
 	}
 	if req.Filename == "" {
 		req.Filename = "<main>"
@@ -305,8 +340,9 @@ func placeFiles(fs *memfs.FS, files map[string][]byte) (map[string][]byte, *Erro
 }
 
 // changedFiles lists regular files under /home/user that are new or whose
-// content differs from the request's.
-func changedFiles(fs *memfs.FS, inputs map[string][]byte) []File {
+// content differs from before the run: the request's files, or (in a
+// session) the files the session had.
+func changedFiles(fs *memfs.FS, before func(path string) ([]byte, bool)) []File {
 	var out []File
 	_ = fs.Walk(python.Home, func(p string, n *memfs.Inode) error {
 		if n.Kind() != memfs.KindFile {
@@ -316,7 +352,7 @@ func changedFiles(fs *memfs.FS, inputs map[string][]byte) []File {
 		if err != nil {
 			return nil
 		}
-		if old, ok := inputs[p]; ok && bytes.Equal(old, data) {
+		if old, ok := before(p); ok && bytes.Equal(old, data) {
 			return nil
 		}
 		out = append(out, File{Path: p, Size: int64(len(data)), Data: data})

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"sync"
 
 	"github.com/airlock-sandbox/airlock/engine"
 	"github.com/airlock-sandbox/airlock/python"
@@ -45,6 +46,16 @@ func WithSnapshots(on bool) Option { return func(c *config) { c.snapshots = &on 
 type snapshotter struct {
 	module *engine.Module // the asyncified module, prepared for resuming
 	image  *engine.Image
+	key    engine.ImageKey // what the image was made from (saved sessions name it)
+
+	memSumOnce sync.Once
+	memSum     [32]byte // sha256 of the image's memory, for saved sessions
+}
+
+// memorySum is the sha256 of the image's memory, computed once.
+func (s *snapshotter) memorySum() [32]byte {
+	s.memSumOnce.Do(func() { s.memSum = sha256.Sum256(s.image.Memory) })
+	return s.memSum
 }
 
 // newSnapshotter loads the asyncified module and its image (capturing the
@@ -76,7 +87,7 @@ func newSnapshotter(ctx context.Context, cfg config, art *python.Artifact, layer
 		mod.Close(ctx)
 		return nil, fmt.Errorf("airlock: snapshots: %w", err)
 	}
-	return &snapshotter{module: mod, image: img}, nil
+	return &snapshotter{module: mod, image: img, key: spec.Key()}, nil
 }
 
 // Snapshots tells whether runs resume from a snapshot (see WithSnapshots).

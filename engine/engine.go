@@ -185,6 +185,11 @@ type RunSpec struct {
 	WASI *wasi.State
 	// MemoryLimit caps the instance's linear memory in bytes.
 	MemoryLimit uint64
+	// PauseWhen, in a Resume, is asked at each read of fd 0 after the one
+	// the image was paused in. When it answers true the guest pauses there
+	// as at Capture, and the Outcome carries the new Image: how a session
+	// keeps its interpreter between calls.
+	PauseWhen func() bool
 }
 
 // Outcome is what a run reports beside its error.
@@ -195,6 +200,9 @@ type Outcome struct {
 	PeakMemory uint64
 	// MemoryLimitHit is true when the guest asked to grow past the cap.
 	MemoryLimitHit bool
+	// Image is the guest paused where RunSpec.PauseWhen asked (nil when
+	// it ran to its exit instead). The caller owns it.
+	Image *Image
 }
 
 // Run instantiates a fresh instance, calls _start and closes the instance.

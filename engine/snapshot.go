@@ -118,7 +118,11 @@ type Image struct {
 type pausePoint struct {
 	capture bool   // unwind at the first read of fd 0 (else: stop the rewind)
 	fired   bool   // the point was reached
-	buffer  uint32 // the unwind buffer, when capturing
+	buffer  uint32 // the unwind buffer: grown when capturing, the image's when resuming
+	// pauseWhen (RunSpec.PauseWhen) may pause a resumed run again at a
+	// later read of fd 0; paused tells it did.
+	pauseWhen func() bool
+	paused    bool
 }
 
 type pauseKey struct{}
@@ -128,15 +132,22 @@ type pauseKey struct{}
 func pauseAtStdin(next api.GoModuleFunc) api.GoModuleFunc {
 	return func(ctx context.Context, mod api.Module, stack []uint64) {
 		if uint32(stack[0]) == 0 {
-			if p, _ := ctx.Value(pauseKey{}).(*pausePoint); p != nil && !p.fired {
-				p.fired = true
-				if p.capture {
+			if p, _ := ctx.Value(pauseKey{}).(*pausePoint); p != nil {
+				switch {
+				case !p.fired:
+					p.fired = true
+					if p.capture {
+						p.unwind(ctx, mod, stack)
+						return
+					}
+					// Resuming: the rewound guest re-entered the read it
+					// was paused in. Serve it as any other.
+					mustCall(ctx, mod, "asyncify_stop_rewind")
+				case p.pauseWhen != nil && !p.paused && p.pauseWhen():
+					p.paused = true
 					p.unwind(ctx, mod, stack)
 					return
 				}
-				// Resuming: the rewound guest re-entered the read it was
-				// paused in. Serve it as any other.
-				mustCall(ctx, mod, "asyncify_stop_rewind")
 			}
 		}
 		next(ctx, mod, stack)
@@ -149,11 +160,15 @@ func (p *pausePoint) unwind(ctx context.Context, mod api.Module, stack []uint64)
 		panic(&hostTrap{fmt.Errorf("%w: %v", ErrPausedWithOpenFiles, fds)})
 	}
 	mem := mod.Memory()
-	old, ok := mem.Grow(unwindPages)
-	if !ok {
-		panic(&hostTrap{fmt.Errorf("engine: snapshot: no room for the unwind buffer: %w", ErrMemoryLimit)})
+	if p.buffer == 0 {
+		// Pages the guest's allocator never saw (it grows memory from
+		// where memory.size says), so later pauses reuse them.
+		old, ok := mem.Grow(unwindPages)
+		if !ok {
+			panic(&hostTrap{fmt.Errorf("engine: snapshot: no room for the unwind buffer: %w", ErrMemoryLimit)})
+		}
+		p.buffer = old * 65536
 	}
-	p.buffer = old * 65536
 	// asyncify's buffer header: the next free byte, then the end.
 	mem.WriteUint32Le(p.buffer, p.buffer+8)
 	mem.WriteUint32Le(p.buffer+4, p.buffer+unwindPages*65536)
@@ -208,15 +223,7 @@ func (m *Module) Capture(ctx context.Context, spec RunSpec) (*Image, error) {
 		}
 		return nil, fmt.Errorf("engine: snapshot: %w", err)
 	}
-	if _, err := mod.ExportedFunction("asyncify_stop_unwind").Call(ctx); err != nil {
-		return nil, fmt.Errorf("engine: snapshot: stop unwind: %w", err)
-	}
-	globals := make([]uint64, len(m.snap.globals))
-	for i, name := range m.snap.globals {
-		globals[i] = mod.ExportedGlobal(name).Get()
-	}
-	buf, _ := mem.Read(0, mem.Size())
-	return NewImage(bytes.Clone(buf), globals, p.buffer), nil
+	return m.paused(ctx, mod, p)
 }
 
 // NewImage assembles an image (as read back from storage, say); it takes
@@ -262,19 +269,39 @@ func (m *Module) Resume(ctx context.Context, img *Image, spec RunSpec) (Outcome,
 	if limits.maxBytes < uint64(len(img.Memory)) || limits.maxBytes < m.minMem {
 		return Outcome{MemoryLimitHit: true}, ErrMemoryLimit
 	}
+	p := &pausePoint{buffer: img.UnwindBuffer, pauseWhen: spec.PauseWhen}
 	ctx = experimental.WithMemoryAllocator(ctx, allocator{limits: limits, image: img})
 	ctx = wasi.WithState(ctx, spec.WASI)
-	ctx = context.WithValue(ctx, pauseKey{}, &pausePoint{})
+	ctx = context.WithValue(ctx, pauseKey{}, p)
+	var paused *Image
 	mod, err := m.instantiate(ctx)
 	if err == nil {
 		err = m.rewind(ctx, mod, img)
 		if err == nil {
 			_, err = mod.ExportedFunction("_start").Call(ctx)
 		}
+		if err == nil && p.paused {
+			paused, err = m.paused(ctx, mod, p)
+		}
 		mod.Close(context.Background())
 	}
-	out := Outcome{PeakMemory: limits.peak.Load(), MemoryLimitHit: limits.hit.Load()}
+	out := Outcome{PeakMemory: limits.peak.Load(), MemoryLimitHit: limits.hit.Load(), Image: paused}
 	return classify(ctx, out, err)
+}
+
+// paused finishes an unwind the guest has returned from and takes the
+// instance's state as an Image.
+func (m *Module) paused(ctx context.Context, mod api.Module, p *pausePoint) (*Image, error) {
+	if _, err := mod.ExportedFunction("asyncify_stop_unwind").Call(ctx); err != nil {
+		return nil, fmt.Errorf("engine: snapshot: stop unwind: %w", err)
+	}
+	globals := make([]uint64, len(m.snap.globals))
+	for i, name := range m.snap.globals {
+		globals[i] = mod.ExportedGlobal(name).Get()
+	}
+	mem := mod.Memory()
+	buf, _ := mem.Read(0, mem.Size())
+	return NewImage(bytes.Clone(buf), globals, p.buffer), nil
 }
 
 // rewind puts img's state into a new instance (its memory is already the

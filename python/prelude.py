@@ -27,59 +27,83 @@ def _airlock_main():
 
     if os.environ.get("AIRLOCK_SNAPSHOT") == "1":
         _airlock_warm()
-    # A snapshot is taken at this read (see engine/snapshot.go): everything
-    # above runs once per image, everything below once per run.
-    header = read_exact(24)
-    name_len, env_len, code_len = (int(header[i : i + 8], 16) for i in (0, 8, 16))
-    name = read_exact(name_len).decode("utf-8", "surrogateescape")
-    env = read_exact(env_len).decode("utf-8", "surrogateescape")
-    source = read_exact(code_len)
+    main = None
+    while True:
+        # A snapshot is taken at this read (see engine/snapshot.go):
+        # everything above runs once per image, everything below once per
+        # run. A session pauses here again between calls.
+        header = read_exact(24)
+        name_len, env_len, code_len = (int(header[i : i + 8], 16) for i in (0, 8, 16))
+        name = read_exact(name_len).decode("utf-8", "surrogateescape")
+        env = read_exact(env_len).decode("utf-8", "surrogateescape")
+        source = read_exact(code_len)
 
-    # The run's environment travels in the frame as well as through WASI:
-    # an interpreter restored from a snapshot read its environ long ago.
-    # Only the differences are applied: each change costs a putenv.
-    run_env = {}
-    for item in env.split("\0"):
-        key, sep, value = item.partition("=")
-        if sep:
-            run_env[key] = value
-    for key in [k for k in os.environ if k not in run_env]:
-        del os.environ[key]
-    for key, value in run_env.items():
-        if os.environ.get(key) != value:
-            os.environ[key] = value
-    # A restored interpreter would otherwise replay the image's sequence.
-    if "random" in sys.modules:
-        sys.modules["random"].seed()
+        # The run's environment travels in the frame as well as through
+        # WASI: an interpreter restored from a snapshot read its environ
+        # long ago. Only the differences are applied: each change costs a
+        # putenv.
+        run_env = {}
+        for item in env.split("\0"):
+            key, sep, value = item.partition("=")
+            if sep:
+                run_env[key] = value
+        for key in [k for k in os.environ if k not in run_env]:
+            del os.environ[key]
+        for key, value in run_env.items():
+            if os.environ.get(key) != value:
+                os.environ[key] = value
+        session = run_env.get("AIRLOCK_SESSION") == "1"
 
-    text = source.decode("utf-8", "replace")
-    linecache.cache[name] = (len(text), None, text.splitlines(True), name)
-    main = types.ModuleType("__main__")
-    main.__dict__["__builtins__"] = builtins
-    main.__file__ = name
-    sys.modules["__main__"] = main
-    sys.argv = [name]
-    os.chdir("/home/user")
+        text = source.decode("utf-8", "replace")
+        linecache.cache[name] = (len(text), None, text.splitlines(True), name)
+        if main is None:
+            # A restored interpreter would otherwise replay the image's
+            # sequence; a session's later calls keep theirs.
+            if "random" in sys.modules:
+                sys.modules["random"].seed()
+            main = types.ModuleType("__main__")
+            main.__dict__["__builtins__"] = builtins
+            sys.modules["__main__"] = main
+            os.chdir("/home/user")
+        main.__file__ = name
+        sys.argv = [name]
 
-    status = 0
-    try:
-        exec(compile(source, name, "exec", dont_inherit=True), main.__dict__)
-    except SystemExit as e:
-        status = _exit_status(e.code)
-    except BaseException as e:
-        # Skip this prelude's own frame: the traceback starts in user code.
-        traceback.print_exception(type(e), e, e.__traceback__.tb_next)
-        status = 1
-    try:
-        atexit._run_exitfuncs()
-    except BaseException:
-        pass
+        status = 0
+        try:
+            exec(compile(source, name, "exec", dont_inherit=True), main.__dict__)
+        except SystemExit as e:
+            status = _exit_status(e.code)
+        except BaseException as e:
+            # Skip this prelude's own frame: the traceback starts in user code.
+            traceback.print_exception(type(e), e, e.__traceback__.tb_next)
+            status = 1
+        if session:
+            _flush()
+            # The host pauses the interpreter at the next read of stdin once
+            # it has the call's status (see the root package's session.go).
+            fd = os.open("/dev/airlock-session", os.O_WRONLY)
+            try:
+                os.write(fd, b"%d" % status)
+            finally:
+                os.close(fd)
+            continue
+        try:
+            atexit._run_exitfuncs()
+        except BaseException:
+            pass
+        if not _flush():
+            status = status or 120
+        os._exit(status)
+
+
+def _flush():
+    ok = True
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.flush()
         except BaseException:
-            status = status or 120
-    os._exit(status)
+            ok = False
+    return ok
 
 
 def _airlock_warm():

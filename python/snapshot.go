@@ -216,8 +216,8 @@ type ImageSpec struct {
 // Env is the environment the image is captured with.
 func (s ImageSpec) env() []string { return append(SnapshotEnv(), s.Env...) }
 
-// key is everything an image depends on.
-func (s ImageSpec) key() engine.ImageKey {
+// Key is everything an image depends on.
+func (s ImageSpec) Key() engine.ImageKey {
 	h := sha256.New()
 	fmt.Fprintf(h, "airlock image\x00format %d\x00module %s\x00", engine.ImageFormat, s.ModuleSHA)
 	for _, a := range Args() {
@@ -250,7 +250,7 @@ var (
 // # Errors
 // A capture that fails (see engine.Module.Capture).
 func Snapshot(ctx context.Context, mod *engine.Module, spec ImageSpec, cacheDir string, notice io.Writer) (*engine.Image, error) {
-	key := spec.key()
+	key := spec.Key()
 	imagesMu.Lock()
 	defer imagesMu.Unlock()
 	if img, ok := images[key]; ok {
@@ -265,7 +265,7 @@ func Snapshot(ctx context.Context, mod *engine.Module, spec ImageSpec, cacheDir 
 }
 
 func loadOrCapture(ctx context.Context, mod *engine.Module, spec ImageSpec, cacheDir string, notice io.Writer) (*engine.Image, error) {
-	key := spec.key()
+	key := spec.Key()
 	path := ""
 	if cacheDir != "" {
 		path = ImagePath(cacheDir, key)

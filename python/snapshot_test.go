@@ -37,7 +37,7 @@ func TestStoredImageRejected(t *testing.T) {
 	sum := sha256.Sum256(wasm)
 	sha := hex.EncodeToString(sum[:])
 	spec := ImageSpec{ModuleSHA: sha}
-	key := spec.key()
+	key := spec.Key()
 	dir := t.TempDir()
 	path := ImagePath(dir, key)
 	os.MkdirAll(filepath.Dir(path), 0o755)
@@ -71,7 +71,7 @@ func TestStoredImageRejected(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := engine.WriteImageFile(path, ImageSpec{ModuleSHA: sha + "-other"}.key(), img); err != nil {
+	if err := engine.WriteImageFile(path, ImageSpec{ModuleSHA: sha + "-other"}.Key(), img); err != nil {
 		t.Fatal(err)
 	}
 	img.Close()

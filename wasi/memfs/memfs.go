@@ -187,6 +187,9 @@ func (fs *FS) Parent(dir *Inode) *Inode {
 	return dir.parent
 }
 
+// Quota returns the limits fs was made with.
+func (fs *FS) Quota() Quota { return fs.quota }
+
 // QuotaHit reports whether any operation has been refused for quota.
 func (fs *FS) QuotaHit() bool { return fs.quotaHit }
 
@@ -892,6 +895,23 @@ func (fs *FS) ReadFile(path string) ([]byte, error) {
 		return nil, errno.EISDIR
 	}
 	return append([]byte{}, n.data...), nil
+}
+
+// View returns the contents of the file at path without copying them: the
+// caller must not change them, and they are valid until the file next
+// changes. It is a host-side helper for comparing files.
+//
+// # Errors
+// Those of ReadFile.
+func (fs *FS) View(path string) ([]byte, error) {
+	n, err := fs.Lookup(fs.root, path)
+	if err != nil {
+		return nil, err
+	}
+	if n.kind == KindDir {
+		return nil, errno.EISDIR
+	}
+	return n.data, nil
 }
 
 // WalkFunc is called by Walk for each file and directory with its absolute

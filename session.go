@@ -1,0 +1,435 @@
+package airlock
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/airlock-sandbox/airlock/engine"
+	"github.com/airlock-sandbox/airlock/wasi"
+	"github.com/airlock-sandbox/airlock/wasi/memfs"
+)
+
+// Sessions keep an interpreter's state from one call to the next, as a
+// notebook does: globals, imports and files. Between calls a session is
+// data, not a process: an image of the paused interpreter (memory and
+// globals, as for snapshots) and its filesystem. Each call resumes a
+// fresh instance from that image, runs the code in the same __main__,
+// and pauses again at the prelude's next read of stdin, which becomes the
+// session's new image. A call that ends any other way (a limit, a crash,
+// a hard exit) leaves the session at its state before the call.
+
+// Errors of sessions besides those of a call's run.
+var (
+	// ErrSessionsUnavailable: sessions resume images, so they need
+	// snapshots (set-up's asyncified module).
+	ErrSessionsUnavailable = errors.New("airlock: sessions need snapshots; run `airlock setup` (scripts/setup.sh)")
+	// ErrSessionClosed: the session was closed (or its Sandbox was).
+	ErrSessionClosed = errors.New("airlock: session is closed")
+	// ErrSessionExpired: the session sat idle longer than its TTL.
+	ErrSessionExpired = errors.New("airlock: session expired")
+	// ErrTooManySessions: the Sandbox's cap on live sessions is reached.
+	ErrTooManySessions = errors.New("airlock: too many live sessions")
+)
+
+// Defaults for WithSessionTTL and WithMaxSessions.
+const (
+	DefaultSessionTTL  = 15 * time.Minute
+	DefaultMaxSessions = 64
+)
+
+// WithSessionTTL sets how long a session may sit idle before it expires
+// and its memory is freed; 0 keeps the default, negative disables expiry.
+func WithSessionTTL(d time.Duration) Option { return func(c *config) { c.sessionTTL = d } }
+
+// WithMaxSessions caps the live sessions of a Sandbox (each holds an image
+// of ~15-30 MB); 0 keeps the default.
+func WithMaxSessions(n int) Option { return func(c *config) { c.maxSessions = n } }
+
+// SessionOptions configure NewSession.
+type SessionOptions struct {
+	// Limits are the defaults of each call (zero fields: the Sandbox's).
+	// FSBytes and FSFiles bound the session's filesystem as a whole.
+	Limits Limits
+	// Files are placed in the session's filesystem before the first call.
+	Files map[string][]byte
+	// Env is applied over the default environment for every call. Start-up
+	// variables (PYTHON*, LANG, LC_*) cannot be set: the interpreter has
+	// started long before.
+	Env map[string]string
+	// Tools and Values are as in Request, for every call.
+	Tools  []string
+	Values map[string]any
+}
+
+// Session is an interpreter kept between calls. Its methods are safe for
+// concurrent use; calls run one at a time, in order of arrival.
+type Session struct {
+	sb   *Sandbox
+	id   string
+	opts SessionOptions
+
+	mu     sync.Mutex
+	image  *sharedImage // nil until the first call: the Sandbox's image
+	fs     *memfs.FS
+	calls  int
+	ended  error // ErrSessionClosed or ErrSessionExpired once ended
+	timer  *time.Timer
+	active time.Time // end of the last call, or creation
+}
+
+// sharedImage is a session image and the sessions (forks) resuming it.
+type sharedImage struct {
+	img  *engine.Image
+	refs atomic.Int32
+}
+
+func newShared(img *engine.Image) *sharedImage {
+	s := &sharedImage{img: img}
+	s.refs.Store(1)
+	return s
+}
+
+func (s *sharedImage) retain() *sharedImage {
+	if s != nil {
+		s.refs.Add(1)
+	}
+	return s
+}
+
+func (s *sharedImage) release() {
+	if s != nil && s.refs.Add(-1) == 0 {
+		s.img.Close()
+	}
+}
+
+// NewSession starts a session. No interpreter runs until the first call:
+// a new session is the Sandbox's snapshot image plus a filesystem.
+//
+// # Errors
+// ErrSessionsUnavailable without snapshots; ErrTooManySessions at the
+// cap; an *Error of kind invalid_request for bad options.
+func (sb *Sandbox) NewSession(ctx context.Context, opts SessionOptions) (*Session, error) {
+	if sb.snap == nil {
+		return nil, ErrSessionsUnavailable
+	}
+	probe := Request{Env: opts.Env, Limits: opts.Limits}
+	limits, verr := sb.validate(&probe)
+	if verr != nil {
+		return nil, verr
+	}
+	if verr := checkSessionEnv(opts.Env); verr != nil {
+		return nil, verr
+	}
+	fs, _, verr := sb.newFS(limits, opts.Files)
+	if verr != nil {
+		return nil, verr
+	}
+	s := &Session{sb: sb, opts: opts, fs: fs}
+	if err := sb.addSession(s); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+func checkSessionEnv(env map[string]string) *Error {
+	for k := range env {
+		if k == "LANG" || strings.HasPrefix(k, "PYTHON") || strings.HasPrefix(k, "LC_") {
+			return newError(KindInvalidRequest, nil, "env variable %q: start-up variables cannot be set in a session", k)
+		}
+	}
+	return nil
+}
+
+// ID names the session uniquely within the process (for servers).
+func (s *Session) ID() string { return s.id }
+
+// Calls is how many calls advanced the session's state.
+func (s *Session) Calls() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.calls
+}
+
+// Run runs code in the session: Exec with a Request holding only Code.
+func (s *Session) Run(ctx context.Context, code string) (*Result, error) {
+	return s.Exec(ctx, Request{Code: code})
+}
+
+// Exec runs req in the session. Code, Filename, Stdin, Files (added to
+// the session's filesystem), Env (over the session's), Limits (over the
+// session's), Tools, Values and OnOutput apply as for Sandbox.Run; a
+// deterministic request is refused (a session's clock and hash seed were
+// fixed when it started).
+//
+// The result is as for Sandbox.Run, with RolledBack set when the call did
+// not advance the session: it hit a limit, crashed, or exited the
+// interpreter (os._exit). A Python exception does not roll back: as in a
+// notebook, what ran before it stays done.
+func (s *Session) Exec(ctx context.Context, req Request) (*Result, error) {
+	start := time.Now()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.ended != nil {
+		return failed(start, newError(KindInvalidRequest, s.ended, "%v", s.ended))
+	}
+	if req.Deterministic {
+		return failed(start, newError(KindInvalidRequest, nil, "a session call cannot be deterministic"))
+	}
+	if e := checkSessionEnv(req.Env); e != nil {
+		return failed(start, e)
+	}
+	if req.Env == nil {
+		req.Env = s.opts.Env
+	} else {
+		merged := make(map[string]string, len(s.opts.Env)+len(req.Env))
+		for k, v := range s.opts.Env {
+			merged[k] = v
+		}
+		for k, v := range req.Env {
+			merged[k] = v
+		}
+		req.Env = merged
+	}
+	if req.Tools == nil {
+		req.Tools = s.opts.Tools
+	}
+	if req.Values == nil {
+		req.Values = s.opts.Values
+	}
+	req.Limits = req.Limits.withDefaults(s.opts.Limits)
+	limits, verr := s.sb.validate(&req)
+	if verr != nil {
+		return failed(start, verr)
+	}
+	s.stopTimer()
+	defer s.startTimer()
+
+	// The call runs on a copy, kept only if the call succeeds.
+	fs := s.fs.Clone(memfs.Quota{MaxBytes: limits.FSBytes, MaxInodes: limits.FSFiles})
+	if _, verr := placeFiles(fs, req.Files); verr != nil {
+		return failed(start, verr)
+	}
+	from := s.sb.snap.image
+	if s.image != nil {
+		from = s.image.img
+	}
+	call := &sessionCall{from: from}
+	old := s.fs
+	before := func(p string) ([]byte, bool) {
+		data, err := old.View(p)
+		return data, err == nil
+	}
+	res, err := s.sb.runIn(ctx, start, &req, limits, fs, before, call)
+	if call.next != nil {
+		s.image.release()
+		s.image = newShared(call.next)
+		s.fs = fs
+		s.calls++
+	}
+	s.active = time.Now()
+	return res, err
+}
+
+// sessionCall is what runIn needs to run a call in a session.
+type sessionCall struct {
+	from   *engine.Image // resumed
+	status statusDevice
+	next   *engine.Image // the session's new state, when the call advanced it
+}
+
+// sessionDevice is where the prelude reports a call's status before it
+// pauses (see prelude.py).
+const sessionDevice = "/dev/airlock-session"
+
+func (c *sessionCall) prepare(cfg *wasi.Config, spec *engine.RunSpec) {
+	cfg.Env = append(cfg.Env, "AIRLOCK_SESSION=1")
+	devices := make(map[string]wasi.Device, len(cfg.Devices)+1)
+	for p, d := range cfg.Devices {
+		devices[p] = d
+	}
+	devices[sessionDevice] = &c.status
+	cfg.Devices = devices
+	spec.PauseWhen = func() bool { return c.status.reported }
+}
+
+// finish decides whether the call advanced the session and says so.
+func (c *sessionCall) finish(res *Result, out engine.Outcome, e *Error) *Error {
+	switch {
+	case out.Image != nil && e == nil:
+		c.next = out.Image
+		return nil
+	case out.Image != nil:
+		out.Image.Close()
+	case e != nil && errors.Is(e, engine.ErrPausedWithOpenFiles):
+		e = newError(KindInvalidRequest, e, "the call left files open; a session keeps no open file between calls: close them (with open(...) as f: ...)")
+	case e == nil:
+		// The interpreter exited instead of pausing: nothing to keep.
+		fmt.Fprintf(&stderrNote{res}, "airlock: the interpreter exited (status %d); the session keeps its state from before this call\n", res.ExitCode)
+	}
+	res.RolledBack = true
+	return e
+}
+
+// stderrNote appends a host note to a result's stderr.
+type stderrNote struct{ res *Result }
+
+func (n *stderrNote) Write(p []byte) (int, error) {
+	n.res.Stderr = append(n.res.Stderr, p...)
+	return len(p), nil
+}
+
+// statusDevice receives the call's exit status from the prelude; after
+// that, the next read of stdin pauses the interpreter.
+type statusDevice struct {
+	reported bool
+	code     int
+}
+
+func (d *statusDevice) Write(_ context.Context, p []byte) (int, error) {
+	code, err := strconv.Atoi(string(p))
+	if err != nil || code < 0 || code > 255 {
+		code = 1
+	}
+	d.code, d.reported = code, true
+	return len(p), nil
+}
+
+func (d *statusDevice) Read(context.Context, []byte) (int, error) { return 0, nil }
+
+// Fork returns a new session with this one's state; the two then evolve
+// independently. The image is shared (it is never written to), the
+// filesystem copied.
+//
+// # Errors
+// ErrSessionClosed or ErrSessionExpired for an ended session;
+// ErrTooManySessions at the Sandbox's cap.
+func (s *Session) Fork() (*Session, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.ended != nil {
+		return nil, s.ended
+	}
+	f := &Session{sb: s.sb, opts: s.opts, image: s.image.retain(), fs: s.fs.Clone(s.fs.Quota()), calls: s.calls}
+	if err := s.sb.addSession(f); err != nil {
+		f.image.release()
+		return nil, err
+	}
+	return f, nil
+}
+
+// Close ends the session and frees its image and files. Closing twice is
+// harmless.
+func (s *Session) Close() error {
+	s.end(ErrSessionClosed)
+	return nil
+}
+
+func (s *Session) end(why error) {
+	s.mu.Lock()
+	if s.ended != nil {
+		s.mu.Unlock()
+		return
+	}
+	s.ended = why
+	s.stopTimer()
+	s.image.release()
+	s.image, s.fs = nil, nil
+	s.mu.Unlock()
+	s.sb.removeSession(s)
+}
+
+// startTimer arms the idle timeout; the session holds no goroutine while
+// it waits.
+func (s *Session) startTimer() {
+	ttl := s.sb.cfg.sessionTTL
+	if ttl < 0 {
+		return
+	}
+	if ttl == 0 {
+		ttl = DefaultSessionTTL
+	}
+	var t *time.Timer
+	t = time.AfterFunc(ttl, func() { s.expire(t) })
+	s.timer = t
+}
+
+// expire ends the session if t is still its idle timer: a call that
+// started as t fired has stopped and replaced it.
+func (s *Session) expire(t *time.Timer) {
+	s.mu.Lock()
+	current := s.timer == t
+	s.mu.Unlock()
+	if current {
+		s.end(ErrSessionExpired)
+	}
+}
+
+func (s *Session) stopTimer() {
+	if s.timer != nil {
+		s.timer.Stop()
+		s.timer = nil
+	}
+}
+
+// addSession registers a live session, within the cap, and starts its TTL.
+func (sb *Sandbox) addSession(s *Session) error {
+	var id [12]byte
+	rand.Read(id[:])
+	s.id = hex.EncodeToString(id[:])
+	s.active = time.Now()
+	max := sb.cfg.maxSessions
+	if max == 0 {
+		max = DefaultMaxSessions
+	}
+	sb.sessMu.Lock()
+	defer sb.sessMu.Unlock()
+	if sb.sessionsClosed {
+		return ErrSessionClosed
+	}
+	if len(sb.sessions) >= max {
+		return fmt.Errorf("%w (%d)", ErrTooManySessions, max)
+	}
+	if sb.sessions == nil {
+		sb.sessions = map[*Session]struct{}{}
+	}
+	sb.sessions[s] = struct{}{}
+	s.mu.Lock()
+	s.startTimer()
+	s.mu.Unlock()
+	return nil
+}
+
+func (sb *Sandbox) removeSession(s *Session) {
+	sb.sessMu.Lock()
+	delete(sb.sessions, s)
+	sb.sessMu.Unlock()
+}
+
+// Sessions is the number of live sessions.
+func (sb *Sandbox) Sessions() int {
+	sb.sessMu.Lock()
+	defer sb.sessMu.Unlock()
+	return len(sb.sessions)
+}
+
+// closeSessions ends every session (Sandbox.Close).
+func (sb *Sandbox) closeSessions() {
+	sb.sessMu.Lock()
+	sb.sessionsClosed = true
+	live := make([]*Session, 0, len(sb.sessions))
+	for s := range sb.sessions {
+		live = append(live, s)
+	}
+	sb.sessMu.Unlock()
+	for _, s := range live {
+		s.end(ErrSessionClosed)
+	}
+}
