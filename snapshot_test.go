@@ -35,7 +35,7 @@ func TestSuiteWithoutSnapshots(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short: the suite runs in the snapshot mode only")
 	}
-	cmd := exec.Command(os.Args[0], "-test.run=^Test", "-test.skip=^TestSuiteWithoutSnapshots$|^TestSnapshot", "-test.count=1")
+	cmd := exec.Command(os.Args[0], "-test.run=^Test", "-test.skip=^TestSuiteWithoutSnapshots$|^TestSnapshot|^TestSession", "-test.count=1")
 	cmd.Env = append(os.Environ(), envTestSnapshots+"=off")
 	out, err := cmd.CombinedOutput()
 	if err != nil {
