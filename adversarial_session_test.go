@@ -1,0 +1,104 @@
+package airlock_test
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/airlock-sandbox/airlock"
+)
+
+// TestSessionHostileGuests: a session is the guest's own state, so a guest
+// may wreck it; the host must stay whole, every call must return a
+// Result, and the session must stay usable or end with a clear error.
+func TestSessionHostileGuests(t *testing.T) {
+	ctx := context.Background()
+	sandbox := snapshotSandbox(t)
+
+	t.Run("pauses itself mid-code", func(t *testing.T) {
+		// The guest reports a status early and reads stdin: the host pauses
+		// it there, mid-code. The next call's frame then arrives as data to
+		// that read, and the prelude takes over again after it.
+		s := newSession(t, sandbox, airlock.SessionOptions{})
+		call(t, s, airlock.Request{Code: "import os\nfd = os.open('/dev/airlock-session', os.O_WRONLY)\nos.write(fd, b'0')\nos.close(fd)\ndata = os.read(0, 4096)\nprint('resumed with', len(data), 'bytes')"}, "", "")
+		res, _ := s.Run(ctx, "print('this code is read as data')")
+		if !strings.HasPrefix(string(res.Stdout), "resumed with ") || res.Error != nil {
+			t.Fatalf("second call: %q, %v", res.Stdout, res.Error)
+		}
+		call(t, s, airlock.Request{Code: "print('back in step')"}, "back in step\n", "")
+	})
+
+	t.Run("garbage status", func(t *testing.T) {
+		s := newSession(t, sandbox, airlock.SessionOptions{})
+		res := call(t, s, airlock.Request{Code: "import os\nfd = os.open('/dev/airlock-session', os.O_WRONLY)\nos.write(fd, b'not a number')\nos.close(fd)\nos.read(0, 1)"}, "", "")
+		if res.ExitCode != 1 || res.RolledBack {
+			t.Errorf("exit %d, rolled back %v; want 1, kept", res.ExitCode, res.RolledBack)
+		}
+	})
+
+	t.Run("pause deep in recursion", func(t *testing.T) {
+		// Recursion through C (map calls down) makes the unwound stack
+		// outgrow asyncify's buffer: the call fails and is rolled back.
+		// (Python-to-Python calls do not recurse in C since 3.11.)
+		s := newSession(t, sandbox, airlock.SessionOptions{})
+		call(t, s, airlock.Request{Code: "depth = -1"}, "", "")
+		res, err := s.Run(ctx, "import os, sys\nsys.setrecursionlimit(50000)\ndef down(n):\n    global depth\n    depth = n\n    if n == 0:\n        fd = os.open('/dev/airlock-session', os.O_WRONLY)\n        os.write(fd, b'0')\n        os.close(fd)\n        return os.read(0, 1)\n    return list(map(down, [n - 1]))\ndown(300)")
+		if err == nil || !res.RolledBack {
+			t.Fatalf("deep pause: %v, rolled back %v, stdout %q", err, res.RolledBack, res.Stdout)
+		}
+		call(t, s, airlock.Request{Code: "print(depth)"}, "-1\n", "")
+	})
+
+	t.Run("state outgrows a later call's memory cap", func(t *testing.T) {
+		s := newSession(t, sandbox, airlock.SessionOptions{})
+		call(t, s, airlock.Request{Code: "blob = bytearray(80 << 20)", Limits: airlock.Limits{Memory: 256 << 20}}, "", "")
+		res, err := s.Exec(ctx, airlock.Request{Code: "print(len(blob))", Limits: airlock.Limits{Memory: 64 << 20}})
+		if res.Error == nil || res.Error.Kind != airlock.KindMemoryLimit || !res.RolledBack {
+			t.Fatalf("image above the cap: %v, rolled back %v", err, res.RolledBack)
+		}
+		call(t, s, airlock.Request{Code: "del blob\nprint('freed')", Limits: airlock.Limits{Memory: 256 << 20}}, "freed\n", "")
+	})
+
+	t.Run("concurrent calls are serialised", func(t *testing.T) {
+		s := newSession(t, sandbox, airlock.SessionOptions{})
+		call(t, s, airlock.Request{Code: "n = 0"}, "", "")
+		var wg sync.WaitGroup
+		for range 6 {
+			wg.Go(func() {
+				if res, err := s.Run(ctx, "n += 1"); err != nil {
+					t.Errorf("concurrent call: %v\n%s", err, res.Stderr)
+				}
+			})
+		}
+		wg.Go(func() {
+			if f, err := s.Fork(); err == nil {
+				f.Close()
+			}
+		})
+		wg.Wait()
+		call(t, s, airlock.Request{Code: "print(n)"}, "6\n", "")
+	})
+
+	t.Run("close while a call runs", func(t *testing.T) {
+		s, err := sandbox.NewSession(ctx, airlock.SessionOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan *airlock.Result)
+		go func() {
+			res, _ := s.Run(ctx, "import time\ntime.sleep(0.3)\nprint('finished')")
+			done <- res
+		}()
+		for s.Calls() == 0 && len(done) == 0 {
+			s.Close() // waits for the call, then ends the session
+			break
+		}
+		if res := <-done; res == nil {
+			t.Fatal("no result")
+		}
+		if _, err := s.Run(ctx, "pass"); err == nil {
+			t.Error("a closed session ran a call")
+		}
+	})
+}
