@@ -115,7 +115,7 @@ func putStrings(b *bytes.Buffer, ss []string, present bool) {
 }
 
 func putImage(b *bytes.Buffer, img *engine.Image, base []byte) {
-	mem := img.Memory
+	mem := img.Bytes()
 	pages := len(mem) / pageSize
 	binary.Write(b, binary.LittleEndian, uint64(len(mem)))
 	bitmap := make([]byte, (pages+7)/8)
@@ -202,6 +202,7 @@ func (sb *Sandbox) LoadSession(ctx context.Context, r io.Reader) (*Session, erro
 	switch d.byte1() {
 	case 0:
 	case 1:
+		d.base = sb.snap.image
 		img = d.image(sb.snap.image.Memory)
 	default:
 		d.fail("image marker")
@@ -237,8 +238,9 @@ func (sb *Sandbox) LoadSession(ctx context.Context, r io.Reader) (*Session, erro
 // decoder reads a saved session's fields, remembering the first error so
 // the caller checks once.
 type decoder struct {
-	buf []byte
-	err error
+	buf  []byte
+	err  error
+	base *engine.Image // what a loaded image is a delta over
 }
 
 func (d *decoder) fail(what string) {
@@ -338,5 +340,5 @@ func (d *decoder) image(base []byte) *engine.Image {
 		d.fail("unwind buffer")
 		return nil
 	}
-	return engine.NewImage(mem, globals, unwind)
+	return engine.NewDeltaImage(d.base, mem, globals, unwind)
 }

@@ -37,7 +37,9 @@ func (m *linearMemory) Reallocate(size uint64) []byte {
 
 func (m *linearMemory) Free() {
 	if m.buf != nil {
-		m.free(m.buf)
+		// The length tells a pooled region how much the run used (see
+		// resetRegion); the capacity is the whole reservation.
+		m.free(m.buf[:m.size])
 		m.buf = nil
 	}
 }
@@ -54,9 +56,13 @@ func (a allocator) Allocate(_, max uint64) experimental.LinearMemory {
 	size := min(a.limits.maxBytes, max)
 	var buf []byte
 	var free func([]byte)
-	if a.image != nil {
+	switch {
+	case a.image != nil && a.image.base != nil:
+		buf, free = reserveImage(a.image.base, size)
+		a.image.applyDelta(buf)
+	case a.image != nil:
 		buf, free = reserveImage(a.image, size)
-	} else {
+	default:
 		buf, free = reserve(size)
 	}
 	return &linearMemory{buf: buf, limit: a.limits, free: free}

@@ -15,5 +15,5 @@ func reserve(size uint64) ([]byte, func([]byte)) {
 	if err != nil {
 		return reserveHeap(size)
 	}
-	return buf, func(b []byte) { _ = unix.Munmap(b) }
+	return buf, func(b []byte) { _ = unix.Munmap(b[:cap(b)]) }
 }

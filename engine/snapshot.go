@@ -95,8 +95,8 @@ func LoadResumable(ctx context.Context, wasm []byte, opts Options) (*Module, err
 	return m, nil
 }
 
-// Image is an instance paused at its first read of stdin: its linear memory
-// and mutable globals. It is immutable once captured and shared by every
+// Image is an instance paused at a read of stdin: its linear memory and
+// mutable globals. Memory is nil for a delta image (see Len, CopyTo). It is immutable once captured and shared by every
 // run resumed from it.
 type Image struct {
 	// Memory is the whole linear memory, a multiple of 64 KiB.
@@ -107,6 +107,12 @@ type Image struct {
 	UnwindBuffer uint32
 
 	backing *backing // copy-on-write source of Memory, when available
+
+	// A delta image (snapshot_delta.go) has no Memory: it is base's
+	// memory, size bytes long, with pages replaced.
+	base  *Image
+	size  int
+	pages []deltaPage
 
 	poolMu sync.Mutex
 	pools  map[uint64]*regionPool // by reservation size (snapshot_pool.go)
@@ -123,6 +129,7 @@ type pausePoint struct {
 	// later read of fd 0; paused tells it did.
 	pauseWhen func() bool
 	paused    bool
+	from      *Image // the image resumed, whose base a new pause is a delta over
 }
 
 type pauseKey struct{}
@@ -266,10 +273,10 @@ func (m *Module) Resume(ctx context.Context, img *Image, spec RunSpec) (Outcome,
 		return Outcome{}, fmt.Errorf("engine: image has %d globals, module %d", len(img.Globals), len(m.snap.globals))
 	}
 	limits := &runLimits{maxBytes: spec.MemoryLimit &^ 0xffff}
-	if limits.maxBytes < uint64(len(img.Memory)) || limits.maxBytes < m.minMem {
+	if limits.maxBytes < uint64(img.Len()) || limits.maxBytes < m.minMem {
 		return Outcome{MemoryLimitHit: true}, ErrMemoryLimit
 	}
-	p := &pausePoint{buffer: img.UnwindBuffer, pauseWhen: spec.PauseWhen}
+	p := &pausePoint{buffer: img.UnwindBuffer, pauseWhen: spec.PauseWhen, from: img}
 	ctx = experimental.WithMemoryAllocator(ctx, allocator{limits: limits, image: img})
 	ctx = wasi.WithState(ctx, spec.WASI)
 	ctx = context.WithValue(ctx, pauseKey{}, p)
@@ -301,6 +308,14 @@ func (m *Module) paused(ctx context.Context, mod api.Module, p *pausePoint) (*Im
 	}
 	mem := mod.Memory()
 	buf, _ := mem.Read(0, mem.Size())
+	if base := p.from; base != nil {
+		if base.base != nil {
+			base = base.base
+		}
+		if img, ok := captureDelta(base, p.from, buf, globals, p.buffer); ok {
+			return img, nil
+		}
+	}
 	return NewImage(bytes.Clone(buf), globals, p.buffer), nil
 }
 
@@ -308,7 +323,7 @@ func (m *Module) paused(ctx context.Context, mod api.Module, p *pausePoint) (*Im
 // image's: see allocator) and starts asyncify's rewind.
 func (m *Module) rewind(ctx context.Context, mod api.Module, img *Image) error {
 	mem := mod.Memory()
-	pages := uint32(len(img.Memory) / 65536)
+	pages := uint32(img.Len() / 65536)
 	if cur := mem.Size() / 65536; cur < pages {
 		if _, ok := mem.Grow(pages - cur); !ok {
 			return ErrMemoryLimit

@@ -66,7 +66,7 @@ func (e *ImageError) Unwrap() error { return e.Err }
 // WriteImageFile stores img under key at path, atomically (write, then
 // rename).
 func WriteImageFile(path string, key ImageKey, img *Image) error {
-	if len(img.Globals) > maxGlobals || len(img.Memory)%65536 != 0 {
+	if len(img.Globals) > maxGlobals || len(img.Memory)%65536 != 0 || img.base != nil {
 		return fmt.Errorf("engine: image not storable (%d globals, %d bytes)", len(img.Globals), len(img.Memory))
 	}
 	head := make([]byte, imageHeader)

@@ -72,19 +72,34 @@ func (b *backing) reserve(size uint64) ([]byte, func([]byte), bool) {
 // It reports false when pagemap cannot be read; the region must then be
 // unmapped.
 func (b *backing) restore(buf, image []byte) bool {
-	fd := pagemapFD()
-	if fd < 0 || len(image) != b.size || len(buf) < b.size {
+	buf = buf[:cap(buf)]
+	if len(image) != b.size || len(buf) < b.size {
 		return false
 	}
 	page := os.Getpagesize()
-	n := b.size / page
+	return written(buf[:b.size], page, func(i int) {
+		copy(buf[i*page:(i+1)*page], image[i*page:(i+1)*page])
+	})
+}
+
+// written calls fn with the index of each page of mem (page bytes each)
+// that the kernel holds neither as its file mapping nor as never touched:
+// anonymous pages (written, or copied in) and swapped ones. Any other page
+// reads as its mapping's file (an image backing) or as zeros. It reports
+// false when pagemap cannot be read.
+func written(mem []byte, page int, fn func(i int)) bool {
+	fd := pagemapFD()
+	if fd < 0 || len(mem)%page != 0 {
+		return false
+	}
+	n := len(mem) / page
 	entries := pagemapBufs.Get().(*[]byte)
 	defer pagemapBufs.Put(entries)
 	if cap(*entries) < n*8 {
 		*entries = make([]byte, n*8)
 	}
 	e := (*entries)[:n*8]
-	off := int64(uintptr(unsafe.Pointer(unsafe.SliceData(buf))) / uintptr(page) * 8)
+	off := int64(uintptr(unsafe.Pointer(unsafe.SliceData(mem))) / uintptr(page) * 8)
 	for done := 0; done < len(e); {
 		k, err := unix.Pread(fd, e[done:], off+int64(done))
 		if err != nil || k <= 0 {
@@ -96,7 +111,7 @@ func (b *backing) restore(buf, image []byte) bool {
 		v := binary.LittleEndian.Uint64(e[i*8:])
 		present, swapped, filePage := v&(1<<63) != 0, v&(1<<62) != 0, v&(1<<61) != 0
 		if swapped || present && !filePage {
-			copy(buf[i*page:(i+1)*page], image[i*page:(i+1)*page])
+			fn(i)
 		}
 	}
 	return true
@@ -119,3 +134,9 @@ func pagemapFD() int {
 
 // canRestore tells whether backing.restore can work here.
 func canRestore() bool { return pagemapFD() >= 0 }
+
+// writtenPages lists the pages written reports.
+func writtenPages(mem []byte, page int) (pages []int, ok bool) {
+	ok = written(mem, page, func(i int) { pages = append(pages, i) })
+	return pages, ok
+}

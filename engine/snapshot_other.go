@@ -12,3 +12,5 @@ func (*backing) reserve(uint64) ([]byte, func([]byte), bool) { return nil, nil, 
 func (*backing) restore(_, _ []byte) bool                    { return false }
 
 func canRestore() bool { return false }
+
+func writtenPages([]byte, int) ([]int, bool) { return nil, false }

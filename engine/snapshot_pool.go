@@ -93,7 +93,7 @@ func (p *regionPool) put(buf []byte) {
 		unreserve(buf)
 		return
 	}
-	p.free = append(p.free, buf)
+	p.free = append(p.free, buf[:cap(buf)])
 	p.mu.Unlock()
 }
 
@@ -114,7 +114,7 @@ func (p *regionPool) grow() {
 		p.mu.Unlock()
 		if ok {
 			copy(buf, p.img.Memory) // fault the pages in
-			p.put(buf)
+			p.put(buf[:len(p.img.Memory)]) // nothing past the image to clear
 		}
 	}()
 }

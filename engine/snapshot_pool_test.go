@@ -16,20 +16,21 @@ func TestPooledRegionsAreReset(t *testing.T) {
 		if img.backing == nil || !canRestore() {
 			t.Skip("no copy-on-write backing or no pagemap here")
 		}
-		testPoolReset(t, img)
+		testPoolReset(t, img, 16*65536)
+		// Past keptTail, memory is released rather than cleared.
+		testPoolReset(t, img, len(img.Memory)+keptTail+8*65536)
 	})
 	t.Run("copied", func(t *testing.T) {
 		img := &Image{Memory: testImage().Memory} // no backing
 		defer img.Close()
-		testPoolReset(t, img)
+		testPoolReset(t, img, 16*65536)
 	})
 }
 
-func testPoolReset(t *testing.T, img *Image) {
-	const size = 16 * 65536
-	p := img.poolFor(size)
+func testPoolReset(t *testing.T, img *Image, size int) {
+	p := img.poolFor(uint64(size))
 	for deadline := time.Now().Add(10 * time.Second); ; {
-		buf, free := reserveImage(img, size)
+		buf, free := reserveImage(img, uint64(size))
 		for i := range buf {
 			buf[i] = 0xee
 		}
@@ -46,7 +47,7 @@ func testPoolReset(t *testing.T, img *Image) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	for range 3 {
-		buf, free := reserveImage(img, size)
+		buf, free := reserveImage(img, uint64(size))
 		if !bytes.Equal(buf[:len(img.Memory)], img.Memory) {
 			t.Fatal("a reused region does not start as the image")
 		}

@@ -1,0 +1,88 @@
+package engine
+
+import (
+	"bytes"
+	"math/rand/v2"
+	"os"
+	"testing"
+)
+
+// TestDeltaImageRoundTrip: a delta image reads back exactly as the memory
+// it was made from, holds only the pages that differ (zeros past the base
+// are left out), and restores through a pooled region of its base.
+func TestDeltaImageRoundTrip(t *testing.T) {
+	base := testImage()
+	defer base.Close()
+	page := os.Getpagesize()
+	rng := rand.New(rand.NewPCG(1, 2))
+	mem := append(bytes.Clone(base.Memory), make([]byte, 2*65536)...)
+	changed := map[int]bool{}
+	for range 20 {
+		off := rng.IntN(len(mem))
+		mem[off] ^= 0x5a
+		changed[off/page] = true
+	}
+	img := NewDeltaImage(base, mem, []uint64{7}, 65536)
+	defer img.Close()
+	if !bytes.Equal(img.Bytes(), mem) || img.Len() != len(mem) {
+		t.Fatal("delta image does not read back as its memory")
+	}
+	if img.DeltaPages() != len(changed) {
+		t.Errorf("delta holds %d pages, %d differ", img.DeltaPages(), len(changed))
+	}
+	// Restoring: the base's region with the delta applied, as Allocate does.
+	for range 3 {
+		buf, free := reserveImage(base, uint64(len(mem)+65536))
+		img.applyDelta(buf)
+		if !bytes.Equal(buf[:len(mem)], mem) {
+			t.Fatal("restored region differs from the delta image")
+		}
+		free(buf[:len(mem)])
+	}
+	// A memory smaller than the base is not a delta of it: a full copy.
+	small := NewDeltaImage(base, mem[:65536], nil, 0)
+	if small.base != nil || !bytes.Equal(small.Bytes(), mem[:65536]) {
+		t.Error("memory smaller than the base was not kept whole")
+	}
+}
+
+// TestCaptureDeltaSharesUnchangedPages: capturing a region resumed from a
+// delta image keeps the previous delta's unchanged pages without copies.
+func TestCaptureDeltaSharesUnchangedPages(t *testing.T) {
+	base := testImage()
+	defer base.Close()
+	if base.backing == nil || !canRestore() {
+		t.Skip("no copy-on-write backing or no pagemap here")
+	}
+	page := os.Getpagesize()
+	mem := append(bytes.Clone(base.Memory), make([]byte, 65536)...)
+	for i := range 4 {
+		mem[len(base.Memory)+i*page] = 1 // past the base
+	}
+	mem[3] ^= 1 // inside it
+	prev := NewDeltaImage(base, mem, nil, 0)
+	buf, free := reserveImage(base, uint64(len(mem)))
+	defer free(buf[:len(mem)])
+	prev.applyDelta(buf)
+	buf[len(base.Memory)] = 2 // the run changes one page
+	next, ok := captureDelta(base, prev, buf[:len(mem)], nil, 0)
+	if !ok {
+		t.Fatal("captureDelta found no pagemap")
+	}
+	want := bytes.Clone(mem)
+	want[len(base.Memory)] = 2
+	if !bytes.Equal(next.Bytes(), want) {
+		t.Fatal("captured delta does not read back as the region")
+	}
+	shared := 0
+	for _, p := range next.pages {
+		for _, q := range prev.pages {
+			if p.off == q.off && &p.data[0] == &q.data[0] {
+				shared++
+			}
+		}
+	}
+	if next.DeltaPages() != 5 || shared != 4 {
+		t.Errorf("delta has %d pages, %d shared with the previous; want 5 and 4", next.DeltaPages(), shared)
+	}
+}
