@@ -113,7 +113,7 @@ func (p *regionPool) grow() {
 		p.pending--
 		p.mu.Unlock()
 		if ok {
-			copy(buf, p.img.Memory) // fault the pages in
+			copy(buf, p.img.Memory)        // fault the pages in
 			p.put(buf[:len(p.img.Memory)]) // nothing past the image to clear
 		}
 	}()
