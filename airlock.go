@@ -92,6 +92,10 @@ type Request struct {
 	// same output on every run.
 	Deterministic bool
 	Seed          uint64
+	// Interactive compiles Code as input typed at Python's prompt: one
+	// statement (simple or compound), and an expression statement's value
+	// is printed (sys.displayhook, which also sets builtins._). For REPLs.
+	Interactive bool
 	// Tools names the host tools (see WithTools) this run may call; nil
 	// allows every registered tool, an empty non-nil slice none.
 	Tools []string

@@ -177,6 +177,9 @@ func (sb *Sandbox) runIn(ctx context.Context, start time.Time, req *Request, lim
 		env = append(env, "PYTHONHASHSEED="+strconv.FormatUint(req.Seed%4294967296, 10))
 	}
 	wcfg.Env = python.MergeEnv(env, req.Env)
+	if req.Interactive {
+		wcfg.Env = append(wcfg.Env, "AIRLOCK_INTERACTIVE=1") // read by prelude.py
+	}
 	var err *Error
 	if wcfg.Devices, err = sb.hostDevices(req, limits); err != nil {
 		res.Error, res.Duration = err, time.Since(start)

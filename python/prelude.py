@@ -68,9 +68,12 @@ def _airlock_main():
         main.__file__ = name
         sys.argv = [name]
 
+        # Interactive input is one statement typed at a prompt: "single"
+        # mode prints an expression statement's value, as Python's REPL does.
+        mode = "single" if run_env.get("AIRLOCK_INTERACTIVE") == "1" else "exec"
         status = 0
         try:
-            exec(compile(source, name, "exec", dont_inherit=True), main.__dict__)
+            exec(compile(source, name, mode, dont_inherit=True), main.__dict__)
         except SystemExit as e:
             status = _exit_status(e.code)
         except BaseException as e:
