@@ -2,6 +2,7 @@
 //
 //	airlock setup                      fetch and verify the default python.wasm
 //	airlock run [flags] FILE.py | -c CODE
+//	airlock repl [flags]               interactive session
 //	airlock serve [--addr HOST:PORT]   HTTP API
 //	airlock mcp                        Model Context Protocol server over stdio
 //	airlock test DIR                   unittest discovery in the sandbox
@@ -37,6 +38,7 @@ const usage = `usage: airlock <command> [flags]
 commands:
   setup     fetch the default python.wasm (npm pack) and verify its sha256
   run       run a Python file or -c CODE in a fresh sandbox
+  repl      an interactive Python session in the sandbox
   serve     serve the HTTP API (POST /v1/run, GET /healthz, GET /metrics)
   mcp       serve run_python over the Model Context Protocol on stdio
   test      run a directory's unittest suite inside the sandbox
@@ -65,6 +67,8 @@ func dispatch(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 		code, err = cmdSetup(ctx, args[1:], stdout, stderr)
 	case "run":
 		code, err = cmdRun(ctx, args[1:], stdin, stdout, stderr)
+	case "repl":
+		code, err = cmdRepl(ctx, args[1:], stdin, stdout, stderr)
 	case "serve":
 		code, err = cmdServe(ctx, args[1:], stdout, stderr)
 	case "mcp":

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/airlock-sandbox/airlock"
 	"github.com/airlock-sandbox/airlock/server"
@@ -57,6 +58,51 @@ func parseSize(v string) (int64, error) {
 	return n * mult, nil
 }
 
+// limitFlags are a run's limits (run, repl).
+type limitFlags struct {
+	timeout                 *time.Duration
+	memory, output, fsBytes sizeFlag
+	fsFiles                 *int
+}
+
+func (l *limitFlags) register(fs *flag.FlagSet) {
+	d := airlock.DefaultLimits
+	l.timeout = fs.Duration("timeout", d.Timeout, "wall-clock limit")
+	l.memory, l.output, l.fsBytes = sizeFlag{d.Memory}, sizeFlag{d.Output}, sizeFlag{d.FSBytes}
+	fs.Var(&l.memory, "memory", "memory limit (e.g. 256MiB)")
+	fs.Var(&l.output, "output-limit", "cap on stdout and on stderr, each")
+	fs.Var(&l.fsBytes, "fs-bytes", "cap on the total size of files in the sandbox")
+	l.fsFiles = fs.Int("fs-files", d.FSFiles, "max files and directories in the sandbox")
+}
+
+func (l *limitFlags) limits() airlock.Limits {
+	return airlock.Limits{Timeout: *l.timeout, Memory: l.memory.n, Output: l.output.n, FSBytes: l.fsBytes.n, FSFiles: *l.fsFiles}
+}
+
+// fileFlags are repeated --file HOST[:GUEST] flags.
+type fileFlags struct{ multiFlag }
+
+func (m *fileFlags) register(fs *flag.FlagSet) {
+	fs.Var(&m.multiFlag, "file", "HOST[:GUEST] file to copy in (repeatable; default guest path /home/user/<basename>)")
+}
+
+// read loads --file HOST[:GUEST] specs into guest files.
+func (m *fileFlags) read() (map[string][]byte, error) {
+	files := make(map[string][]byte, len(m.multiFlag))
+	for _, spec := range m.multiFlag {
+		host, guest, ok := strings.Cut(spec, ":")
+		if !ok {
+			guest = filepath.Base(host)
+		}
+		data, err := os.ReadFile(host)
+		if err != nil {
+			return nil, fmt.Errorf("--file: %w", err)
+		}
+		files[guest] = data
+	}
+	return files, nil
+}
+
 // commonFlags are the flags every command that builds a Sandbox takes.
 type commonFlags struct {
 	python   string
@@ -100,13 +146,9 @@ func cmdRun(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 	fs.SetOutput(stderr)
 	var (
 		common        commonFlags
+		limits        limitFlags
 		code          = fs.String("c", "", "program passed in as a string")
-		timeout       = fs.Duration("timeout", airlock.DefaultLimits.Timeout, "wall-clock limit")
-		memory        = &sizeFlag{airlock.DefaultLimits.Memory}
-		output        = &sizeFlag{airlock.DefaultLimits.Output}
-		fsBytes       = &sizeFlag{airlock.DefaultLimits.FSBytes}
-		fsFiles       = fs.Int("fs-files", airlock.DefaultLimits.FSFiles, "max files and directories in the sandbox")
-		files         multiFlag
+		files         fileFlags
 		outDir        = fs.String("out", "", "write files created or changed under /home/user to this directory")
 		stdinFile     = fs.String("stdin", "", "file to feed as the program's stdin ('-' for this process's stdin)")
 		asJSON        = fs.Bool("json", false, "print one JSON object instead of the program's output")
@@ -118,10 +160,8 @@ func cmdRun(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 		serverURL     = fs.String("server", os.Getenv("AIRLOCK_SERVER"), "send the run to an `airlock serve` at this URL (default $AIRLOCK_SERVER; token: $AIRLOCK_TOKEN)")
 	)
 	common.register(fs)
-	fs.Var(memory, "memory", "memory limit (e.g. 256MiB)")
-	fs.Var(output, "output-limit", "cap on stdout and on stderr, each")
-	fs.Var(fsBytes, "fs-bytes", "cap on the total size of files in the sandbox")
-	fs.Var(&files, "file", "HOST[:GUEST] file to copy in (repeatable; default guest path /home/user/<basename>)")
+	limits.register(fs)
+	files.register(fs)
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: airlock run [flags] FILE.py | -c CODE")
 		fs.PrintDefaults()
@@ -149,12 +189,9 @@ func cmdRun(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 			func(ctx context.Context) (int, error) { return cmdRun(ctx, args, stdin, stdout, stderr) })
 	}
 	req := airlock.Request{
-		Limits: airlock.Limits{
-			Timeout: *timeout, Memory: memory.n, Output: output.n, FSBytes: fsBytes.n, FSFiles: *fsFiles,
-		},
+		Limits:        limits.limits(),
 		Deterministic: *deterministic,
 		Seed:          *seed,
-		Files:         map[string][]byte{},
 	}
 	switch {
 	case *code != "" && len(positional) == 0:
@@ -169,16 +206,8 @@ func cmdRun(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 		fs.Usage()
 		return exitUsage, usageError{"give exactly one of FILE.py or -c CODE"}
 	}
-	for _, spec := range files {
-		host, guest, ok := strings.Cut(spec, ":")
-		if !ok {
-			guest = filepath.Base(host)
-		}
-		data, err := os.ReadFile(host)
-		if err != nil {
-			return 1, fmt.Errorf("--file: %w", err)
-		}
-		req.Files[guest] = data
+	if req.Files, err = files.read(); err != nil {
+		return 1, err
 	}
 	switch *stdinFile {
 	case "":

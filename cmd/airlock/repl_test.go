@@ -1,0 +1,154 @@
+package main
+
+import (
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestReplInputRules(t *testing.T) {
+	for _, tc := range []struct {
+		input string
+		more  bool
+	}{
+		{"x = 1", false},
+		{"print('a:')", false},
+		{"if x:", true},
+		{"if x:  # a comment", true},
+		{"if x:\n    y = 1", true},
+		{"if x:\n    y = 1\n", false},
+		{"f(1,", true},
+		{"f(1,\n  2)", false},
+		{"d = {1:", true},
+		{"s = '''one", true},
+		{"s = '''one\ntwo'''", false},
+		{`s = "a\"b("`, false},
+		{"s = 'it''s'", false},
+		{"x = 1 + \\", true},
+		{"x = 1 + \\\n  2", false},
+		{"@decorator", true},
+		{"# just a comment (", false},
+		{"while True: pass", false},
+		{"def f():\n    return '''\n\n'''", true}, // the blank line is inside the string
+	} {
+		if got := needsMore(strings.Split(tc.input, "\n")); got != tc.more {
+			t.Errorf("needsMore(%q) = %v, want %v", tc.input, got, tc.more)
+		}
+	}
+	for _, tc := range []struct {
+		pending []string
+		line    string
+		want    bool
+	}{
+		{[]string{"for i in x:", "    f(i)"}, "print(1)", true},
+		{[]string{"for i in x:", "    f(i)"}, "    g(i)", false},
+		{[]string{"if x:", "    f()"}, "else:", false},
+		{[]string{"try:", "    f()"}, "except E:", false},
+		{[]string{"if x:", "    f()"}, "elsewhere = 1", true},
+		{[]string{"f(1,"}, "2)", false}, // not a block: inside brackets
+		{nil, "x = 1", false},
+	} {
+		if got := startsNewStatement(tc.pending, tc.line); got != tc.want {
+			t.Errorf("startsNewStatement(%q, %q) = %v, want %v", tc.pending, tc.line, got, tc.want)
+		}
+	}
+}
+
+// The REPL driven through a pipe: multi-line input, state kept between
+// inputs, expression values echoed, a timed-out input rolled back, an
+// exception that keeps the session, exit().
+func TestReplSession(t *testing.T) {
+	seed := filepath.Join(t.TempDir(), "seed.txt")
+	if err := os.WriteFile(seed, []byte("seeded"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	input := strings.Join([]string{
+		"x = 40",
+		"def add(a,",
+		"        b):",
+		"    return a + b",
+		"",
+		"add(x, 2)",
+		"for i in range(2):",
+		"    print(i)",
+		"print('after the block')", // ends the block without a blank line
+		`data = """a`,
+		`b"""`,
+		"len(data), open('in.txt').read()",
+		"x = -1; [0 for _ in iter(int, 1)]", // never ends: rolled back at the timeout
+		"x",
+		"1/0",
+		"x = x + 1",
+		"x",
+		"exit()",
+		"print('not reached')",
+	}, "\n") + "\n"
+	code, stdout, stderr := cli(t, input, "repl", "--timeout", "2s", "--file", seed+":in.txt")
+	if code != 0 {
+		t.Fatalf("exit %d; stderr:\n%s", code, stderr)
+	}
+	want := "42\n0\n1\nafter the block\n(3, 'seeded')\n40\n41\n"
+	if stdout != want {
+		t.Errorf("stdout %q, want %q\nstderr:\n%s", stdout, want, stderr)
+	}
+	for _, w := range []string{
+		"airlock: timeout: the run exceeded its 2s time limit; the session is as it was before this input\n",
+		"File \"<stdin>\", line 1, in <module>\n", "ZeroDivisionError: division by zero\n",
+		">>> ", "... ",
+	} {
+		if !strings.Contains(stderr, w) {
+			t.Errorf("stderr lacks %q:\n%s", w, stderr)
+		}
+	}
+
+	// A block still open at the end of input runs; EOF exits with 0.
+	code, stdout, stderr = cli(t, "for c in 'ab':\n    print(c * 2)", "repl")
+	if code != 0 || stdout != "aa\nbb\n" {
+		t.Errorf("open block at EOF: exit %d, stdout %q, stderr:\n%s", code, stdout, stderr)
+	}
+	if code, _, _ := cli(t, "", "repl", "extra"); code != exitUsage {
+		t.Errorf("repl with an argument: exit %d, want %d", code, exitUsage)
+	}
+}
+
+// The terminal line editor, driven through a pipe with the bytes a
+// terminal sends: arrows, Home/End, backspace, history, Ctrl-C, Ctrl-D.
+func TestReplEditor(t *testing.T) {
+	pr, pw := io.Pipe()
+	var out strings.Builder
+	e := newEditor(pr, &out, -1)
+	keys := []string{
+		"ab\x1b[D\x1b[DX\r",  // left, left, insert at the start
+		"\x1b[A\r",           // up: the previous line again
+		"cd\x1b[HY\x1b[FZ\r", // Home, End
+		"abc\x7f\r",          // backspace
+		"zz", "\x03",         // Ctrl-C drops the line being typed
+		"q\r",
+		"\x04", // Ctrl-D on an empty line
+	}
+	go func() {
+		for _, k := range keys {
+			pw.Write([]byte(k))
+		}
+		pw.Close()
+	}()
+	for i, want := range []string{"Xab", "Xab", "YcdZ", "ab", "", "q", ""} {
+		line, err := e.readLine(">>> ")
+		var wantErr error
+		switch i {
+		case 4:
+			wantErr = errInterrupt
+		case 6:
+			wantErr = io.EOF
+		}
+		if line != want || !errors.Is(err, wantErr) {
+			t.Fatalf("line %d: %q, %v; want %q, %v", i, line, err, want, wantErr)
+		}
+	}
+	if !strings.Contains(out.String(), ">>> ") {
+		t.Errorf("no prompt written: %q", out.String())
+	}
+}
