@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strings"
 
 	"golang.org/x/term"
@@ -19,7 +20,7 @@ import (
 // cmdRepl is an interactive session: each input runs in the same
 // interpreter, as at Python's prompt, and an input that hits a limit is
 // rolled back instead of ending the session.
-func cmdRepl(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) (int, error) {
+func cmdRepl(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) (code int, err error) {
 	fs := flag.NewFlagSet("airlock repl", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var (
@@ -27,6 +28,8 @@ func cmdRepl(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 		limits limitFlags
 		files  fileFlags
 		tools  = fs.String("tools", "", "expose built-in host tools to Python (import airlock): demo")
+		save   = fs.String("save", "", "on exit, save the session to this file (for --load)")
+		load   = fs.String("load", "", "start from a session saved with --save (limit flags given here apply to each input)")
 	)
 	common.register(fs)
 	limits.register(fs)
@@ -68,18 +71,33 @@ func cmdRepl(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 		return 1, err
 	}
 	defer sb.Close(context.Background())
-	sess, err := sb.NewSession(ctx, airlock.SessionOptions{Limits: limits.limits(), Files: seed})
-	if err != nil {
+	r := &repl{stdout: stdout, stderr: stderr, sigs: sigs}
+	if *load != "" {
+		// The saved session keeps its own limits; those given now override them.
+		r.sess, err = loadSession(ctx, sb, *load)
+		if err != nil {
+			return 1, err
+		}
+		r.files = seed
+		all := limits.limits()
+		fs.Visit(func(f *flag.Flag) { r.limits = setLimit(r.limits, all, f.Name) })
+	} else if r.sess, err = sb.NewSession(ctx, airlock.SessionOptions{Limits: limits.limits(), Files: seed}); err != nil {
 		return 1, err
 	}
-	defer sess.Close()
+	defer r.sess.Close()
+	if *save != "" {
+		defer func() {
+			if serr := saveSession(r.sess, *save); serr != nil && err == nil {
+				code, err = 1, serr
+			}
+		}()
+	}
 
 	in := newLineReader(stdin, stdout, stderr, sigs)
 	if in.interactive() {
 		fmt.Fprintf(stdout, "Airlock %s: Python in a sandbox session. Each input is limited to %s; one that hits a limit is rolled back. Ctrl-D exits.\n",
 			airlock.Version, *limits.timeout)
 	}
-	r := &repl{sess: sess, stdout: stdout, stderr: stderr, sigs: sigs}
 	var pending []string
 	for {
 		prompt := ">>> "
@@ -128,6 +146,8 @@ func cmdRepl(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 
 type repl struct {
 	sess           *airlock.Session
+	limits         airlock.Limits    // over the session's, for each input
+	files          map[string][]byte // --file with --load: added by the first input that is kept
 	stdout, stderr io.Writer
 	sigs           <-chan os.Signal
 }
@@ -149,7 +169,7 @@ func (r *repl) run(ctx context.Context, src string) {
 	}()
 	var streamedErr int
 	res, err := r.sess.Exec(callCtx, airlock.Request{
-		Code: src + "\n", Filename: "<stdin>", Interactive: true,
+		Code: src + "\n", Filename: "<stdin>", Interactive: true, Limits: r.limits, Files: r.files,
 		OnOutput: func(stream string, p []byte) {
 			if stream == "stdout" {
 				r.stdout.Write(p)
@@ -159,6 +179,9 @@ func (r *repl) run(ctx context.Context, src string) {
 			r.stderr.Write(p)
 		},
 	})
+	if !res.RolledBack && res.Error == nil {
+		r.files = nil
+	}
 	// Host notes (an interpreter that exited) come after the streamed part.
 	if streamedErr < len(res.Stderr) {
 		r.stderr.Write(res.Stderr[streamedErr:])
@@ -404,4 +427,59 @@ func (c *ctrlCReader) Read(p []byte) (int, error) {
 		c.hit = true
 	}
 	return n, err
+}
+
+// setLimit copies the limit flag name from all into l.
+func setLimit(l, all airlock.Limits, name string) airlock.Limits {
+	switch name {
+	case "timeout":
+		l.Timeout = all.Timeout
+	case "memory":
+		l.Memory = all.Memory
+	case "output-limit":
+		l.Output = all.Output
+	case "fs-bytes":
+		l.FSBytes = all.FSBytes
+	case "fs-files":
+		l.FSFiles = all.FSFiles
+	}
+	return l
+}
+
+func loadSession(ctx context.Context, sb *airlock.Sandbox, path string) (*airlock.Session, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("--load: %w", err)
+	}
+	defer f.Close()
+	sess, err := sb.LoadSession(ctx, bufio.NewReader(f))
+	if err != nil {
+		return nil, fmt.Errorf("--load %s: %w", path, err)
+	}
+	return sess, nil
+}
+
+// saveSession writes through a temporary file, so a failed save leaves an
+// earlier one whole.
+func saveSession(sess *airlock.Session, path string) error {
+	tmp, err := os.CreateTemp(filepath.Dir(path), filepath.Base(path)+".*.tmp")
+	if err != nil {
+		return fmt.Errorf("--save: %w", err)
+	}
+	defer os.Remove(tmp.Name())
+	w := bufio.NewWriter(tmp)
+	err = sess.Save(w)
+	if err == nil {
+		err = w.Flush()
+	}
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp.Name(), path)
+	}
+	if err != nil {
+		return fmt.Errorf("--save: %w", err)
+	}
+	return nil
 }

@@ -152,3 +152,31 @@ func TestReplEditor(t *testing.T) {
 		t.Errorf("no prompt written: %q", out.String())
 	}
 }
+
+// --save on exit and --load at start carry a session across processes'
+// worth of REPLs: globals, imports and files; limit flags given with
+// --load apply to each input.
+func TestReplSaveLoad(t *testing.T) {
+	dir := t.TempDir()
+	saved := filepath.Join(dir, "s.airlock")
+	extra := filepath.Join(dir, "extra.txt")
+	if err := os.WriteFile(extra, []byte("later"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, stdout, stderr := cli(t, "import fractions\nq = fractions.Fraction(1, 3)\nopen('kept.txt', 'w').write('kept')\n", "repl", "--save", saved)
+	if code != 0 || stdout != "4\n" { // write() returns 4, echoed
+		t.Fatalf("first REPL: exit %d, stdout %q, stderr:\n%s", code, stdout, stderr)
+	}
+	in := "q * 3, open('kept.txt').read(), open('extra.txt').read()\nwhile True: pass\nq\n"
+	code, stdout, stderr = cli(t, in, "repl", "--load", saved, "--file", extra, "--timeout", "1s")
+	if code != 0 || stdout != "(Fraction(1, 1), 'kept', 'later')\nFraction(1, 3)\n" ||
+		!strings.Contains(stderr, "exceeded its 1s time limit") {
+		t.Fatalf("loaded REPL: exit %d, stdout %q, stderr:\n%s", code, stdout, stderr)
+	}
+	if err := os.WriteFile(saved, []byte("not a session"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if code, _, stderr = cli(t, "", "repl", "--load", saved); code != 1 || !strings.Contains(stderr, "corrupt") {
+		t.Errorf("damaged --load: exit %d, stderr:\n%s", code, stderr)
+	}
+}
