@@ -80,7 +80,8 @@ type Session struct {
 	image  *sharedImage // nil until the first call: the Sandbox's image
 	fs     *memfs.FS
 	calls  int
-	ended  error // ErrSessionClosed or ErrSessionExpired once ended
+	ended  error       // ErrSessionClosed or ErrSessionExpired once ended
+	over   atomic.Bool // ended is set: Err answers without waiting for a running call
 	timer  *time.Timer
 	active time.Time // end of the last call, or creation
 }
@@ -156,6 +157,18 @@ func (s *Session) Calls() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.calls
+}
+
+// Err is nil while the session is live, then ErrSessionClosed or
+// ErrSessionExpired: a server holding sessions by ID forgets ended ones.
+// It does not wait for a running call.
+func (s *Session) Err() error {
+	if !s.over.Load() {
+		return nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.ended
 }
 
 // Run runs code in the session: Exec with a Request holding only Code.
@@ -339,6 +352,7 @@ func (s *Session) end(why error) {
 		return
 	}
 	s.ended = why
+	s.over.Store(true)
 	s.stopTimer()
 	s.image.release()
 	s.image, s.fs = nil, nil

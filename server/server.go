@@ -1,5 +1,5 @@
-// Package server puts a Sandbox behind HTTP (POST /v1/run, GET /healthz,
-// GET /metrics) and behind the Model Context Protocol (NewMCP), and holds
+// Package server puts a Sandbox behind HTTP (POST /v1/run, sessions under
+// /v1/sessions, GET /healthz, GET /metrics) and behind the Model Context Protocol (NewMCP), and holds
 // the client `airlock run --server` uses.
 //
 // The HTTP server admits at most Config.Concurrency runs at once and
@@ -52,17 +52,19 @@ type Config struct {
 
 // Server is an http.Handler serving the API.
 type Server struct {
-	cfg     Config
-	slots   chan struct{}
-	waiting atomic.Int64
-	mux     *http.ServeMux
-	nextID  atomic.Uint64
+	cfg      Config
+	slots    chan struct{}
+	waiting  atomic.Int64
+	mux      *http.ServeMux
+	nextID   atomic.Uint64
+	sessions sessions
 
 	runs     *prometheus.CounterVec
 	rejected *prometheus.CounterVec
 	duration prometheus.Histogram
 	queue    prometheus.GaugeFunc
 	inFlight prometheus.Gauge
+	live     prometheus.GaugeFunc
 }
 
 // New builds a Server from cfg.
@@ -106,7 +108,10 @@ func New(cfg Config) (*Server, error) {
 	s.inFlight = prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "airlock_runs_in_flight", Help: "Runs executing now.",
 	})
-	reg.MustRegister(s.runs, s.rejected, s.duration, s.queue, s.inFlight)
+	s.live = prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "airlock_sessions_live", Help: "Sessions of the Sandbox not yet closed or expired.",
+	}, func() float64 { return float64(cfg.Sandbox.Sessions()) })
+	reg.MustRegister(s.runs, s.rejected, s.duration, s.queue, s.inFlight, s.live)
 
 	s.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
@@ -114,6 +119,7 @@ func New(cfg Config) (*Server, error) {
 	})
 	s.mux.Handle("GET /metrics", s.auth(promhttp.HandlerFor(reg, promhttp.HandlerOpts{})))
 	s.mux.Handle("POST /v1/run", s.auth(http.HandlerFunc(s.handleRun)))
+	s.routeSessions()
 	return s, nil
 }
 
@@ -209,11 +215,11 @@ func (s *Server) acquire(ctx context.Context) (release func(), err error) {
 	}
 }
 
-func (s *Server) decode(w http.ResponseWriter, r *http.Request) (RunRequest, bool) {
-	var req RunRequest
+// decodeBody reads a JSON request body into v, answering a bad one.
+func (s *Server) decodeBody(w http.ResponseWriter, r *http.Request, v any) bool {
 	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, s.cfg.MaxBody))
 	dec.DisallowUnknownFields()
-	err := dec.Decode(&req)
+	err := dec.Decode(v)
 	if err == nil && dec.More() {
 		err = errors.New("unexpected data after the JSON object")
 	}
@@ -227,17 +233,28 @@ func (s *Server) decode(w http.ResponseWriter, r *http.Request) (RunRequest, boo
 	case errors.As(err, &tooBig):
 		s.rejected.WithLabelValues("too_large").Inc()
 		writeError(w, http.StatusRequestEntityTooLarge, "too_large", fmt.Sprintf("request body exceeds %d bytes", tooBig.Limit))
-		return req, false
+		return false
 	case err != nil:
 		s.rejected.WithLabelValues("bad_request").Inc()
 		writeError(w, http.StatusBadRequest, string(airlock.KindInvalidRequest), "bad request body: "+err.Error())
-		return req, false
-	case req.Code == "":
+		return false
+	}
+	return true
+}
+
+// decode reads POST /v1/run's body, which must hold code.
+func (s *Server) decode(w http.ResponseWriter, r *http.Request) (RunRequest, bool) {
+	var req RunRequest
+	return req, s.decodeBody(w, r, &req) && s.needCode(w, req.Code)
+}
+
+func (s *Server) needCode(w http.ResponseWriter, code string) bool {
+	if code == "" {
 		s.rejected.WithLabelValues("bad_request").Inc()
 		writeError(w, http.StatusBadRequest, string(airlock.KindInvalidRequest), `"code" is required`)
-		return req, false
+		return false
 	}
-	return req, true
+	return true
 }
 
 func (s *Server) handleRun(w http.ResponseWriter, r *http.Request) {
@@ -253,6 +270,14 @@ func (s *Server) handleRun(w http.ResponseWriter, r *http.Request) {
 		Code: in.Code, Filename: in.Filename, Files: in.Files, Stdin: in.Stdin, Env: in.Env,
 		Limits: limits, Deterministic: in.Deterministic, Seed: in.Seed, Tools: in.Tools,
 	}
+	s.execute(w, r, req, clamped, s.cfg.Sandbox.Run, func(res *airlock.Result) any { return NewResult(res, true) })
+}
+
+// execute runs req with run in a slot and answers with shape(result), as
+// JSON or (?stream=1) as server-sent events; shape returns nil for a
+// result that means the target is gone (404).
+func (s *Server) execute(w http.ResponseWriter, r *http.Request, req airlock.Request, clamped []string,
+	run func(context.Context, airlock.Request) (*airlock.Result, error), shape func(*airlock.Result) any) {
 	release, err := s.acquire(r.Context())
 	switch {
 	case errors.Is(err, errBusy):
@@ -275,7 +300,7 @@ func (s *Server) handleRun(w http.ResponseWriter, r *http.Request) {
 		req.OnOutput = sse.output
 	}
 	s.inFlight.Inc()
-	res, _ := s.cfg.Sandbox.Run(r.Context(), req)
+	res, _ := run(r.Context(), req)
 	s.inFlight.Dec()
 	outcome := "ok"
 	if res.Error != nil {
@@ -285,9 +310,16 @@ func (s *Server) handleRun(w http.ResponseWriter, r *http.Request) {
 	s.duration.Observe(res.Duration.Seconds())
 	log.Info("run", slog.String("outcome", outcome), slog.Int("exit_code", res.ExitCode),
 		slog.Duration("duration", res.Duration), slog.Any("clamped", clamped))
-	out := NewResult(res, true)
+	out := shape(res)
 	if stream {
+		if out == nil {
+			out = NewResult(res, true)
+		}
 		sse.finish(out)
+		return
+	}
+	if out == nil {
+		s.notFound(w, res.Error.Message)
 		return
 	}
 	status := http.StatusOK
@@ -363,7 +395,7 @@ func (s *sseWriter) loop() {
 }
 
 // finish sends the result event and waits until everything is written.
-func (s *sseWriter) finish(res Result) {
+func (s *sseWriter) finish(res any) {
 	data, _ := json.Marshal(res)
 	s.push(sseEvent{"result", data})
 	<-s.done

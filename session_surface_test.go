@@ -2,8 +2,10 @@ package airlock_test
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/airlock-sandbox/airlock"
 )
@@ -34,5 +36,41 @@ func TestSessionInteractive(t *testing.T) {
 	res, err := snapshotSandbox(t).Run(context.Background(), in("2 ** 10"))
 	if err != nil || string(res.Stdout) != "1024\n" {
 		t.Errorf("interactive Run: %q, %v", res.Stdout, err)
+	}
+}
+
+// Err reports a session's end without waiting for a call in progress: a
+// server sweeping its table of sessions must not stall behind one.
+func TestSessionErr(t *testing.T) {
+	s := newSession(t, snapshotSandbox(t), airlock.SessionOptions{})
+	started := make(chan struct{}, 1)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		s.Exec(context.Background(), airlock.Request{
+			Code: "print('looping', flush=True)\nwhile True: pass", Limits: airlock.Limits{Timeout: 3 * time.Second},
+			OnOutput: func(string, []byte) {
+				select {
+				case started <- struct{}{}:
+				default:
+				}
+			},
+		})
+	}()
+	<-started
+	errc := make(chan error, 1)
+	go func() { errc <- s.Err() }()
+	select {
+	case err := <-errc:
+		if err != nil {
+			t.Fatalf("Err of a live session: %v", err)
+		}
+	case <-time.After(2 * time.Second): // the call runs until its 3 s timeout
+		t.Fatal("Err waits for the running call to end")
+	}
+	<-done
+	s.Close()
+	if err := s.Err(); !errors.Is(err, airlock.ErrSessionClosed) {
+		t.Fatalf("Err after Close: %v", err)
 	}
 }

@@ -1,0 +1,213 @@
+package server
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strings"
+	"sync"
+
+	"github.com/airlock-sandbox/airlock"
+)
+
+// SessionRequest is the body of POST /v1/sessions: what every call of the
+// session starts from. Limits are each call's defaults (fs_bytes and
+// fs_files bound the session's files as a whole), clamped to the server's
+// maxima.
+type SessionRequest struct {
+	Files  map[string][]byte `json:"files,omitempty"`
+	Env    map[string]string `json:"env,omitempty"`
+	Limits RunLimits         `json:"limits,omitzero"`
+	Tools  []string          `json:"tools,omitempty"`
+}
+
+// SessionRunRequest is the body of POST /v1/sessions/{id}/run: a RunRequest
+// without what a session refuses (deterministic, seed: its clock and hash
+// seed were fixed when it started). Files are added to the session's.
+type SessionRunRequest struct {
+	Code     string            `json:"code"`
+	Filename string            `json:"filename,omitempty"`
+	Files    map[string][]byte `json:"files,omitempty"`
+	Stdin    []byte            `json:"stdin,omitempty"`
+	Env      map[string]string `json:"env,omitempty"`
+	Limits   RunLimits         `json:"limits,omitzero"`
+	Tools    []string          `json:"tools,omitempty"`
+}
+
+// SessionInfo answers POST /v1/sessions and POST /v1/sessions/{id}/fork.
+type SessionInfo struct {
+	ID string `json:"id"`
+}
+
+// SessionResult is a session call's result: a Result and whether the call
+// was rolled back (it hit a limit, crashed or left the interpreter, and
+// the session keeps its state from before it).
+type SessionResult struct {
+	Result
+	RolledBack bool `json:"rolled_back"`
+}
+
+// sessions are the live sessions by ID. They belong to the Sandbox, which
+// applies its TTL and cap; the table forgets those that ended.
+type sessions struct {
+	mu   sync.Mutex
+	byID map[string]*airlock.Session
+}
+
+func (t *sessions) add(s *airlock.Session) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.byID == nil {
+		t.byID = map[string]*airlock.Session{}
+	}
+	// Expired sessions are dropped here, so the table stays as small as
+	// the Sandbox's cap however many come and go.
+	for id, old := range t.byID {
+		if old.Err() != nil {
+			delete(t.byID, id)
+		}
+	}
+	t.byID[s.ID()] = s
+}
+
+// get returns a live session, or nil.
+func (t *sessions) get(id string) *airlock.Session {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	s := t.byID[id]
+	if s != nil && s.Err() != nil {
+		delete(t.byID, id)
+		return nil
+	}
+	return s
+}
+
+func (t *sessions) remove(id string) *airlock.Session {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	s := t.byID[id]
+	delete(t.byID, id)
+	return s
+}
+
+// len is the number of sessions in the table (ended ones included until
+// they are dropped).
+func (t *sessions) len() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return len(t.byID)
+}
+
+func (s *Server) routeSessions() {
+	s.mux.Handle("POST /v1/sessions", s.auth(http.HandlerFunc(s.handleNewSession)))
+	s.mux.Handle("POST /v1/sessions/{id}/run", s.auth(http.HandlerFunc(s.handleSessionRun)))
+	s.mux.Handle("POST /v1/sessions/{id}/fork", s.auth(http.HandlerFunc(s.handleFork)))
+	s.mux.Handle("DELETE /v1/sessions/{id}", s.auth(http.HandlerFunc(s.handleDeleteSession)))
+}
+
+// sessionError answers an error of NewSession or Fork.
+func (s *Server) sessionError(w http.ResponseWriter, err error) {
+	var e *airlock.Error
+	switch {
+	case errors.Is(err, airlock.ErrTooManySessions):
+		s.rejected.WithLabelValues("too_many_sessions").Inc()
+		writeError(w, http.StatusTooManyRequests, "too_many_sessions", err.Error()+"; delete one or let one expire")
+	case errors.Is(err, airlock.ErrSessionsUnavailable):
+		writeError(w, http.StatusNotImplemented, "sessions_unavailable", err.Error())
+	case errors.Is(err, airlock.ErrSessionClosed), errors.Is(err, airlock.ErrSessionExpired):
+		s.notFound(w, err.Error())
+	case errors.As(err, &e):
+		s.rejected.WithLabelValues("bad_request").Inc()
+		writeError(w, http.StatusBadRequest, string(e.Kind), e.Message)
+	default:
+		writeError(w, http.StatusInternalServerError, "internal", err.Error())
+	}
+}
+
+func (s *Server) notFound(w http.ResponseWriter, msg string) {
+	s.rejected.WithLabelValues("no_session").Inc()
+	writeError(w, http.StatusNotFound, "not_found", msg)
+}
+
+func (s *Server) session(w http.ResponseWriter, r *http.Request) *airlock.Session {
+	id := r.PathValue("id")
+	sess := s.sessions.get(id)
+	if sess == nil {
+		s.notFound(w, fmt.Sprintf("no session %q (it may have expired or been deleted)", id))
+	}
+	return sess
+}
+
+func (s *Server) handleNewSession(w http.ResponseWriter, r *http.Request) {
+	var in SessionRequest
+	if !s.decodeBody(w, r, &in) {
+		return
+	}
+	limits, clamped := in.Limits.clamp(s.cfg.MaxLimits)
+	if len(clamped) > 0 {
+		w.Header().Set("Airlock-Limits-Clamped", strings.Join(clamped, ","))
+	}
+	sess, err := s.cfg.Sandbox.NewSession(r.Context(), airlock.SessionOptions{
+		Limits: limits, Files: in.Files, Env: in.Env, Tools: in.Tools,
+	})
+	if err != nil {
+		s.sessionError(w, err)
+		return
+	}
+	s.sessions.add(sess)
+	s.cfg.Logger.Info("session", slog.String("id", sess.ID()), slog.String("event", "new"))
+	writeJSON(w, http.StatusCreated, SessionInfo{ID: sess.ID()})
+}
+
+func (s *Server) handleSessionRun(w http.ResponseWriter, r *http.Request) {
+	sess := s.session(w, r)
+	if sess == nil {
+		return
+	}
+	var in SessionRunRequest
+	if !s.decodeBody(w, r, &in) || !s.needCode(w, in.Code) {
+		return
+	}
+	limits, clamped := in.Limits.clamp(s.cfg.MaxLimits)
+	if len(clamped) > 0 {
+		w.Header().Set("Airlock-Limits-Clamped", strings.Join(clamped, ","))
+	}
+	req := airlock.Request{
+		Code: in.Code, Filename: in.Filename, Files: in.Files, Stdin: in.Stdin, Env: in.Env,
+		Limits: limits, Tools: in.Tools,
+	}
+	s.execute(w, r, req, clamped, sess.Exec, func(res *airlock.Result) any {
+		if res.Error != nil && (errors.Is(res.Error, airlock.ErrSessionClosed) || errors.Is(res.Error, airlock.ErrSessionExpired)) {
+			return nil // ended between the look-up and the call
+		}
+		return SessionResult{Result: NewResult(res, true), RolledBack: res.RolledBack}
+	})
+}
+
+func (s *Server) handleFork(w http.ResponseWriter, r *http.Request) {
+	sess := s.session(w, r)
+	if sess == nil {
+		return
+	}
+	fork, err := sess.Fork()
+	if err != nil {
+		s.sessionError(w, err)
+		return
+	}
+	s.sessions.add(fork)
+	s.cfg.Logger.Info("session", slog.String("id", fork.ID()), slog.String("event", "fork"), slog.String("from", sess.ID()))
+	writeJSON(w, http.StatusCreated, SessionInfo{ID: fork.ID()})
+}
+
+func (s *Server) handleDeleteSession(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	sess := s.sessions.remove(id)
+	if sess == nil || sess.Err() != nil {
+		s.notFound(w, fmt.Sprintf("no session %q (it may have expired or been deleted)", id))
+		return
+	}
+	sess.Close() // waits for a running call
+	s.cfg.Logger.Info("session", slog.String("id", id), slog.String("event", "delete"))
+	w.WriteHeader(http.StatusNoContent)
+}
