@@ -44,6 +44,27 @@ func (m *maxFlags) limits() airlock.Limits {
 	return l
 }
 
+// sessionFlags are the Sandbox's session TTL and cap (serve, mcp).
+type sessionFlags struct {
+	ttl *time.Duration
+	max *int
+}
+
+func (f *sessionFlags) register(fs *flag.FlagSet) {
+	f.ttl = fs.Duration("session-ttl", airlock.DefaultSessionTTL, "how long a session may sit idle before it expires (negative: never)")
+	f.max = fs.Int("max-sessions", airlock.DefaultMaxSessions, "live sessions at most (each holds ~15-30 MB)")
+}
+
+func (f *sessionFlags) options() ([]airlock.Option, error) {
+	if *f.max < 1 {
+		return nil, usageError{"--max-sessions must be at least 1"}
+	}
+	if *f.ttl == 0 {
+		return nil, usageError{"--session-ttl must not be 0 (negative: never expire)"}
+	}
+	return []airlock.Option{airlock.WithSessionTTL(*f.ttl), airlock.WithMaxSessions(*f.max)}, nil
+}
+
 // toolsFor returns the built-in tool set name ("" for none) and its option.
 func toolsFor(name string) ([]hostfuncs.Tool, []airlock.Option, error) {
 	if name == "" {
@@ -63,6 +84,7 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) (int
 	var (
 		common      commonFlags
 		maxima      maxFlags
+		sessions    sessionFlags
 		addr        = fs.String("addr", "127.0.0.1:8080", "listen address (HOST:PORT)")
 		concurrency = fs.Int("concurrency", 0, "runs at once (default: the number of CPUs)")
 		queue       = fs.Int("queue", 0, "requests that may wait for a slot before 429 (default: 4 × concurrency; -1: none)")
@@ -73,6 +95,7 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) (int
 	)
 	common.register(fs)
 	maxima.register(fs)
+	sessions.register(fs)
 	fs.Var(&maxBody, "max-body", "request body cap")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: airlock serve [flags]   (bearer token: $AIRLOCK_TOKEN)")
@@ -91,6 +114,11 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) (int
 	if err != nil {
 		return exitUsage, err
 	}
+	sessOpts, err := sessions.options()
+	if err != nil {
+		return exitUsage, err
+	}
+	opts = append(opts, sessOpts...)
 	var h slog.Handler = slog.NewTextHandler(stderr, nil)
 	if *logJSON {
 		h = slog.NewJSONHandler(stderr, nil)
@@ -139,12 +167,14 @@ func cmdMCP(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 	fs := flag.NewFlagSet("airlock mcp", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var (
-		common commonFlags
-		maxima maxFlags
-		tools  = fs.String("tools", "", "expose built-in host tools to Python: demo")
+		common   commonFlags
+		maxima   maxFlags
+		sessions sessionFlags
+		tools    = fs.String("tools", "", "expose built-in host tools to Python: demo")
 	)
 	common.register(fs)
 	maxima.register(fs)
+	sessions.register(fs)
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: airlock mcp [flags]   (Model Context Protocol over stdio; tool: run_python)")
 		fs.PrintDefaults()
@@ -159,6 +189,11 @@ func cmdMCP(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 	if err != nil {
 		return exitUsage, err
 	}
+	sessOpts, err := sessions.options()
+	if err != nil {
+		return exitUsage, err
+	}
+	opts = append(opts, sessOpts...)
 	sb, err := common.sandbox(ctx, stderr, opts...)
 	if err != nil {
 		return 1, err
