@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -29,18 +30,22 @@ type RunPythonArgs struct {
 	Code    string            `json:"code" jsonschema:"Python 3.12 source to run as __main__"`
 	Files   map[string]string `json:"files,omitempty" jsonschema:"text files to create first, by path relative to /home/user (the working directory)"`
 	Timeout float64           `json:"timeout,omitempty" jsonschema:"wall-clock limit in seconds"`
+	Session string            `json:"session,omitempty" jsonschema:"omit for a fresh sandbox; \"new\" to start a session that keeps variables, imports and files between calls (its id is in the result); a session id to run in that session"`
 }
 
 // NewMCP returns a Model Context Protocol server with one tool, run_python.
+// Its optional session argument keeps state between calls: "new" starts a
+// session of cfg.Sandbox (whose TTL and cap apply), an ID runs in one.
 // Serve it with (*mcp.Server).Run, e.g. over &mcp.StdioTransport{}.
 func NewMCP(cfg MCPConfig) *mcp.Server {
 	if cfg.MaxLimits == (airlock.Limits{}) {
 		cfg.MaxLimits = airlock.DefaultLimits
 	}
 	srv := mcp.NewServer(&mcp.Implementation{Name: "airlock", Version: airlock.Version}, nil)
+	table := &sessions{}
 	mcp.AddTool(srv, &mcp.Tool{Name: "run_python", Description: mcpDescription(cfg)},
 		func(ctx context.Context, _ *mcp.CallToolRequest, in RunPythonArgs) (*mcp.CallToolResult, any, error) {
-			return runPython(ctx, cfg, in), nil, nil
+			return runPython(ctx, cfg, table, in), nil, nil
 		})
 	return srv
 }
@@ -51,7 +56,10 @@ func mcpDescription(cfg MCPConfig) string {
 		"if the sandbox stopped it, why (timeout, memory_limit, output_limit, fs_quota). "+
 		"The standard library is available; there is no network and no third-party package. "+
 		"The working directory /home/user and /tmp are in memory and start empty apart from the files you pass; "+
-		"nothing persists between calls. Limits: %s wall clock (default %s), %d MiB of memory, %d KiB of output per stream.",
+		"nothing persists between calls unless you use a session: pass session \"new\" to start one, then its id "+
+		"(printed as \"session: ID\") to run more code with the same variables, imports and files, as in a notebook; "+
+		"a call that hits a limit is rolled back (rolled_back: true) and the session keeps its earlier state; "+
+		"an idle session expires. Limits: %s wall clock (default %s), %d MiB of memory, %d KiB of output per stream.",
 		cfg.MaxLimits.Timeout, min(cfg.MaxLimits.Timeout, airlock.DefaultLimits.Timeout),
 		cfg.MaxLimits.Memory>>20, cfg.MaxLimits.Output>>10)
 	if len(cfg.Tools) > 0 {
@@ -64,7 +72,7 @@ func mcpDescription(cfg MCPConfig) string {
 	return b.String()
 }
 
-func runPython(ctx context.Context, cfg MCPConfig, in RunPythonArgs) *mcp.CallToolResult {
+func runPython(ctx context.Context, cfg MCPConfig, table *sessions, in RunPythonArgs) *mcp.CallToolResult {
 	timeout := min(cfg.MaxLimits.Timeout, airlock.DefaultLimits.Timeout)
 	if in.Timeout > 0 {
 		timeout = cfg.MaxLimits.Timeout
@@ -78,11 +86,37 @@ func runPython(ctx context.Context, cfg MCPConfig, in RunPythonArgs) *mcp.CallTo
 	}
 	limits := cfg.MaxLimits
 	limits.Timeout = timeout
-	res, _ := cfg.Sandbox.Run(ctx, airlock.Request{Code: in.Code, Filename: "main.py", Files: files, Limits: limits})
+	req := airlock.Request{Code: in.Code, Filename: "main.py", Files: files, Limits: limits}
+	if in.Session == "" {
+		res, _ := cfg.Sandbox.Run(ctx, req)
+		return &mcp.CallToolResult{
+			Content: []mcp.Content{&mcp.TextContent{Text: FormatText(res)}},
+			IsError: res.Error != nil || res.ExitCode != 0,
+		}
+	}
+	var sess *airlock.Session
+	if in.Session == "new" {
+		var err error
+		if sess, err = cfg.Sandbox.NewSession(ctx, airlock.SessionOptions{Limits: cfg.MaxLimits}); err != nil {
+			return toolError("error: cannot start a session: %v", err)
+		}
+		table.add(sess)
+	} else if sess = table.get(in.Session); sess == nil {
+		return toolError("error: not_found: no session %q (it may have expired); pass session \"new\" to start one", in.Session)
+	}
+	res, _ := sess.Exec(ctx, req)
+	if res.Error != nil && (errors.Is(res.Error, airlock.ErrSessionClosed) || errors.Is(res.Error, airlock.ErrSessionExpired)) {
+		return toolError("error: not_found: session %q has ended; pass session \"new\" to start one", in.Session)
+	}
+	text := fmt.Sprintf("session: %s\nrolled_back: %v\n", sess.ID(), res.RolledBack) + FormatText(res)
 	return &mcp.CallToolResult{
-		Content: []mcp.Content{&mcp.TextContent{Text: FormatText(res)}},
+		Content: []mcp.Content{&mcp.TextContent{Text: text}},
 		IsError: res.Error != nil || res.ExitCode != 0,
 	}
+}
+
+func toolError(format string, args ...any) *mcp.CallToolResult {
+	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: fmt.Sprintf(format, args...)}}, IsError: true}
 }
 
 // FormatText renders a Result for a language model: the outcome first,

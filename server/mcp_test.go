@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"encoding/json"
 	"strings"
 	"testing"
 	"time"
@@ -108,5 +109,40 @@ func TestMCPToolsAndTimeoutCap(t *testing.T) {
 	text, _ = callText(t, cs, map[string]any{"code": "while True: pass", "timeout": 3600})
 	if !strings.Contains(text, "error: timeout: the run exceeded its 3s") || time.Since(begin) > 10*time.Second {
 		t.Fatalf("timeout not capped: %s", text)
+	}
+}
+
+func TestMCPSessions(t *testing.T) {
+	cs := mcpSession(t, MCPConfig{Sandbox: sb})
+	tools, err := cs.ListTools(context.Background(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	schema, _ := json.Marshal(tools.Tools[0].InputSchema)
+	if !strings.Contains(string(schema), `"session"`) || !strings.Contains(tools.Tools[0].Description, `session "new"`) {
+		t.Fatalf("schema or description lacks the session argument:\n%s\n%s", schema, tools.Tools[0].Description)
+	}
+	text, isErr := callText(t, cs, map[string]any{"code": "x = 41\nopen('kept.txt', 'w').write('kept')", "session": "new"})
+	id, _, ok := strings.Cut(strings.TrimPrefix(text, "session: "), "\n")
+	if isErr || !strings.HasPrefix(text, "session: ") || !ok || id == "" || !strings.Contains(text, "rolled_back: false\n") {
+		t.Fatalf("new session: %s", text)
+	}
+	text, isErr = callText(t, cs, map[string]any{"code": "x = 0\nwhile True: pass", "session": id, "timeout": 0.3})
+	if !isErr || !strings.Contains(text, "rolled_back: true\n") || !strings.Contains(text, "error: timeout") {
+		t.Fatalf("timed-out call: %s", text)
+	}
+	text, isErr = callText(t, cs, map[string]any{"code": "x += 1\nprint(x, open('kept.txt').read(), open('more.txt').read())",
+		"session": id, "files": map[string]string{"more.txt": "more"}})
+	if isErr || !strings.Contains(text, "session: "+id+"\n") || !strings.Contains(text, "--- stdout ---\n42 kept more\n") {
+		t.Fatalf("state kept: %s", text)
+	}
+	// Without a session each call is fresh.
+	text, isErr = callText(t, cs, map[string]any{"code": "print(x)"})
+	if !isErr || !strings.Contains(text, "NameError") || strings.Contains(text, "session:") {
+		t.Fatalf("fresh call sees session state: %s", text)
+	}
+	text, isErr = callText(t, cs, map[string]any{"code": "print(1)", "session": "0123456789abcdef01234567"})
+	if !isErr || !strings.Contains(text, "error: not_found") || !strings.Contains(text, `session "new"`) {
+		t.Fatalf("unknown session: %s", text)
 	}
 }
