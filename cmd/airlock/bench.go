@@ -53,6 +53,7 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) (int
 	runs := fs.Int("runs", 20, "runs per workload, mode and worker count")
 	only := fs.String("mode", "", "measure only this mode (snapshot or fresh)")
 	asJSON := fs.Bool("json", false, "print the report as JSON")
+	sessions := fs.Bool("sessions", false, "measure sessions instead: call, fork, save and load (medians), saved size")
 	peers := fs.Bool("peers", false, "compare with native CPython and Pyodide (see --setup-only, --charts)")
 	var po peersOptions
 	fs.IntVar(&po.pyodideFreshRuns, "pyodide-fresh-runs", 3, "with --peers: cap on Pyodide fresh loads per workload (each takes seconds)")
@@ -67,6 +68,9 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) (int
 	}
 	if *runs < 1 {
 		return exitUsage, usageError{"--runs must be at least 1"}
+	}
+	if *sessions {
+		return cmdBenchSessions(ctx, &common, *runs, *asJSON, stdout, stderr)
 	}
 	if *peers {
 		po.common, po.runs, po.asJSON = common, *runs, *asJSON
@@ -111,3 +115,55 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) (int
 }
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+// sessionRow is one line of `airlock bench --sessions --json`; the keys
+// are stable.
+type sessionRow struct {
+	State      string  `json:"state"`
+	Runs       int     `json:"runs"`
+	CallMS     float64 `json:"call_ms"`
+	FreshRunMS float64 `json:"fresh_run_ms"`
+	ForkMS     float64 `json:"fork_ms"`
+	SaveMS     float64 `json:"save_ms"`
+	LoadMS     float64 `json:"load_ms"`
+	SavedBytes int     `json:"saved_bytes"`
+}
+
+type sessionReport struct {
+	Date      string       `json:"date"`
+	GoVersion string       `json:"go"`
+	CPUs      int          `json:"cpus"`
+	Sessions  []sessionRow `json:"sessions"`
+}
+
+func cmdBenchSessions(ctx context.Context, common *commonFlags, runs int, asJSON bool, stdout, stderr io.Writer) (int, error) {
+	sb, err := common.sandbox(ctx, stderr)
+	if err != nil {
+		return 1, err
+	}
+	defer sb.Close(context.Background())
+	report := sessionReport{Date: time.Now().UTC().Format(time.RFC3339), GoVersion: runtime.Version(), CPUs: runtime.NumCPU()}
+	for _, st := range bench.SessionStates {
+		s, err := bench.MeasureSession(ctx, sb, st, runs)
+		if err != nil {
+			return 1, err
+		}
+		report.Sessions = append(report.Sessions, sessionRow{
+			State: s.State, Runs: s.Runs, CallMS: ms(s.Call), FreshRunMS: ms(s.Fresh),
+			ForkMS: ms(s.Fork), SaveMS: ms(s.Save), LoadMS: ms(s.Load), SavedBytes: s.SavedBytes,
+		})
+	}
+	if asJSON {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		return 0, enc.Encode(report)
+	}
+	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "state\truns\tcall ms\tfresh run ms\tfork ms\tsave ms\tload ms\tsaved MB\t")
+	for _, r := range report.Sessions {
+		fmt.Fprintf(tw, "%s\t%d\t%.2f\t%.2f\t%.3f\t%.1f\t%.1f\t%.1f\t\n", r.State, r.Runs, r.CallMS, r.FreshRunMS,
+			r.ForkMS, r.SaveMS, r.LoadMS, float64(r.SavedBytes)/(1<<20))
+	}
+	fmt.Fprintf(tw, "\nmedians; %s, %d CPUs, %s\n", report.Date, report.CPUs, report.GoVersion)
+	return 0, tw.Flush()
+}
