@@ -59,19 +59,12 @@ func cmdRepl(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 	if err != nil {
 		return 1, err
 	}
-	// Ctrl-C interrupts the input being typed or run, as in Python's REPL,
-	// not the session: the REPL takes SIGINT over from here on.
-	sigs := make(chan os.Signal, 1)
-	signal.Notify(sigs, os.Interrupt)
-	defer signal.Stop(sigs)
-	ctx = context.WithoutCancel(ctx)
-
 	sb, err := common.sandbox(ctx, stderr, sbOpts...)
 	if err != nil {
 		return 1, err
 	}
 	defer sb.Close(context.Background())
-	r := &repl{stdout: stdout, stderr: stderr, sigs: sigs}
+	r := &repl{stdout: stdout, stderr: stderr}
 	if *load != "" {
 		// The saved session keeps its own limits; those given now override them.
 		r.sess, err = loadSession(ctx, sb, *load)
@@ -93,7 +86,15 @@ func cmdRepl(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 		}()
 	}
 
+	// Once the session is up, Ctrl-C interrupts the input being typed or
+	// run, as in Python's REPL, not the REPL: it takes SIGINT over.
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, os.Interrupt)
+	defer signal.Stop(sigs)
+	r.sigs = sigs
+	ctx = context.WithoutCancel(ctx)
 	in := newLineReader(stdin, stdout, stderr, sigs)
+	defer in.close()
 	if in.interactive() {
 		fmt.Fprintf(stdout, "Airlock %s: Python in a sandbox session. Each input is limited to %s; one that hits a limit is rolled back. Ctrl-D exits.\n",
 			airlock.Version, *limits.timeout)
@@ -298,6 +299,8 @@ type lineReader interface {
 	readLine(prompt string) (string, error)
 	// interactive tells whether a person is typing (a terminal).
 	interactive() bool
+	// close stops reading.
+	close()
 }
 
 // newLineReader edits lines on a terminal (raw mode, x/term's editor:
@@ -309,7 +312,7 @@ func newLineReader(stdin io.Reader, stdout, stderr io.Writer, sigs <-chan os.Sig
 	if inOK && outOK && term.IsTerminal(int(in.Fd())) && term.IsTerminal(int(out.Fd())) {
 		return newEditor(in, out, int(in.Fd()))
 	}
-	p := &plainReader{lines: make(chan lineResult), prompts: stderr, sigs: sigs}
+	p := &plainReader{lines: make(chan lineResult), done: make(chan struct{}), prompts: stderr, sigs: sigs}
 	go p.scan(stdin)
 	return p
 }
@@ -323,6 +326,7 @@ type lineResult struct {
 // interrupt a read that blocks.
 type plainReader struct {
 	lines   chan lineResult
+	done    chan struct{} // closed when the REPL stops reading
 	prompts io.Writer
 	sigs    <-chan os.Signal
 }
@@ -331,15 +335,28 @@ func (p *plainReader) scan(r io.Reader) {
 	br := bufio.NewReader(r)
 	for {
 		line, err := br.ReadString('\n')
-		if line != "" {
-			p.lines <- lineResult{line: strings.TrimSuffix(strings.TrimSuffix(line, "\n"), "\r")}
+		if line != "" && !p.send(lineResult{line: strings.TrimSuffix(strings.TrimSuffix(line, "\n"), "\r")}) {
+			return
 		}
 		if err != nil {
-			p.lines <- lineResult{err: err}
+			p.send(lineResult{err: err})
 			return
 		}
 	}
 }
+
+func (p *plainReader) send(r lineResult) bool {
+	select {
+	case p.lines <- r:
+		return true
+	case <-p.done:
+		return false
+	}
+}
+
+// close lets the scanner end at its next line (a read in progress stays
+// blocked until then: nothing interrupts a read of stdin portably).
+func (p *plainReader) close() { close(p.done) }
 
 func (p *plainReader) readLine(prompt string) (string, error) {
 	io.WriteString(p.prompts, prompt)
@@ -413,6 +430,8 @@ func (e *editor) readLine(prompt string) (string, error) {
 }
 
 func (e *editor) interactive() bool { return e.fd >= 0 }
+
+func (e *editor) close() {}
 
 // ctrlCReader notes a Ctrl-C byte: x/term answers both Ctrl-C and Ctrl-D
 // with io.EOF, and only Ctrl-D ends the REPL.
