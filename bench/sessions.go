@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"runtime"
 	"slices"
 	"time"
 
@@ -41,7 +42,7 @@ type SessionStats struct {
 }
 
 // MeasureSession builds st in a new session, then times runs of each
-// operation, interleaved so that a noisy neighbour hits all of them alike.
+// operation.
 func MeasureSession(ctx context.Context, sb *airlock.Sandbox, st SessionState, runs int) (SessionStats, error) {
 	if runs < 1 {
 		return SessionStats{}, fmt.Errorf("bench: need at least one run")
@@ -54,47 +55,47 @@ func MeasureSession(ctx context.Context, sb *airlock.Sandbox, st SessionState, r
 	if err := runOK(sess.Run(ctx, st.Setup)); err != nil {
 		return SessionStats{}, fmt.Errorf("bench: session %s: setup: %w", st.Name, err)
 	}
-	var call, fresh, fork, save, load []time.Duration
 	var saved bytes.Buffer
-	for range runs {
-		t := time.Now()
-		if err := runOK(sess.Run(ctx, SessionCall)); err != nil {
-			return SessionStats{}, fmt.Errorf("bench: session %s: call: %w", st.Name, err)
+	ops := []struct {
+		name string
+		op   func() error
+	}{
+		{"call", func() error { return runOK(sess.Run(ctx, SessionCall)) }},
+		{"fresh run", func() error { return runOK(sb.Run(ctx, airlock.Request{Code: "counter = 1"})) }},
+		{"fork", func() error {
+			f, err := sess.Fork()
+			if err == nil {
+				f.Close()
+			}
+			return err
+		}},
+		{"save", func() error { saved.Reset(); return sess.Save(&saved) }},
+		{"load", func() error {
+			l, err := sb.LoadSession(ctx, bytes.NewReader(saved.Bytes()))
+			if err == nil {
+				l.Close()
+			}
+			return err
+		}},
+	}
+	// Each operation is timed in its own loop: interleaved, a load's
+	// ~100 MB of garbage would be collected during the next call.
+	var medians [5]time.Duration
+	for i, o := range ops {
+		d := make([]time.Duration, runs)
+		for j := range runs {
+			t := time.Now()
+			if err := o.op(); err != nil {
+				return SessionStats{}, fmt.Errorf("bench: session %s: %s: %w", st.Name, o.name, err)
+			}
+			d[j] = time.Since(t)
 		}
-		call = append(call, time.Since(t))
-
-		t = time.Now()
-		if err := runOK(sb.Run(ctx, airlock.Request{Code: "counter = 1"})); err != nil {
-			return SessionStats{}, fmt.Errorf("bench: fresh run: %w", err)
-		}
-		fresh = append(fresh, time.Since(t))
-
-		t = time.Now()
-		f, err := sess.Fork()
-		if err != nil {
-			return SessionStats{}, fmt.Errorf("bench: session %s: fork: %w", st.Name, err)
-		}
-		fork = append(fork, time.Since(t))
-		f.Close()
-
-		saved.Reset()
-		t = time.Now()
-		if err := sess.Save(&saved); err != nil {
-			return SessionStats{}, fmt.Errorf("bench: session %s: save: %w", st.Name, err)
-		}
-		save = append(save, time.Since(t))
-
-		t = time.Now()
-		loaded, err := sb.LoadSession(ctx, bytes.NewReader(saved.Bytes()))
-		if err != nil {
-			return SessionStats{}, fmt.Errorf("bench: session %s: load: %w", st.Name, err)
-		}
-		load = append(load, time.Since(t))
-		loaded.Close()
+		medians[i] = median(d)
+		runtime.GC()
 	}
 	return SessionStats{
 		State: st.Name, Runs: runs,
-		Call: median(call), Fresh: median(fresh), Fork: median(fork), Save: median(save), Load: median(load),
+		Call: medians[0], Fresh: medians[1], Fork: medians[2], Save: medians[3], Load: medians[4],
 		SavedBytes: saved.Len(),
 	}, nil
 }
