@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"log/slog"
@@ -192,4 +193,68 @@ func TestSessionsCapAndTTL(t *testing.T) {
 	if err := c.DeleteSession(ctx, id2); err != nil {
 		t.Fatal(err)
 	}
+
+	// MCP sessions live under the same cap.
+	cs := mcpSession(t, MCPConfig{Sandbox: capped})
+	text, isErr := callText(t, cs, map[string]any{"code": "v = 1", "session": "new"})
+	if isErr || !strings.HasPrefix(text, "session: ") {
+		t.Fatalf("first MCP session: %s", text)
+	}
+	text, isErr = callText(t, cs, map[string]any{"code": "v = 2", "session": "new"})
+	if !isErr || !strings.Contains(text, "cannot start a session") || !strings.Contains(text, "too many live sessions") {
+		t.Fatalf("MCP session past the cap: %s", text)
+	}
+}
+
+// FuzzSessionBodies sends arbitrary bodies to POST /v1/sessions and to a
+// session's run: never a panic or a 5xx; a created session answers 201
+// with an id, a run 200 (or 400 with a result for a request the sandbox
+// refused), anything else a 4xx with a JSON error.
+func FuzzSessionBodies(f *testing.F) {
+	for _, seed := range []string{
+		`{}`, `{"files": {"a.txt": "aGk="}, "env": {"A": "b"}, "limits": {"timeout_ms": 500, "fs_bytes": 4096}, "tools": []}`,
+		`{"env": {"PYTHONPATH": "/x"}}`, `{"files": {"": ""}}`, `{"code": "x"}`, `{"limits": {"memory": -1}}`, `[]`, `null`, ``,
+		`{"files": {"/": "aGk="}}`, `{"env": {"AIRLOCK_SESSION": "0"}}`, `{} {}`,
+	} {
+		f.Add([]byte(seed), []byte(`{"code": "print(1)"}`))
+	}
+	f.Add([]byte(`{}`), []byte(`{"code": "x = 1", "deterministic": true}`))
+	f.Add([]byte(`{}`), []byte(`{"code": "pass", "limits": {"timeout_ms": -5}}`))
+	f.Add([]byte(`{}`), []byte(`{"code": "", "stdin": "!!"}`))
+	s, err := New(Config{Sandbox: sb, MaxBody: 4096, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		f.Fatal(err)
+	}
+	send := func(t *testing.T, method, path string, body []byte) *httptest.ResponseRecorder {
+		w := httptest.NewRecorder()
+		s.ServeHTTP(w, httptest.NewRequest(method, path, strings.NewReader(string(body))))
+		if w.Code >= 500 {
+			t.Fatalf("%s %s %q: status %d %s", method, path, body, w.Code, w.Body.Bytes())
+		}
+		return w
+	}
+	f.Fuzz(func(t *testing.T, create, run []byte) {
+		w := send(t, "POST", "/v1/sessions", create)
+		if w.Code != http.StatusCreated {
+			var e errorBody
+			if w.Code < 400 || json.Unmarshal(w.Body.Bytes(), &e) != nil || e.Error.Kind == "" {
+				t.Fatalf("create %q: status %d, body %q", create, w.Code, w.Body.Bytes())
+			}
+			return
+		}
+		var info SessionInfo
+		if err := json.Unmarshal(w.Body.Bytes(), &info); err != nil || info.ID == "" {
+			t.Fatalf("create %q: body %q", create, w.Body.Bytes())
+		}
+		defer send(t, "DELETE", "/v1/sessions/"+info.ID, nil)
+		w = send(t, "POST", "/v1/sessions/"+info.ID+"/run", run)
+		var res SessionResult
+		if json.Unmarshal(w.Body.Bytes(), &res) == nil && res.Files != nil && (w.Code == 200 || w.Code == 400) {
+			return
+		}
+		var e errorBody
+		if w.Code < 400 || json.Unmarshal(w.Body.Bytes(), &e) != nil || e.Error.Kind == "" {
+			t.Fatalf("run %q: status %d, body %q", run, w.Code, w.Body.Bytes())
+		}
+	})
 }
