@@ -258,3 +258,21 @@ func FuzzSessionBodies(f *testing.F) {
 		}
 	})
 }
+
+func TestSessionsUnavailable(t *testing.T) {
+	ctx := context.Background()
+	off, err := airlock.New(ctx, airlock.WithSnapshots(false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer off.Close(ctx)
+	s, err := New(Config{Sandbox: off, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := httptest.NewRecorder()
+	s.ServeHTTP(w, httptest.NewRequest("POST", "/v1/sessions", strings.NewReader(`{}`)))
+	if w.Code != http.StatusNotImplemented || !strings.Contains(w.Body.String(), `"kind":"sessions_unavailable"`) {
+		t.Fatalf("without snapshots: %d %s", w.Code, w.Body.String())
+	}
+}
