@@ -96,8 +96,7 @@ func cmdRepl(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 	in := newLineReader(stdin, stdout, stderr, sigs)
 	defer in.close()
 	if in.interactive() {
-		fmt.Fprintf(stdout, "Airlock %s: Python in a sandbox session. Each input is limited to %s; one that hits a limit is rolled back. Ctrl-D exits.\n",
-			airlock.Version, *limits.timeout)
+		fmt.Fprintf(stdout, "Airlock %s: Python in a sandbox session; an input that hits a limit is rolled back. Ctrl-D exits.\n", airlock.Version)
 	}
 	var pending []string
 	for {
