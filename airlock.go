@@ -96,6 +96,18 @@ type Request struct {
 	// statement (simple or compound), and an expression statement's value
 	// is printed (sys.displayhook, which also sets builtins._). For REPLs.
 	Interactive bool
+	// Packages are host paths of pure-Python packages this run may import,
+	// besides the Sandbox's (WithPackages): a wheel (.whl) or zip, put on
+	// sys.path as is, or a directory, either a package (holding
+	// __init__.py, importable by the directory's name) or a sys.path root
+	// holding packages. Each is read once per Sandbox and kept while its
+	// size and modification time (a directory's: every entry's) stay the
+	// same; runs share it read-only under /opt/airlock/packages. Packages
+	// go on sys.path after the standard library, so none shadows a
+	// standard module. One with native code (.so, .pyd, .dylib, .dll) is
+	// refused with ErrCompiledExtension; an unreadable or corrupt one, or
+	// one over MaxPackageBytes, with ErrInvalidPackage.
+	Packages []string
 	// Tools names the host tools (see WithTools) this run may call; nil
 	// allows every registered tool, an empty non-nil slice none.
 	Tools []string
@@ -151,6 +163,8 @@ type config struct {
 	tools      []hostfuncs.Tool
 	registry   *hostfuncs.Registry // built by New from tools
 	snapshots  *bool               // nil: on when set-up made them possible (snapshot.go)
+	packages   []string            // WithPackages (packages.go)
+	preimport  []string            // WithPreimport
 
 	sessionTTL  time.Duration // session.go
 	maxSessions int

@@ -27,8 +27,12 @@ type Sandbox struct {
 	engOpts  engine.Options
 	snap     *snapshotter // nil when runs start a fresh interpreter (snapshot.go)
 	// layers are mounted read-only into every run's filesystem: the
-	// interpreter's own files (python.Artifact.Layer), packages.
+	// interpreter's own files (python.Artifact.Layer), WithPackages'.
 	layers []*memfs.Layer
+	// pkgs are WithPackages' packages; pkgCache holds them and requests'
+	// (packages.go).
+	pkgs     *packageSet
+	pkgCache pkgCache
 
 	// fresh is the module that starts an interpreter from scratch. With
 	// snapshots on, most processes never need it, so it is loaded on the
@@ -77,15 +81,23 @@ func New(ctx context.Context, opts ...Option) (*Sandbox, error) {
 	if art.Layer != nil {
 		layers = append(layers, art.Layer)
 	}
-	snap, err := newSnapshotter(ctx, cfg, art, layers, engOpts)
-	if err != nil {
+	sb := &Sandbox{cfg: cfg, artifact: art, engOpts: engOpts, layers: layers}
+	if sb.pkgs, err = loadSandboxPackages(&sb.pkgCache, cfg); err != nil {
 		return nil, err
 	}
-	sb := &Sandbox{cfg: cfg, artifact: art, engOpts: engOpts, snap: snap, layers: layers}
-	if snap == nil {
+	sb.snap, err = newSnapshotter(ctx, cfg, art, layers, sb.imageExtras(), engOpts)
+	if err != nil {
+		return nil, sb.preimportError(err)
+	}
+	sb.layers = append(layers, sb.pkgs.layers()...)
+	if sb.snap == nil {
 		// Every run needs the fresh module: load it now, so that New
 		// reports a module that does not compile.
 		if _, err := sb.freshModule(ctx); err != nil {
+			return nil, err
+		}
+		if err := sb.checkPreimport(ctx); err != nil {
+			sb.Close(ctx)
 			return nil, err
 		}
 	}
@@ -147,12 +159,16 @@ func (sb *Sandbox) Run(ctx context.Context, req Request) (*Result, error) {
 	if err != nil {
 		return failed(start, err)
 	}
-	fs, inputs, err := sb.newFS(limits, req.Files)
+	pkgs, err := sb.requestPackages(req.Packages)
+	if err != nil {
+		return failed(start, err)
+	}
+	fs, inputs, err := sb.newFS(limits, req.Files, pkgs.requestLayers())
 	if err != nil {
 		return failed(start, err)
 	}
 	before := func(p string) ([]byte, bool) { data, ok := inputs[p]; return data, ok }
-	return sb.runIn(ctx, start, &req, limits, fs, before, nil)
+	return sb.runIn(ctx, start, &req, limits, fs, before, pkgs, nil)
 }
 
 func failed(start time.Time, e *Error) (*Result, error) {
@@ -161,7 +177,8 @@ func failed(start time.Time, e *Error) (*Result, error) {
 
 // runIn runs a validated request in fs. call is nil for a plain run; a
 // session's call resumes from the session's image and pauses again.
-func (sb *Sandbox) runIn(ctx context.Context, start time.Time, req *Request, limits Limits, fs *memfs.FS, before func(string) ([]byte, bool), call *sessionCall) (*Result, error) {
+// pkgs are the packages the prelude puts on sys.path (mounted in fs).
+func (sb *Sandbox) runIn(ctx context.Context, start time.Time, req *Request, limits Limits, fs *memfs.FS, before func(string) ([]byte, bool), pkgs *packageSet, call *sessionCall) (*Result, error) {
 	res := &Result{}
 	stdout := &capWriter{limit: limits.Output}
 	stderr := &capWriter{limit: limits.Output}
@@ -176,7 +193,7 @@ func (sb *Sandbox) runIn(ctx context.Context, start time.Time, req *Request, lim
 		wcfg.Random = rand.NewChaCha8(seedBytes(req.Seed))
 		env = append(env, "PYTHONHASHSEED="+strconv.FormatUint(req.Seed%4294967296, 10))
 	}
-	wcfg.Env = python.MergeEnv(env, req.Env)
+	wcfg.Env = python.MergeEnv(python.MergeEnv(env, req.Env), sb.packageEnv(pkgs))
 	if req.Interactive {
 		wcfg.Env = append(wcfg.Env, "AIRLOCK_INTERACTIVE=1") // read by prelude.py
 	}
@@ -302,11 +319,12 @@ func guestPath(p string) string {
 	return path.Clean(p)
 }
 
-// newFS builds a run's filesystem: the Sandbox's read-only layers, then
-// /home/user, /tmp and the request's files (see placeFiles).
-func (sb *Sandbox) newFS(limits Limits, files map[string][]byte) (*memfs.FS, map[string][]byte, *Error) {
+// newFS builds a run's filesystem: the Sandbox's read-only layers and
+// the run's packages, then /home/user, /tmp and the request's files (see
+// placeFiles).
+func (sb *Sandbox) newFS(limits Limits, files map[string][]byte, packages []*memfs.Layer) (*memfs.FS, map[string][]byte, *Error) {
 	fs := memfs.New(memfs.Options{Quota: memfs.Quota{MaxBytes: limits.FSBytes, MaxInodes: limits.FSFiles}})
-	for _, l := range sb.layers {
+	for _, l := range append(sb.layers[:len(sb.layers):len(sb.layers)], packages...) {
 		if err := fs.Mount(l); err != nil {
 			return nil, nil, newError(KindInvalidRequest, err, "mount a read-only layer: %v", err)
 		}

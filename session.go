@@ -129,7 +129,7 @@ func (sb *Sandbox) NewSession(ctx context.Context, opts SessionOptions) (*Sessio
 	if verr := checkSessionEnv(opts.Env); verr != nil {
 		return nil, verr
 	}
-	fs, _, verr := sb.newFS(limits, opts.Files)
+	fs, _, verr := sb.newFS(limits, opts.Files, nil)
 	if verr != nil {
 		return nil, verr
 	}
@@ -196,6 +196,10 @@ func (s *Session) Exec(ctx context.Context, req Request) (*Result, error) {
 	if req.Deterministic {
 		return failed(start, newError(KindInvalidRequest, nil, "a session call cannot be deterministic"))
 	}
+	if len(req.Packages) > 0 {
+		// Its filesystem and sys.path are the session's: WithPackages'.
+		return failed(start, newError(KindInvalidRequest, nil, "a session call cannot add packages (a session has the Sandbox's, WithPackages)"))
+	}
 	if e := checkSessionEnv(req.Env); e != nil {
 		return failed(start, e)
 	}
@@ -240,7 +244,7 @@ func (s *Session) Exec(ctx context.Context, req Request) (*Result, error) {
 		data, err := old.View(p)
 		return data, err == nil
 	}
-	res, err := s.sb.runIn(ctx, start, &req, limits, fs, before, call)
+	res, err := s.sb.runIn(ctx, start, &req, limits, fs, before, s.sb.pkgs, call)
 	if call.next != nil {
 		s.image.release()
 		s.image = newShared(call.next)

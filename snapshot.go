@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"slices"
 
 	"github.com/airlock-sandbox/airlock/engine"
 	"github.com/airlock-sandbox/airlock/python"
@@ -61,7 +62,7 @@ func (s *snapshotter) memorySum() [32]byte {
 // newSnapshotter loads the asyncified module and its image (capturing the
 // image on first use). It returns nil, nil when snapshots are off by
 // default and unavailable.
-func newSnapshotter(ctx context.Context, cfg config, art *python.Artifact, layers []*memfs.Layer, opts engine.Options) (*snapshotter, error) {
+func newSnapshotter(ctx context.Context, cfg config, art *python.Artifact, layers []*memfs.Layer, extra python.ImageSpec, opts engine.Options) (*snapshotter, error) {
 	if cfg.snapshots != nil && !*cfg.snapshots {
 		return nil, nil
 	}
@@ -81,7 +82,7 @@ func newSnapshotter(ctx context.Context, cfg config, art *python.Artifact, layer
 	if !cfg.noCache {
 		imageDir = cfg.cacheDir
 	}
-	spec := python.ImageSpec{ModuleSHA: hex.EncodeToString(sum[:]), Layers: layers}
+	spec := python.ImageSpec{ModuleSHA: hex.EncodeToString(sum[:]), Layers: slices.Concat(layers, extra.Layers), Env: extra.Env}
 	img, err := python.Snapshot(ctx, mod, spec, imageDir, cfg.notice)
 	if err != nil {
 		mod.Close(ctx)

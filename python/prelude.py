@@ -53,6 +53,7 @@ def _airlock_main():
             if os.environ.get(key) != value:
                 os.environ[key] = value
         session = run_env.get("AIRLOCK_SESSION") == "1"
+        _airlock_packages(run_env)
 
         text = source.decode("utf-8", "replace")
         linecache.cache[name] = (len(text), None, text.splitlines(True), name)
@@ -119,9 +120,24 @@ def _airlock_warm():
     import functools, hashlib, heapq, itertools, json, math, random, re  # noqa: F401
     import statistics, string, textwrap, typing  # noqa: F401
     compile(b"pass", "<warm>", "exec", dont_inherit=True)
+    _airlock_packages(os.environ)
     import gc
     gc.collect()
     gc.freeze()
+
+
+def _airlock_packages(env):
+    # Packages the host mounted (airlock.WithPackages, Request.Packages) go
+    # on sys.path after the standard library, as site-packages does, so
+    # that none shadows a standard module (some are imported by the
+    # warm-up already). Pre-imported modules are in the image when there
+    # is one; otherwise the run imports them here.
+    for entry in env.get("AIRLOCK_PACKAGES", "").split(":"):
+        if entry and entry not in sys.path:
+            sys.path.append(entry)
+    for name in env.get("AIRLOCK_WARM_IMPORTS", "").split(","):
+        if name and name not in sys.modules:
+            __import__(name)
 
 
 def _exit_status(code):

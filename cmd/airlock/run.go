@@ -125,6 +125,31 @@ func (c *commonFlags) sandbox(ctx context.Context, stderr io.Writer, extra ...ai
 	return airlock.New(ctx, opts...)
 }
 
+// packageFlags give a long-lived Sandbox (serve, mcp) its packages:
+// loaded once, shared by every run. There is no request field for them,
+// as a remote client must not name the server's host paths.
+type packageFlags struct {
+	packages  multiFlag
+	preimport multiFlag
+}
+
+func (p *packageFlags) register(fs *flag.FlagSet) {
+	fs.Var(&p.packages, "package", "pure-Python package every run can import: a wheel, a zip or a directory (repeatable)")
+	fs.Var(&p.preimport, "preimport", "module to import before every run, once into the snapshot (repeatable, or comma-separated)")
+}
+
+func (p *packageFlags) options() []airlock.Option {
+	var mods []string
+	for _, v := range p.preimport {
+		for m := range strings.SplitSeq(v, ",") {
+			if m = strings.TrimSpace(m); m != "" {
+				mods = append(mods, m)
+			}
+		}
+	}
+	return []airlock.Option{airlock.WithPackages(p.packages...), airlock.WithPreimport(mods...)}
+}
+
 // parseInterleaved lets flags follow positional arguments, as in
 // `airlock run main.py --json`.
 func parseInterleaved(fs *flag.FlagSet, args []string) ([]string, error) {
@@ -149,6 +174,7 @@ func cmdRun(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 		limits        limitFlags
 		code          = fs.String("c", "", "program passed in as a string")
 		files         fileFlags
+		packages      multiFlag
 		outDir        = fs.String("out", "", "write files created or changed under /home/user to this directory")
 		stdinFile     = fs.String("stdin", "", "file to feed as the program's stdin ('-' for this process's stdin)")
 		asJSON        = fs.Bool("json", false, "print one JSON object instead of the program's output")
@@ -162,6 +188,7 @@ func cmdRun(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 	common.register(fs)
 	limits.register(fs)
 	files.register(fs)
+	fs.Var(&packages, "package", "pure-Python package to make importable: a wheel, a zip or a directory (repeatable)")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: airlock run [flags] FILE.py | -c CODE")
 		fs.PrintDefaults()
@@ -176,6 +203,10 @@ func cmdRun(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 	var sbOpts []airlock.Option
 	if *tools != "" && *serverURL != "" {
 		return exitUsage, usageError{"--tools: with --server, the server's tools apply"}
+	}
+	if len(packages) > 0 && *serverURL != "" {
+		// A remote client must not name the server's host paths.
+		return exitUsage, usageError{"--package: with --server, start the server with --package instead"}
 	}
 	if *tools != "" {
 		opt, err := toolsOption(*tools)
@@ -192,6 +223,7 @@ func cmdRun(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 		Limits:        limits.limits(),
 		Deterministic: *deterministic,
 		Seed:          *seed,
+		Packages:      packages,
 	}
 	switch {
 	case *code != "" && len(positional) == 0:

@@ -85,6 +85,7 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) (int
 		common      commonFlags
 		maxima      maxFlags
 		sessions    sessionFlags
+		pkgs        packageFlags
 		addr        = fs.String("addr", "127.0.0.1:8080", "listen address (HOST:PORT)")
 		concurrency = fs.Int("concurrency", 0, "runs at once (default: the number of CPUs)")
 		queue       = fs.Int("queue", 0, "requests that may wait for a slot before 429 (default: 4 × concurrency; -1: none)")
@@ -96,6 +97,7 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) (int
 	common.register(fs)
 	maxima.register(fs)
 	sessions.register(fs)
+	pkgs.register(fs)
 	fs.Var(&maxBody, "max-body", "request body cap")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: airlock serve [flags]   (bearer token: $AIRLOCK_TOKEN)")
@@ -127,7 +129,7 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) (int
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
-	sb, err := common.sandbox(ctx, stderr, opts...)
+	sb, err := common.sandbox(ctx, stderr, append(opts, pkgs.options()...)...)
 	if err != nil {
 		return 1, err
 	}
@@ -170,11 +172,13 @@ func cmdMCP(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 		common   commonFlags
 		maxima   maxFlags
 		sessions sessionFlags
+		pkgs     packageFlags
 		tools    = fs.String("tools", "", "expose built-in host tools to Python: demo")
 	)
 	common.register(fs)
 	maxima.register(fs)
 	sessions.register(fs)
+	pkgs.register(fs)
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: airlock mcp [flags]   (Model Context Protocol over stdio; tool: run_python)")
 		fs.PrintDefaults()
@@ -194,7 +198,7 @@ func cmdMCP(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 		return exitUsage, err
 	}
 	opts = append(opts, sessOpts...)
-	sb, err := common.sandbox(ctx, stderr, opts...)
+	sb, err := common.sandbox(ctx, stderr, append(opts, pkgs.options()...)...)
 	if err != nil {
 		return 1, err
 	}
