@@ -327,6 +327,13 @@ print(airpkg.greet("pre"), airpkg.res.words())
 	if want := "True True\nhello pre ['alpha', 'beta']\n"; string(res.Stdout) != want {
 		t.Fatalf("stdout = %q, want %q", res.Stdout, want)
 	}
+	// A deterministic run starts a fresh interpreter even with snapshots:
+	// the modules are imported before its code all the same.
+	res, err = s.Run(context.Background(), airlock.Request{Deterministic: true,
+		Code: "import sys; print('airpkg' in sys.modules, 'airpkg.res' in sys.modules)"})
+	if err != nil || string(res.Stdout) != "True True\n" {
+		t.Fatalf("deterministic run: err=%v stdout=%q stderr=%s", err, res.Stdout, res.Stderr)
+	}
 	// A run's changes to a pre-imported module do not reach the next run.
 	for i, want := range []string{"hello a\n", "hello b\n"} {
 		code := "import airpkg\nprint(airpkg.greet('" + string(rune('a'+i)) + "'))\nairpkg.greet = None\n"

@@ -34,7 +34,7 @@ import (
 //     machine, as the image is cached on disk), not one per run;
 //   - modules imported while warming up (json, re, random, datetime, ...)
 //     are in sys.modules when a run starts; random is reseeded from the
-//     run's entropy before the run's code;
+//     run's entropy before the run's code; so are WithPreimport's modules;
 //   - variables CPython reads at start-up (PYTHON*, LANG, LC_*) are those
 //     of python.DefaultEnv.
 //

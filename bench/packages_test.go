@@ -16,7 +16,9 @@ import (
 // (benchpkg: 10 modules, ~30 KB of source, from a wheel), side by side:
 // named by the request (read once, then cached by the Sandbox), given to
 // the Sandbox (WithPackages), and pre-imported into its snapshot
-// (WithPreimport); "none" is the same run without the import.
+// (WithPreimport); "none" is the same run without the import, and
+// "request-unused" names the package without importing it (the host's
+// cost of a request's package: a stat, a cache hit and a mount).
 //
 //	go test -run '^$' -bench PackageImport -count 6 ./bench/ | tee pkg.txt; benchstat pkg.txt
 func BenchmarkPackageImport(b *testing.B) {
@@ -47,6 +49,7 @@ func BenchmarkPackageImport(b *testing.B) {
 		req  airlock.Request
 	}{
 		{"none", sb, airlock.Request{Code: "print(0)"}},
+		{"request-unused", sb, airlock.Request{Code: "print(0)", Packages: []string{whl}}},
 		{"request", sb, airlock.Request{Code: use, Packages: []string{whl}}},
 		{"sandbox", withPkgs, airlock.Request{Code: use}},
 		{"preimport", preimported, airlock.Request{Code: use}},
