@@ -362,3 +362,30 @@ func TestPackagePreimportFailure(t *testing.T) {
 		t.Fatalf("a pre-import that is not a module name: err = %v", err)
 	}
 }
+
+func TestSessionPackages(t *testing.T) {
+	whl := writeZip(t, t.TempDir(), airpkgWheel, airpkg)
+	s := newSandbox(t, airlock.WithPackages(whl))
+	if !s.Snapshots() {
+		t.Fatal("snapshots unavailable: scripts/setup.sh prepares them")
+	}
+	ctx := context.Background()
+	sess, err := s.NewSession(ctx, airlock.SessionOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sess.Close()
+	for _, step := range []struct{ code, want string }{
+		{"import airpkg\ng = airpkg.greet('session')", ""},
+		{"import airpkg.res\nprint(g, airpkg.res.words())", "hello session ['alpha', 'beta']\n"},
+	} {
+		res, err := sess.Run(ctx, step.code)
+		if err != nil || res.ExitCode != 0 || string(res.Stdout) != step.want {
+			t.Fatalf("%q: err=%v exit=%d stdout=%q stderr=%s", step.code, err, res.ExitCode, res.Stdout, res.Stderr)
+		}
+	}
+	// A call cannot change the session's filesystem or sys.path this way.
+	if _, err := sess.Exec(ctx, airlock.Request{Code: "pass", Packages: []string{whl}}); !errors.Is(err, airlock.ErrInvalidRequest) {
+		t.Fatalf("a session call with packages: err = %v", err)
+	}
+}
