@@ -217,6 +217,10 @@ func readZip(abs, name string) (*pkg, error) {
 		return nil, err
 	}
 	defer f.Close()
+	if st, err := f.Stat(); err == nil && st.Size() > MaxPackageBytes {
+		return nil, fmt.Errorf("larger than %d bytes", MaxPackageBytes)
+	}
+	// The limit holds also for a file that grows while being read.
 	data, err := io.ReadAll(io.LimitReader(f, MaxPackageBytes+1))
 	if err != nil {
 		return nil, err
@@ -279,7 +283,10 @@ func readDir(abs, name string) (*pkg, error) {
 	if st, err := os.Stat(filepath.Join(abs, "__init__.py")); err == nil && st.Mode().IsRegular() {
 		prefix = root + "/" + name
 	}
-	l := memfs.NewLayer()
+	// First list and check everything, then read: a refused package
+	// costs no reading.
+	type file struct{ host, rel string }
+	var files []file
 	var total int64
 	err := filepath.WalkDir(abs, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
@@ -306,23 +313,34 @@ func readDir(abs, name string) (*pkg, error) {
 		if !info.Mode().IsRegular() {
 			return fmt.Errorf("%s is not a regular file", rel)
 		}
-		if l.Len() >= maxPackageFiles {
+		if len(files) >= maxPackageFiles {
 			return fmt.Errorf("more than %d files", maxPackageFiles)
 		}
 		if total += info.Size(); total > MaxPackageBytes {
 			return fmt.Errorf("larger than %d bytes", MaxPackageBytes)
 		}
-		data, err := os.ReadFile(p)
-		if err != nil {
-			return err
-		}
-		return l.AddFile(path.Join(prefix, rel), data)
+		files = append(files, file{p, rel})
+		return nil
 	})
 	if err != nil {
 		return nil, err
 	}
-	if l.Len() == 0 {
+	if len(files) == 0 {
 		return nil, errors.New("no files")
+	}
+	l := memfs.NewLayer()
+	total = 0
+	for _, f := range files {
+		data, err := os.ReadFile(f.host)
+		if err != nil {
+			return nil, err
+		}
+		if total += int64(len(data)); total > MaxPackageBytes { // grown since listed
+			return nil, fmt.Errorf("larger than %d bytes", MaxPackageBytes)
+		}
+		if err := l.AddFile(path.Join(prefix, f.rel), data); err != nil {
+			return nil, err
+		}
 	}
 	return &pkg{layer: l, sysPath: root}, nil
 }
@@ -346,19 +364,19 @@ type packageSet struct {
 	base int
 }
 
-// add appends p unless it is already in the set; two different packages
-// with the same guest path are refused.
-func (s *packageSet) add(p *pkg, hostPath string) error {
+// add appends p unless it is already in the set, and tells whether it
+// did; two different packages with the same guest path are refused.
+func (s *packageSet) add(p *pkg, hostPath string) (bool, error) {
 	for _, q := range s.pkgs {
 		if q == p {
-			return nil
+			return false, nil
 		}
 		if q.sysPath == p.sysPath {
-			return fmt.Errorf("%w %s: another package has the name %s", ErrInvalidPackage, hostPath, path.Base(p.sysPath))
+			return false, fmt.Errorf("%w %s: another package has the name %s", ErrInvalidPackage, hostPath, path.Base(p.sysPath))
 		}
 	}
 	s.pkgs = append(s.pkgs, p)
-	return nil
+	return true, nil
 }
 
 func (s *packageSet) layers() []*memfs.Layer {
@@ -390,10 +408,11 @@ func (sb *Sandbox) requestPackages(paths []string) (*packageSet, *Error) {
 	var total int64
 	for _, hp := range paths {
 		p, err := sb.pkgCache.get(hp)
+		added := false
 		if err == nil {
-			err = set.add(p, hp)
+			added, err = set.add(p, hp)
 		}
-		if err == nil {
+		if added {
 			if total += p.layer.Size(); total > MaxPackageBytes {
 				err = fmt.Errorf("%w: the request's packages exceed %d bytes together", ErrInvalidPackage, MaxPackageBytes)
 			}
@@ -411,7 +430,7 @@ func loadSandboxPackages(cache *pkgCache, cfg config) (*packageSet, error) {
 	for _, hp := range cfg.packages {
 		p, err := cache.get(hp)
 		if err == nil {
-			err = set.add(p, hp)
+			_, err = set.add(p, hp)
 		}
 		if err != nil {
 			return nil, err
