@@ -13,7 +13,7 @@ import (
 )
 
 // BenchmarkPackageImport times a run that imports a pure-Python package
-// (benchpkg: 10 modules, ~30 KB of source, from a wheel), side by side:
+// (benchpkg: 10 modules, 38 KB of source, from a wheel), side by side:
 // named by the request (read once, then cached by the Sandbox), given to
 // the Sandbox (WithPackages), and pre-imported into its snapshot
 // (WithPreimport); "none" is the same run without the import, and
