@@ -2,6 +2,7 @@ package airlock_test
 
 import (
 	"archive/zip"
+	"bytes"
 	"context"
 	"errors"
 	"os"
@@ -407,6 +408,20 @@ func TestSessionPackages(t *testing.T) {
 		if err != nil || res.ExitCode != 0 || string(res.Stdout) != step.want {
 			t.Fatalf("%q: err=%v exit=%d stdout=%q stderr=%s", step.code, err, res.ExitCode, res.Stdout, res.Stderr)
 		}
+	}
+	// A saved session loads with the packages mounted again.
+	var blob bytes.Buffer
+	if err := sess.Save(&blob); err != nil {
+		t.Fatal(err)
+	}
+	loaded, err := s.LoadSession(ctx, &blob)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer loaded.Close()
+	res, err := loaded.Run(ctx, "print(g, open('/opt/airlock/packages/"+airpkgWheel+"', 'rb').read(2))")
+	if err != nil || string(res.Stdout) != "hello session b'PK'\n" {
+		t.Fatalf("loaded session: err=%v stdout=%q stderr=%s", err, res.Stdout, res.Stderr)
 	}
 	// A call cannot change the session's filesystem or sys.path this way.
 	if _, err := sess.Exec(ctx, airlock.Request{Code: "pass", Packages: []string{whl}}); !errors.Is(err, airlock.ErrInvalidRequest) {
