@@ -27,6 +27,21 @@ func TestRunPackage(t *testing.T) {
 	if code != exitUsage || stdout != "" || !strings.Contains(stderr, "compiled extension") || !strings.Contains(stderr, "_native.so") {
 		t.Fatalf("a package with native code: exit %d, stdout %q, stderr:\n%s", code, stdout, stderr)
 	}
+	// serve and mcp load their packages once, at start: a refused one
+	// stops them before they serve anything.
+	for _, cmd := range []string{"serve", "mcp"} {
+		code, _, stderr = cli(t, "", cmd, "--addr", "127.0.0.1:0", "--package", pkg)
+		if cmd == "mcp" {
+			code, _, stderr = cli(t, "", cmd, "--package", pkg)
+		}
+		if code != 1 || !strings.Contains(stderr, "compiled extension") || !strings.Contains(stderr, "_native.so") {
+			t.Fatalf("%s --package with native code: exit %d, stderr:\n%s", cmd, code, stderr)
+		}
+	}
+	code, _, stderr = cli(t, "", "mcp", "--preimport", "json, no_such_module_here")
+	if code != 1 || !strings.Contains(stderr, "pre-import failed") || !strings.Contains(stderr, "no_such_module_here") {
+		t.Fatalf("mcp --preimport of a missing module: exit %d, stderr:\n%s", code, stderr)
+	}
 	// A remote client must not name the server's host paths.
 	code, _, stderr = cli(t, "", "run", "--server", "http://127.0.0.1:1", "--package", pkg, "-c", "pass")
 	if code != exitUsage || !strings.Contains(stderr, "--package") {
