@@ -29,13 +29,10 @@ func TestRunPackage(t *testing.T) {
 	}
 	// serve and mcp load their packages once, at start: a refused one
 	// stops them before they serve anything.
-	for _, cmd := range []string{"serve", "mcp"} {
-		code, _, stderr = cli(t, "", cmd, "--addr", "127.0.0.1:0", "--package", pkg)
-		if cmd == "mcp" {
-			code, _, stderr = cli(t, "", cmd, "--package", pkg)
-		}
+	for _, args := range [][]string{{"serve", "--addr", "127.0.0.1:0", "--package", pkg}, {"mcp", "--package", pkg}} {
+		code, _, stderr = cli(t, "", args...)
 		if code != 1 || !strings.Contains(stderr, "compiled extension") || !strings.Contains(stderr, "_native.so") {
-			t.Fatalf("%s --package with native code: exit %d, stderr:\n%s", cmd, code, stderr)
+			t.Fatalf("%v with native code: exit %d, stderr:\n%s", args, code, stderr)
 		}
 	}
 	code, _, stderr = cli(t, "", "mcp", "--preimport", "json, no_such_module_here")
