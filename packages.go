@@ -106,6 +106,10 @@ type pkgEntry struct {
 
 // get returns the package at hostPath, loading it if it is new or changed.
 func (c *pkgCache) get(hostPath string) (*pkg, error) {
+	if hostPath == "" {
+		// filepath.Abs would make it the working directory.
+		return nil, fmt.Errorf("%w: an empty path", ErrInvalidPackage)
+	}
 	abs, err := filepath.Abs(hostPath)
 	if err != nil {
 		return nil, fmt.Errorf("%w %s: %w", ErrInvalidPackage, hostPath, err)

@@ -269,6 +269,9 @@ func TestPackageInvalidRefused(t *testing.T) {
 		{"directory too large", hugeDir, "larger than"},
 		{"colon", write("a:b.whl", data), "must not contain"},
 	}
+	if _, err := run(t, airlock.Request{Packages: []string{""}}); !errors.Is(err, airlock.ErrInvalidPackage) || !strings.Contains(err.Error(), "empty path") {
+		t.Fatalf("an empty package path: err = %v", err)
+	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			res, err := run(t, airlock.Request{Code: "print('ran')", Packages: []string{tc.path}})
