@@ -57,6 +57,9 @@ var (
 	// ErrInvalidPackage refuses a package that cannot be read or used: a
 	// missing path, a corrupt zip, one over the size limits.
 	ErrInvalidPackage = errors.New("airlock: invalid package")
+	// ErrPreimport is New's error when a WithPreimport module does not
+	// import; the message holds the guest's traceback.
+	ErrPreimport = errors.New("airlock: pre-import failed")
 )
 
 // WithPackages makes pure-Python packages importable in every run: each
@@ -76,7 +79,8 @@ func WithPackages(paths ...string) Option {
 // in sys.modules at no cost; without, each run imports them first.
 //
 // # Errors
-// New fails when a module does not import.
+// New fails with ErrPreimport when a module does not import, and when a
+// name is not a dotted module name.
 func WithPreimport(modules ...string) Option {
 	return func(c *config) { c.preimport = append(c.preimport, modules...) }
 }
@@ -459,9 +463,6 @@ func (sb *Sandbox) packageEnv(set *packageSet) map[string]string {
 	}
 	return env
 }
-
-// ErrPreimport is New's error when a WithPreimport module does not import.
-var ErrPreimport = errors.New("airlock: pre-import failed")
 
 // imageExtras is what the snapshot image depends on through packages.
 // Nothing unless modules are pre-imported, so that Sandboxes with other
