@@ -79,8 +79,8 @@ func WithPackages(paths ...string) Option {
 // in sys.modules at no cost; without, each run imports them first.
 //
 // # Errors
-// New fails with ErrPreimport when a module does not import, and when a
-// name is not a dotted module name.
+// New fails with ErrPreimport when a module does not import, and with a
+// plain error when a name is not a dotted module name.
 func WithPreimport(modules ...string) Option {
 	return func(c *config) { c.preimport = append(c.preimport, modules...) }
 }
