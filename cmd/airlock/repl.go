@@ -27,6 +27,7 @@ func cmdRepl(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 		common commonFlags
 		limits limitFlags
 		files  fileFlags
+		pkgs   packageFlags
 		tools  = fs.String("tools", "", "expose built-in host tools to Python (import airlock): demo")
 		save   = fs.String("save", "", "on exit, save the session to this file (for --load)")
 		load   = fs.String("load", "", "start from a session saved with --save (limit flags given here apply to each input)")
@@ -34,6 +35,7 @@ func cmdRepl(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 	common.register(fs)
 	limits.register(fs)
 	files.register(fs)
+	pkgs.register(fs)
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: airlock repl [flags]   (limits apply to each input; Ctrl-D exits)")
 		fs.PrintDefaults()
@@ -59,7 +61,7 @@ func cmdRepl(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 	if err != nil {
 		return 1, err
 	}
-	sb, err := common.sandbox(ctx, stderr, sbOpts...)
+	sb, err := common.sandbox(ctx, stderr, append(sbOpts, pkgs.options()...)...)
 	if err != nil {
 		return 1, err
 	}

@@ -125,7 +125,7 @@ func (c *commonFlags) sandbox(ctx context.Context, stderr io.Writer, extra ...ai
 	return airlock.New(ctx, opts...)
 }
 
-// packageFlags give a long-lived Sandbox (serve, mcp) its packages:
+// packageFlags give a long-lived Sandbox (serve, mcp, repl) its packages:
 // loaded once, shared by every run. There is no request field for them,
 // as a remote client must not name the server's host paths.
 type packageFlags struct {
