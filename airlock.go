@@ -14,6 +14,7 @@ import (
 	"io"
 	"time"
 
+	"github.com/airlock-sandbox/airlock/engine"
 	"github.com/airlock-sandbox/airlock/hostfuncs"
 )
 
@@ -33,6 +34,11 @@ type Limits struct {
 	HostCalls int
 	// HostPayload caps one host call's request and result JSON, in bytes.
 	HostPayload int64
+	// Fuel caps the WebAssembly instructions the run may execute (about
+	// one unit each): a CPU budget that gives the same verdict on any
+	// machine. Running out ends the run with KindFuelExhausted. Only the
+	// wasmtime engine meters fuel (see WithEngine); 0 is no cap.
+	Fuel int64
 }
 
 // DefaultLimits are used where neither the Request nor the Sandbox says otherwise.
@@ -67,6 +73,9 @@ func (l Limits) withDefaults(d Limits) Limits {
 	}
 	if l.HostPayload == 0 {
 		l.HostPayload = d.HostPayload
+	}
+	if l.Fuel == 0 {
+		l.Fuel = d.Fuel
 	}
 	return l
 }
@@ -142,6 +151,10 @@ type Result struct {
 	// RolledBack, for a session call, tells that the call did not advance
 	// the session: it keeps its state from before the call.
 	RolledBack bool
+	// Fuel is the fuel the run consumed on the wasmtime engine, which
+	// meters every run; the same program with the same input consumes the
+	// same fuel every time. Always 0 on wazero, which does not meter.
+	Fuel int64
 }
 
 // File is a file the run left under /home/user.
@@ -168,7 +181,29 @@ type config struct {
 
 	sessionTTL  time.Duration // session.go
 	maxSessions int
+	engine      string // "" : $AIRLOCK_ENGINE, else wazero
 }
+
+// Engines names the WebAssembly engines for WithEngine.
+const (
+	// EngineWazero is the default: pure Go, no cgo.
+	EngineWazero = "wazero"
+	// EngineWasmtime is wasmtime through cgo, in binaries built with
+	// -tags airlock_wasmtime. It meters fuel (Limits.Fuel, Result.Fuel).
+	EngineWasmtime = "wasmtime"
+)
+
+// EnvEngine names the environment variable that picks the engine when
+// WithEngine is not given.
+const EnvEngine = "AIRLOCK_ENGINE"
+
+// WithEngine runs the Sandbox on the named engine (EngineWazero or
+// EngineWasmtime) instead of $AIRLOCK_ENGINE's, or wazero. New fails with
+// ErrEngineUnavailable for an engine this binary was built without.
+func WithEngine(name string) Option { return func(c *config) { c.engine = name } }
+
+// AvailableEngines lists the engines compiled into this binary.
+func AvailableEngines() []string { return engine.Engines() }
 
 // WithPython runs the python.wasm at path instead of the default build.
 func WithPython(path string) Option { return func(c *config) { c.pythonPath = path } }

@@ -30,6 +30,9 @@ var (
 	ErrInvalidRequest = errors.New("airlock: invalid request")
 )
 
+// ErrEngineUnavailable is New's error for an engine this binary lacks.
+var ErrEngineUnavailable = errors.New("airlock: engine not available")
+
 var sentinels = map[Kind]error{
 	KindTimeout:        ErrTimeout,
 	KindMemoryLimit:    ErrMemoryLimit,

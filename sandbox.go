@@ -6,8 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"os"
 	"path"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -69,11 +71,21 @@ func New(ctx context.Context, opts ...Option) (*Sandbox, error) {
 		return nil, fmt.Errorf("airlock: %w", err)
 	}
 	cfg.registry = reg
+	if cfg.engine == "" {
+		cfg.engine = os.Getenv(EnvEngine)
+	}
+	if cfg.engine == "" {
+		cfg.engine = EngineWazero
+	}
+	if !slices.Contains(engine.Engines(), cfg.engine) {
+		return nil, fmt.Errorf("%w: %q (this binary has %s; wasmtime needs a build with -tags airlock_wasmtime)",
+			ErrEngineUnavailable, cfg.engine, strings.Join(engine.Engines(), ", "))
+	}
 	art, err := python.Load(cfg.pythonPath, cfg.cacheDir)
 	if err != nil {
 		return nil, fmt.Errorf("airlock: %w", err)
 	}
-	engOpts := engine.Options{Notice: cfg.notice}
+	engOpts := engine.Options{Notice: cfg.notice, Engine: cfg.engine}
 	if !cfg.noCache {
 		engOpts.CacheDir = filepath.Join(cfg.cacheDir, "compiled")
 	}
@@ -133,6 +145,9 @@ func (sb *Sandbox) Close(ctx context.Context) error {
 	}
 	return errors.Join(sb.snap.close(ctx), freshErr)
 }
+
+// Engine names the WebAssembly engine the Sandbox runs on.
+func (sb *Sandbox) Engine() string { return sb.cfg.engine }
 
 // Info describes the python.wasm a Sandbox runs.
 type Info struct {
@@ -202,7 +217,7 @@ func (sb *Sandbox) runIn(ctx context.Context, start time.Time, req *Request, lim
 		res.Error, res.Duration = err, time.Since(start)
 		return res, err
 	}
-	spec := engine.RunSpec{MemoryLimit: uint64(limits.Memory)}
+	spec := engine.RunSpec{MemoryLimit: uint64(limits.Memory), Fuel: uint64(limits.Fuel)}
 	if call != nil {
 		call.prepare(&wcfg, &spec)
 	}
@@ -225,6 +240,7 @@ func (sb *Sandbox) runIn(ctx context.Context, start time.Time, req *Request, lim
 	res.StdoutTruncated, res.StderrTruncated = stdout.truncated, stderr.truncated
 	res.ExitCode = int(out.ExitCode)
 	res.PeakMemory = int64(out.PeakMemory)
+	res.Fuel = int64(out.Fuel)
 	res.Files = changedFiles(fs, before)
 	if call != nil && out.Image != nil {
 		out.ExitCode = uint32(call.status.code) // paused, not exited
@@ -267,6 +283,8 @@ func classify(runErr error, out engine.Outcome, fs *memfs.FS, l Limits) *Error {
 			return newError(KindFSQuota, nil, "the program exceeded the filesystem quota (%d bytes, %d files)", l.FSBytes, l.FSFiles)
 		}
 		return nil
+	case errors.Is(runErr, engine.ErrFuelExhausted):
+		return newError(KindFuelExhausted, runErr, "the run used up its %d units of fuel", l.Fuel)
 	case errors.Is(runErr, errOutputLimit):
 		return newError(KindOutputLimit, runErr, "output exceeded the %d-byte limit", l.Output)
 	case errors.Is(runErr, engine.ErrMemoryLimit):
@@ -290,8 +308,10 @@ func firstLine(s string) string {
 func (sb *Sandbox) validate(req *Request) (Limits, *Error) {
 	l := req.Limits
 	switch {
-	case l.Timeout < 0, l.Memory < 0, l.Output < 0, l.FSBytes < 0, l.FSFiles < 0, l.HostCalls < 0, l.HostPayload < 0:
+	case l.Timeout < 0, l.Memory < 0, l.Output < 0, l.FSBytes < 0, l.FSFiles < 0, l.HostCalls < 0, l.HostPayload < 0, l.Fuel < 0:
 		return l, newError(KindInvalidRequest, nil, "limits must not be negative")
+	case l.Fuel > 0 && sb.cfg.engine != EngineWasmtime:
+		return l, newError(KindInvalidRequest, nil, "a fuel limit needs the wasmtime engine; this sandbox runs on %s", sb.cfg.engine)
 	case len(req.Code) > maxCodeBytes:
 		return l, newError(KindInvalidRequest, nil, "code is %d bytes; the maximum is %d", len(req.Code), maxCodeBytes)
 	case strings.ContainsRune(req.Filename, 0):

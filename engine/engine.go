@@ -49,6 +49,9 @@ type Options struct {
 	CacheDir string
 	// Notice receives a one-line message before a slow, uncached compile.
 	Notice io.Writer
+	// Engine is the WebAssembly runtime: "" or EngineWazero (pure Go), or
+	// EngineWasmtime (cgo; only in builds with -tags airlock_wasmtime).
+	Engine string
 }
 
 // Module is a compiled WASI program, shared by every Sandbox in the process
@@ -60,6 +63,7 @@ type Module struct {
 	minMem   uint64
 	refs     int
 	snap     *resumable // set by LoadResumable (snapshot.go)
+	alt      backend    // non-nil when another engine than wazero runs it (backend.go)
 }
 
 var (
@@ -75,16 +79,23 @@ var (
 func Load(ctx context.Context, wasm []byte, opts Options) (*Module, error) {
 	sum := sha256.Sum256(wasm)
 	digest := hex.EncodeToString(sum[:])
-	key := digest + "\x00" + opts.CacheDir
+	name, err := engineName(opts.Engine)
+	if err != nil {
+		return nil, err
+	}
+	key := digest + "\x00" + opts.CacheDir + "\x00" + name
 	loadedMu.Lock()
 	defer loadedMu.Unlock()
 	if m, ok := loaded[key]; ok {
 		m.refs++
 		return m, nil
 	}
+	if name != EngineWazero {
+		return loadAlt(ctx, key, wasm, opts)
+	}
 	// DWARF would only decorate guest stack traces, and it costs seconds per
 	// process when wazero reads the source map back from its cache.
-	wasm, err := wasmbin.StripDebug(wasm)
+	wasm, err = wasmbin.StripDebug(wasm)
 	if err != nil {
 		return nil, fmt.Errorf("engine: %w", err)
 	}
@@ -139,6 +150,9 @@ func (m *Module) Close(ctx context.Context) error {
 		return nil
 	}
 	delete(loaded, m.key)
+	if m.alt != nil {
+		return m.alt.close()
+	}
 	return m.runtime.Close(ctx)
 }
 
@@ -190,6 +204,10 @@ type RunSpec struct {
 	// as at Capture, and the Outcome carries the new Image: how a session
 	// keeps its interpreter between calls.
 	PauseWhen func() bool
+	// Fuel caps the WebAssembly instructions the guest may execute, on
+	// engines that meter fuel (wasmtime); 0 is no cap. Running out ends the
+	// run with ErrFuelExhausted.
+	Fuel uint64
 }
 
 // Outcome is what a run reports beside its error.
@@ -203,6 +221,9 @@ type Outcome struct {
 	// Image is the guest paused where RunSpec.PauseWhen asked (nil when
 	// it ran to its exit instead). The caller owns it.
 	Image *Image
+	// Fuel is the fuel the guest consumed, on engines that meter it
+	// (wasmtime: about one unit per WebAssembly instruction); 0 on wazero.
+	Fuel uint64
 }
 
 // Run instantiates a fresh instance, calls _start and closes the instance.
@@ -213,6 +234,9 @@ type Outcome struct {
 // below the module's minimum memory; the error a host function trapped with
 // (an output limit, say); *TrapError for a guest crash.
 func (m *Module) Run(ctx context.Context, spec RunSpec) (Outcome, error) {
+	if m.alt != nil {
+		return m.alt.run(ctx, spec)
+	}
 	limits := &runLimits{maxBytes: spec.MemoryLimit &^ 0xffff}
 	if limits.maxBytes < m.minMem {
 		return Outcome{MemoryLimitHit: true}, ErrMemoryLimit

@@ -80,9 +80,8 @@ func LoadResumable(ctx context.Context, wasm []byte, opts Options) (*Module, err
 	if err != nil {
 		return nil, err
 	}
-	exports := m.compiled.ExportedFunctions()
 	for _, name := range []string{"_start", "asyncify_start_unwind", "asyncify_stop_unwind", "asyncify_start_rewind", "asyncify_stop_rewind"} {
-		if _, ok := exports[name]; !ok {
+		if !m.exportsFunction(name) {
 			m.Close(ctx)
 			return nil, fmt.Errorf("%w: missing %s", ErrNotResumable, name)
 		}
@@ -202,6 +201,9 @@ func (m *Module) Capture(ctx context.Context, spec RunSpec) (*Image, error) {
 	if m.snap == nil {
 		return nil, ErrNotResumable
 	}
+	if m.alt != nil {
+		return m.alt.capture(ctx, spec, m.snap)
+	}
 	limits := &runLimits{maxBytes: spec.MemoryLimit &^ 0xffff}
 	if limits.maxBytes < m.minMem {
 		return nil, ErrMemoryLimit
@@ -271,6 +273,9 @@ func (m *Module) Resume(ctx context.Context, img *Image, spec RunSpec) (Outcome,
 	}
 	if len(img.Globals) != len(m.snap.globals) {
 		return Outcome{}, fmt.Errorf("engine: image has %d globals, module %d", len(img.Globals), len(m.snap.globals))
+	}
+	if m.alt != nil {
+		return m.alt.resume(ctx, img, spec, m.snap)
 	}
 	limits := &runLimits{maxBytes: spec.MemoryLimit &^ 0xffff}
 	if limits.maxBytes < uint64(img.Len()) || limits.maxBytes < m.minMem {

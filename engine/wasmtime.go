@@ -1,0 +1,460 @@
+//go:build airlock_wasmtime
+
+package engine
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+
+	wasmtime "github.com/bytecodealliance/wasmtime-go/v39"
+
+	"github.com/airlock-sandbox/airlock/internal/wasmbin"
+	"github.com/airlock-sandbox/airlock/wasi"
+)
+
+// The wasmtime engine: the same WASI table, snapshots and limits as on
+// wazero, plus fuel. Fuel metering is always on, so every run reports what
+// it consumed; a run without a fuel cap gets more than it could use.
+
+// WasmtimeVersion is the wasmtime-go release compiled in; it keys the
+// compile cache, whose files only the same release can load.
+const WasmtimeVersion = "v39.0.1"
+
+// unlimitedFuel is the fuel of a run without a cap: centuries of CPU.
+const unlimitedFuel = math.MaxUint64 / 2
+
+// wasmtimeStack is the native stack wasm may use: CPython's recursion
+// limit is reached well within it (wasmtime's default, 512 KiB, is not
+// enough for it), and it stays below the 8 MiB of the threads Go runs cgo
+// calls on.
+const wasmtimeStack = 4 << 20
+
+// wasmtimeConfig names the engine settings the compile cache depends on.
+const wasmtimeConfig = "fuel=1;epoch=1;stack=4M;memcreator=1"
+
+func init() { loadWasmtime = loadWasmtimeModule }
+
+type wtModule struct {
+	engine  *wasmtime.Engine
+	linker  *wasmtime.Linker
+	module  *wasmtime.Module
+	minMem  uint64
+	exports map[string]bool
+}
+
+func loadWasmtimeModule(ctx context.Context, wasm []byte, opts Options) (backend, error) {
+	wasm, err := wasmbin.StripDebug(wasm)
+	if err != nil {
+		return nil, fmt.Errorf("engine: %w", err)
+	}
+	cfg := wasmtime.NewConfig()
+	cfg.SetConsumeFuel(true)
+	cfg.SetEpochInterruption(true)
+	cfg.SetMaxWasmStack(wasmtimeStack)
+	setMemoryCreator(cfg)
+	eng := wasmtime.NewEngineWithConfig(cfg)
+	mod, err := compileCached(eng, wasm, opts)
+	if err != nil {
+		eng.Close()
+		return nil, err
+	}
+	linker, err := wasmtimeLinker(eng)
+	if err != nil {
+		mod.Close()
+		eng.Close()
+		return nil, err
+	}
+	m := &wtModule{engine: eng, linker: linker, module: mod, exports: map[string]bool{}}
+	for _, e := range mod.Exports() {
+		ty := e.Type()
+		if mt := ty.MemoryType(); mt != nil {
+			m.minMem = mt.Minimum() * 65536
+		}
+		if ty.FuncType() != nil {
+			m.exports[e.Name()] = true
+		}
+	}
+	return m, nil
+}
+
+// compileCached compiles wasm, or loads the code compiled by an earlier
+// process from opts.CacheDir. Only files this function wrote are loaded:
+// deserialising trusts the file as machine code.
+func compileCached(eng *wasmtime.Engine, wasm []byte, opts Options) (*wasmtime.Module, error) {
+	path := ""
+	if opts.CacheDir != "" {
+		h := sha256.New()
+		h.Write(wasm)
+		h.Write([]byte("\x00" + WasmtimeVersion + "\x00" + wasmtimeConfig))
+		dir := filepath.Join(opts.CacheDir, "wasmtime")
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return nil, fmt.Errorf("engine: create cache dir: %w", err)
+		}
+		path = filepath.Join(dir, hex.EncodeToString(h.Sum(nil))+".cwasm")
+		if mod, err := wasmtime.NewModuleDeserializeFile(eng, path); err == nil {
+			return mod, nil
+		}
+	}
+	if opts.Notice != nil {
+		fmt.Fprintf(opts.Notice, "airlock: compiling the %d MB module for wasmtime once (takes seconds; cached after)...\n", len(wasm)>>20)
+	}
+	mod, err := wasmtime.NewModule(eng, wasm)
+	if err != nil {
+		return nil, fmt.Errorf("engine: compile: %w", err)
+	}
+	if path != "" {
+		if code, err := mod.Serialize(); err == nil {
+			writeAtomic(path, code)
+		}
+	}
+	return mod, nil
+}
+
+// writeAtomic writes data to path through a temporary file in the same
+// directory, so a reader never sees a partial file. Failure only costs a
+// later compile.
+func writeAtomic(path string, data []byte) {
+	f, err := os.CreateTemp(filepath.Dir(path), ".part-*")
+	if err != nil {
+		return
+	}
+	_, werr := f.Write(data)
+	cerr := f.Close()
+	if werr != nil || cerr != nil || os.Rename(f.Name(), path) != nil {
+		os.Remove(f.Name())
+	}
+}
+
+// wasmtimeLinker defines package wasi's table once per engine; each call
+// finds its run in the store's data.
+func wasmtimeLinker(eng *wasmtime.Engine) (*wasmtime.Linker, error) {
+	l := wasmtime.NewLinker(eng)
+	for _, f := range wasi.Functions() {
+		ty := wasmtime.NewFuncType(wtValTypes(f.Params), wtValTypes(f.Results))
+		call, results := f.Call, f.Results
+		pauses := f.Name == "fd_read" // the snapshot point (snapshot.go)
+		fn := func(c *wasmtime.Caller, args []wasmtime.Val) ([]wasmtime.Val, *wasmtime.Trap) {
+			r, _ := c.Data().(*wtRun)
+			if r == nil {
+				return nil, wasmtime.NewTrap("engine: WASI call outside a run")
+			}
+			stack := make([]uint64, max(len(args), len(results)))
+			for i, a := range args {
+				if a.Kind() == wasmtime.KindI64 {
+					stack[i] = uint64(a.I64())
+				} else {
+					stack[i] = uint64(uint32(a.I32()))
+				}
+			}
+			if pauses && uint32(stack[0]) == 0 && r.pause != nil && !r.pause.fired {
+				r.pause.fired = true
+				if r.pause.capture {
+					if err := r.unwind(c); err != nil {
+						return nil, r.trap(err)
+					}
+					return []wasmtime.Val{wasmtime.ValI32(0)}, nil
+				}
+				if _, err := callExport(c, "asyncify_stop_rewind"); err != nil {
+					return nil, r.trap(err)
+				}
+			}
+			if err := call(r.ctx, r.wasi, r.mem.memory(), stack); err != nil {
+				return nil, r.trap(err)
+			}
+			out := make([]wasmtime.Val, len(results))
+			for i, t := range results {
+				if t == wasi.I64 {
+					out[i] = wasmtime.ValI64(int64(stack[i]))
+				} else {
+					out[i] = wasmtime.ValI32(int32(uint32(stack[i])))
+				}
+			}
+			return out, nil
+		}
+		if err := l.FuncNew(wasi.ModuleName, f.Name, ty, fn); err != nil {
+			l.Close()
+			return nil, fmt.Errorf("engine: register WASI: %w", err)
+		}
+	}
+	return l, nil
+}
+
+func wtValTypes(ts []wasi.ValueType) []*wasmtime.ValType {
+	out := make([]*wasmtime.ValType, len(ts))
+	for i, t := range ts {
+		kind := wasmtime.KindI32
+		if t == wasi.I64 {
+			kind = wasmtime.KindI64
+		}
+		out[i] = wasmtime.NewValType(kind)
+	}
+	return out
+}
+
+// wtRun is one run's state, the store's data.
+type wtRun struct {
+	ctx     context.Context
+	wasi    *wasi.State
+	pause   *pausePoint
+	mem     cRun
+	fuel    uint64 // given at the start
+	hostErr error  // the error a host function trapped with
+	store   *wasmtime.Store
+	inst    *wasmtime.Instance
+}
+
+func (r *wtRun) trap(err error) *wasmtime.Trap {
+	r.hostErr = err
+	return wasmtime.NewTrap(err.Error())
+}
+
+// callExport calls one of the instance's exports from inside a host call.
+func callExport(c *wasmtime.Caller, name string, args ...any) (any, error) {
+	ext := c.GetExport(name)
+	if ext == nil || ext.Func() == nil {
+		return nil, fmt.Errorf("engine: no export %s", name)
+	}
+	res, err := ext.Func().Call(c, args...)
+	if err != nil {
+		return nil, fmt.Errorf("engine: %s: %w", name, err)
+	}
+	return res, nil
+}
+
+// unwind is pausePoint.unwind on wasmtime: room for asyncify's buffer,
+// then the unwind starts and the guest returns from _start.
+func (r *wtRun) unwind(c *wasmtime.Caller) error {
+	if fds := r.wasi.OpenFDs(); !slices.Equal(fds, []uint32{0, 1, 2, 3}) {
+		return fmt.Errorf("%w: %v", ErrPausedWithOpenFiles, fds)
+	}
+	mem := c.GetExport("memory").Memory()
+	old, err := mem.Grow(c, unwindPages)
+	if err != nil {
+		return fmt.Errorf("engine: snapshot: no room for the unwind buffer: %w", ErrMemoryLimit)
+	}
+	buf := uint32(old * 65536)
+	r.pause.buffer = buf
+	m := r.mem.memory()
+	putUint32(m[buf:], buf+8)
+	putUint32(m[buf+4:], buf+unwindPages*65536)
+	_, err = callExport(c, "asyncify_start_unwind", int32(buf))
+	return err
+}
+
+func putUint32(b []byte, v uint32) {
+	b[0], b[1], b[2], b[3] = byte(v), byte(v>>8), byte(v>>16), byte(v>>24)
+}
+
+// start makes a store and instance for one run. On error the run is
+// already released.
+func (m *wtModule) start(ctx context.Context, spec RunSpec, pause *pausePoint) (*wtRun, error) {
+	limit := spec.MemoryLimit &^ 0xffff
+	if limit < m.minMem {
+		return nil, ErrMemoryLimit
+	}
+	r := &wtRun{ctx: wasi.WithState(ctx, spec.WASI), wasi: spec.WASI, pause: pause, mem: newCRun(limit)}
+	r.store = wasmtime.NewStoreWithData(m.engine, r)
+	r.fuel = spec.Fuel
+	if r.fuel == 0 {
+		r.fuel = unlimitedFuel
+	}
+	if err := r.store.SetFuel(r.fuel); err != nil {
+		r.release()
+		return nil, fmt.Errorf("engine: set fuel: %w", err)
+	}
+	r.store.SetEpochDeadline(1)
+	r.mem.watchEpoch(r.store)
+	var err error
+	r.mem.instantiate(func() { r.inst, err = m.linker.Instantiate(r.store, m.module) })
+	if err != nil {
+		r.release()
+		if ctx.Err() != nil {
+			return nil, fmt.Errorf("%w: %w", ErrInterrupted, ctx.Err())
+		}
+		return nil, fmt.Errorf("engine: instantiate: %w", err)
+	}
+	return r, nil
+}
+
+// call runs an export of the instance with the run's context watched: when
+// it ends, the epoch advances and this run's callback stops the guest.
+func (r *wtRun) call(name string, args ...any) error {
+	f := r.inst.GetFunc(r.store, name)
+	if f == nil {
+		return fmt.Errorf("engine: no export %s", name)
+	}
+	stop := context.AfterFunc(r.ctx, func() {
+		r.mem.stop()
+		r.store.Engine.IncrementEpoch()
+	})
+	defer stop()
+	_, err := f.Call(r.store, args...)
+	return err
+}
+
+func (r *wtRun) release() {
+	r.store.Close()
+	r.mem.free()
+}
+
+// outcome reads the run's figures; call it before release.
+func (r *wtRun) outcome() Outcome {
+	out := Outcome{PeakMemory: r.mem.peak(), MemoryLimitHit: r.mem.hit()}
+	if left, err := r.store.GetFuel(); err == nil {
+		out.Fuel = r.fuel - left
+	}
+	return out
+}
+
+// classify is engine.classify for wasmtime's errors.
+func (r *wtRun) classify(out Outcome, err error) (Outcome, error) {
+	if err == nil {
+		return out, nil
+	}
+	var exit *wasi.ExitError
+	if errors.As(r.hostErr, &exit) {
+		out.ExitCode = exit.Code
+		return out, nil
+	}
+	var trap *wasmtime.Trap
+	if errors.As(err, &trap) && r.hostErr == nil {
+		if code := trap.Code(); code != nil && *code == wasmtime.OutOfFuel {
+			return out, ErrFuelExhausted
+		}
+	}
+	if ctxErr := r.ctx.Err(); ctxErr != nil {
+		return out, fmt.Errorf("%w: %w", ErrInterrupted, ctxErr)
+	}
+	if r.hostErr != nil {
+		return out, r.hostErr
+	}
+	return out, &TrapError{Err: err}
+}
+
+func (m *wtModule) run(ctx context.Context, spec RunSpec) (Outcome, error) {
+	r, err := m.start(ctx, spec, nil)
+	if err != nil {
+		return Outcome{MemoryLimitHit: errors.Is(err, ErrMemoryLimit)}, err
+	}
+	defer r.release()
+	err = r.call("_start")
+	return r.classify(r.outcome(), err)
+}
+
+func (m *wtModule) capture(ctx context.Context, spec RunSpec, snap *resumable) (*Image, error) {
+	p := &pausePoint{capture: true}
+	r, err := m.start(ctx, spec, p)
+	if err != nil {
+		return nil, fmt.Errorf("engine: snapshot: %w", err)
+	}
+	defer r.release()
+	mem := r.mem.memory()
+	for _, s := range snap.segments {
+		if uint64(s.Offset)+uint64(len(s.Data)) > uint64(len(mem)) {
+			return nil, fmt.Errorf("engine: snapshot: data segment at %#x outside memory", s.Offset)
+		}
+		copy(mem[s.Offset:], s.Data)
+	}
+	err = r.call("_start")
+	if err != nil || !p.fired {
+		out, err := r.classify(Outcome{}, err)
+		if err == nil {
+			err = fmt.Errorf("%w (exit status %d)", ErrNoPausePoint, out.ExitCode)
+		}
+		return nil, fmt.Errorf("engine: snapshot: %w", err)
+	}
+	if err := r.call("asyncify_stop_unwind"); err != nil {
+		return nil, fmt.Errorf("engine: snapshot: stop unwind: %w", err)
+	}
+	globals := make([]uint64, len(snap.globals))
+	for i, name := range snap.globals {
+		ext := r.inst.GetExport(r.store, name)
+		if ext == nil || ext.Global() == nil {
+			return nil, fmt.Errorf("engine: snapshot: no global %s", name)
+		}
+		globals[i] = wtGlobalBits(ext.Global().Get(r.store))
+	}
+	return NewImage(slices.Clone(r.mem.memory()), globals, p.buffer), nil
+}
+
+func (m *wtModule) resume(ctx context.Context, img *Image, spec RunSpec, snap *resumable) (Outcome, error) {
+	if spec.MemoryLimit&^0xffff < uint64(len(img.Memory)) {
+		return Outcome{MemoryLimitHit: true}, ErrMemoryLimit
+	}
+	r, err := m.start(ctx, spec, &pausePoint{})
+	if err != nil {
+		return Outcome{MemoryLimitHit: errors.Is(err, ErrMemoryLimit)}, err
+	}
+	defer r.release()
+	if err := r.rewind(img, snap); err != nil {
+		return r.classify(r.outcome(), err)
+	}
+	err = r.call("_start")
+	return r.classify(r.outcome(), err)
+}
+
+// rewind puts img's memory and globals into the run's fresh instance and
+// starts asyncify's rewind.
+func (r *wtRun) rewind(img *Image, snap *resumable) error {
+	mem := r.inst.GetExport(r.store, "memory").Memory()
+	pages := uint64(len(img.Memory) / 65536)
+	if cur := mem.Size(r.store); cur < pages {
+		if _, err := mem.Grow(r.store, pages-cur); err != nil {
+			return ErrMemoryLimit
+		}
+	}
+	copy(r.mem.memory(), img.Memory)
+	for i, name := range snap.globals {
+		ext := r.inst.GetExport(r.store, name)
+		if ext == nil || ext.Global() == nil {
+			return fmt.Errorf("engine: no global %s", name)
+		}
+		g := ext.Global()
+		if err := g.Set(r.store, wtGlobalVal(g.Type(r.store).Content().Kind(), img.Globals[i])); err != nil {
+			return fmt.Errorf("engine: global %s: %w", name, err)
+		}
+	}
+	return r.call("asyncify_start_rewind", int32(img.UnwindBuffer))
+}
+
+// wtGlobalBits encodes a global's value as wazero does (api.EncodeI32, ...),
+// so images are the same on both engines.
+func wtGlobalBits(v wasmtime.Val) uint64 {
+	switch v.Kind() {
+	case wasmtime.KindI64:
+		return uint64(v.I64())
+	case wasmtime.KindF32:
+		return uint64(math.Float32bits(v.F32()))
+	case wasmtime.KindF64:
+		return math.Float64bits(v.F64())
+	}
+	return uint64(uint32(v.I32()))
+}
+
+func wtGlobalVal(kind wasmtime.ValKind, bits uint64) wasmtime.Val {
+	switch kind {
+	case wasmtime.KindI64:
+		return wasmtime.ValI64(int64(bits))
+	case wasmtime.KindF32:
+		return wasmtime.ValF32(math.Float32frombits(uint32(bits)))
+	case wasmtime.KindF64:
+		return wasmtime.ValF64(math.Float64frombits(bits))
+	}
+	return wasmtime.ValI32(int32(uint32(bits)))
+}
+
+func (m *wtModule) exportsFunction(name string) bool { return m.exports[name] }
+
+func (m *wtModule) close() error {
+	m.linker.Close()
+	m.module.Close()
+	m.engine.Close()
+	return nil
+}
