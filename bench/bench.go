@@ -44,6 +44,9 @@ type Stats struct {
 	P50, P99  time.Duration
 	RunsPerS  float64
 	WallClock time.Duration
+	// FuelMin and FuelMax bound the fuel the runs consumed (0 on engines
+	// that do not meter it); equal when the workload is deterministic.
+	FuelMin, FuelMax int64
 }
 
 // Measure runs w runs times on workers goroutines and reports latency
@@ -53,6 +56,7 @@ func Measure(ctx context.Context, sb *airlock.Sandbox, w Workload, runs, workers
 		return Stats{}, fmt.Errorf("bench: need at least one run and one worker")
 	}
 	lat := make([]time.Duration, runs)
+	fuel := make([]int64, runs)
 	next := make(chan int, runs)
 	for i := range runs {
 		next <- i
@@ -72,6 +76,7 @@ func Measure(ctx context.Context, sb *airlock.Sandbox, w Workload, runs, workers
 				t := time.Now()
 				res, err := sb.Run(ctx, airlock.Request{Code: w.Code})
 				lat[i] = time.Since(t)
+				fuel[i] = res.Fuel
 				if err == nil && res.ExitCode != 0 {
 					err = fmt.Errorf("exit %d: %s", res.ExitCode, res.Stderr)
 				}
@@ -99,6 +104,8 @@ func Measure(ctx context.Context, sb *airlock.Sandbox, w Workload, runs, workers
 		P99:       percentile(lat, 99),
 		RunsPerS:  float64(runs) / wall.Seconds(),
 		WallClock: wall,
+		FuelMin:   slices.Min(fuel),
+		FuelMax:   slices.Max(fuel),
 	}, nil
 }
 

@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 
 	wasmtime "github.com/bytecodealliance/wasmtime-go/v39"
 
@@ -37,7 +38,7 @@ const unlimitedFuel = math.MaxUint64 / 2
 const wasmtimeStack = 4 << 20
 
 // wasmtimeConfig names the engine settings the compile cache depends on.
-const wasmtimeConfig = "fuel=1;epoch=1;stack=4M;memcreator=1"
+const wasmtimeConfig = "fuel=1;epoch=1;stack=4M;memcreator=1;cow=0"
 
 func init() { loadWasmtime = loadWasmtimeModule }
 
@@ -58,6 +59,9 @@ func loadWasmtimeModule(ctx context.Context, wasm []byte, opts Options) (backend
 	cfg.SetConsumeFuel(true)
 	cfg.SetEpochInterruption(true)
 	cfg.SetMaxWasmStack(wasmtimeStack)
+	// Copy-on-write data initialisation needs wasmtime's own mmap
+	// memories; with ours, wasmtime copies the data segments in.
+	cfg.SetMemoryInitCOWSet(false)
 	setMemoryCreator(cfg)
 	eng := wasmtime.NewEngineWithConfig(cfg)
 	mod, err := compileCached(eng, wasm, opts)
@@ -323,11 +327,10 @@ func (r *wtRun) classify(out Outcome, err error) (Outcome, error) {
 		out.ExitCode = exit.Code
 		return out, nil
 	}
-	var trap *wasmtime.Trap
-	if errors.As(err, &trap) && r.hostErr == nil {
-		if code := trap.Code(); code != nil && *code == wasmtime.OutOfFuel {
-			return out, ErrFuelExhausted
-		}
+	// wasmtime wraps the trap in its backtrace, which hides the trap code
+	// from wasmtime_trap_code; an empty tank tells the same.
+	if r.hostErr == nil && out.Fuel == r.fuel {
+		return out, ErrFuelExhausted
 	}
 	if ctxErr := r.ctx.Err(); ctxErr != nil {
 		return out, fmt.Errorf("%w: %w", ErrInterrupted, ctxErr)
@@ -335,7 +338,18 @@ func (r *wtRun) classify(out Outcome, err error) (Outcome, error) {
 	if r.hostErr != nil {
 		return out, r.hostErr
 	}
-	return out, &TrapError{Err: err}
+	return out, &TrapError{Err: trapCause(err)}
+}
+
+// trapCause puts the cause of a wasmtime trap ("wasm trap: call stack
+// exhausted") first, before the backtrace wasmtime leads with.
+func trapCause(err error) error {
+	msg := err.Error()
+	if _, after, ok := strings.Cut(msg, "Caused by:\n"); ok {
+		cause, _, _ := strings.Cut(strings.TrimSpace(after), "\n")
+		return fmt.Errorf("%s\n%w", cause, err)
+	}
+	return err
 }
 
 func (m *wtModule) run(ctx context.Context, spec RunSpec) (Outcome, error) {
@@ -410,7 +424,9 @@ func (r *wtRun) rewind(img *Image, snap *resumable) error {
 			return ErrMemoryLimit
 		}
 	}
-	copy(r.mem.memory(), img.Memory)
+	if !mapImage(r.mem.memory(), img) {
+		copy(r.mem.memory(), img.Memory)
+	}
 	for i, name := range snap.globals {
 		ext := r.inst.GetExport(r.store, name)
 		if ext == nil || ext.Global() == nil {

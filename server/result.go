@@ -31,6 +31,8 @@ type Result struct {
 	Error      *ErrorInfo `json:"error"`
 	DurationMS float64    `json:"duration_ms"`
 	Files      []File     `json:"files"`
+	// Fuel is the fuel the run consumed, on the wasmtime engine only.
+	Fuel int64 `json:"fuel,omitempty"`
 }
 
 // NewResult converts res; withData includes the files' contents.
@@ -41,6 +43,7 @@ func NewResult(res *airlock.Result, withData bool) Result {
 		Stderr:     string(res.Stderr),
 		DurationMS: float64(res.Duration) / float64(time.Millisecond),
 		Files:      []File{},
+		Fuel:       res.Fuel,
 	}
 	if res.Error != nil {
 		out.Error = &ErrorInfo{Kind: string(res.Error.Kind), Message: res.Error.Message}
@@ -65,6 +68,8 @@ type RunLimits struct {
 	FSFiles     int   `json:"fs_files,omitempty"`
 	HostCalls   int   `json:"host_calls,omitempty"`
 	HostPayload int64 `json:"host_payload,omitempty"`
+	// Fuel is a CPU budget; it needs a server on the wasmtime engine.
+	Fuel int64 `json:"fuel,omitempty"`
 }
 
 // RunRequest is the body of POST /v1/run. Files and Stdin are base64 in
@@ -86,6 +91,7 @@ func FromLimits(l airlock.Limits) RunLimits {
 	return RunLimits{
 		TimeoutMS: l.Timeout.Milliseconds(), Memory: l.Memory, Output: l.Output,
 		FSBytes: l.FSBytes, FSFiles: l.FSFiles, HostCalls: l.HostCalls, HostPayload: l.HostPayload,
+		Fuel: l.Fuel,
 	}
 }
 
@@ -103,6 +109,7 @@ func (r RunLimits) clamp(maxima airlock.Limits) (airlock.Limits, []string) {
 		{"output", &r.Output, maxima.Output},
 		{"fs_bytes", &r.FSBytes, maxima.FSBytes},
 		{"host_payload", &r.HostPayload, maxima.HostPayload},
+		{"fuel", &r.Fuel, maxima.Fuel},
 	}
 	for _, f := range fields {
 		if f.max > 0 && *f.v > f.max {
@@ -127,7 +134,7 @@ func (r RunLimits) clamp(maxima airlock.Limits) (airlock.Limits, []string) {
 	l := airlock.Limits{
 		Timeout: time.Duration(r.TimeoutMS) * time.Millisecond,
 		Memory:  r.Memory, Output: r.Output, FSBytes: r.FSBytes, FSFiles: r.FSFiles,
-		HostCalls: r.HostCalls, HostPayload: r.HostPayload,
+		HostCalls: r.HostCalls, HostPayload: r.HostPayload, Fuel: r.Fuel,
 	}
 	return l, clamped
 }

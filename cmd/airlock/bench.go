@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"io"
 	"runtime"
+	"strconv"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -30,12 +32,17 @@ var benchModes = []benchMode{
 // benchRow is one line of `airlock bench --json`; the keys are stable.
 type benchRow struct {
 	Name     string  `json:"name"`
+	Engine   string  `json:"engine"`
 	Mode     string  `json:"mode"`
 	Workers  int     `json:"workers"`
 	Runs     int     `json:"runs"`
 	P50MS    float64 `json:"p50_ms"`
 	P99MS    float64 `json:"p99_ms"`
 	RunsPerS float64 `json:"runs_per_s"`
+	// Fuel is what one run consumed (wasmtime only); FuelVaries tells that
+	// repeated runs of the workload did not all consume the same.
+	Fuel       int64 `json:"fuel,omitempty"`
+	FuelVaries bool  `json:"fuel_varies,omitempty"`
 }
 
 type benchReport struct {
@@ -77,28 +84,18 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) (int
 		return cmdBenchPeers(ctx, po, stdout, stderr)
 	}
 	report := benchReport{Date: time.Now().UTC().Format(time.RFC3339), GoVersion: runtime.Version(), CPUs: runtime.NumCPU()}
-	for _, mode := range benchModes {
-		if *only != "" && mode.name != *only {
-			continue
-		}
-		sb, err := common.sandbox(ctx, stderr, mode.opts...)
-		if err != nil {
-			return 1, fmt.Errorf("mode %s: %w", mode.name, err)
-		}
-		for _, w := range bench.Workloads {
-			for _, workers := range []int{1, 2} {
-				st, err := bench.Measure(ctx, sb, w, *runs, workers)
-				if err != nil {
-					sb.Close(context.Background())
-					return 1, err
-				}
-				report.Workloads = append(report.Workloads, benchRow{
-					Name: w.Name, Mode: mode.name, Workers: workers, Runs: st.Runs,
-					P50MS: ms(st.P50), P99MS: ms(st.P99), RunsPerS: st.RunsPerS,
-				})
+	engines := strings.Split(common.engine, ",")
+	for _, eng := range engines {
+		for _, mode := range benchModes {
+			if *only != "" && mode.name != *only {
+				continue
 			}
+			rows, err := benchEngineMode(ctx, common, eng, mode, *runs, stderr)
+			if err != nil {
+				return 1, err
+			}
+			report.Workloads = append(report.Workloads, rows...)
 		}
-		sb.Close(context.Background())
 	}
 	if *asJSON {
 		enc := json.NewEncoder(stdout)
@@ -106,12 +103,45 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) (int
 		return 0, enc.Encode(report)
 	}
 	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "workload\tmode\tworkers\truns\tp50 ms\tp99 ms\truns/s\t")
+	fmt.Fprintln(tw, "workload\tengine\tmode\tworkers\truns\tp50 ms\tp99 ms\truns/s\tfuel\t")
 	for _, r := range report.Workloads {
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%.2f\t%.2f\t%.1f\t\n", r.Name, r.Mode, r.Workers, r.Runs, r.P50MS, r.P99MS, r.RunsPerS)
+		fuel := "-"
+		if r.Fuel != 0 {
+			fuel = strconv.FormatInt(r.Fuel, 10)
+			if r.FuelVaries {
+				fuel = "varies"
+			}
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%.2f\t%.2f\t%.1f\t%s\t\n", r.Name, r.Engine, r.Mode, r.Workers, r.Runs, r.P50MS, r.P99MS, r.RunsPerS, fuel)
 	}
 	fmt.Fprintf(tw, "\n%s, %d CPUs, %s\n", report.Date, report.CPUs, report.GoVersion)
 	return 0, tw.Flush()
+}
+
+// benchEngineMode measures every workload on one engine in one mode, on
+// its own Sandbox. engine "" is the default ($AIRLOCK_ENGINE, else wazero).
+func benchEngineMode(ctx context.Context, common commonFlags, engine string, mode benchMode, runs int, stderr io.Writer) ([]benchRow, error) {
+	common.engine = engine
+	sb, err := common.sandbox(ctx, stderr, mode.opts...)
+	if err != nil {
+		return nil, fmt.Errorf("engine %s, mode %s: %w", engine, mode.name, err)
+	}
+	defer sb.Close(context.Background())
+	var rows []benchRow
+	for _, w := range bench.Workloads {
+		for _, workers := range []int{1, 2} {
+			st, err := bench.Measure(ctx, sb, w, runs, workers)
+			if err != nil {
+				return nil, err
+			}
+			rows = append(rows, benchRow{
+				Name: w.Name, Engine: sb.Engine(), Mode: mode.name, Workers: workers, Runs: st.Runs,
+				P50MS: ms(st.P50), P99MS: ms(st.P99), RunsPerS: st.RunsPerS,
+				Fuel: st.FuelMax, FuelVaries: st.FuelMin != st.FuelMax,
+			})
+		}
+	}
+	return rows, nil
 }
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }

@@ -63,6 +63,7 @@ type limitFlags struct {
 	timeout                 *time.Duration
 	memory, output, fsBytes sizeFlag
 	fsFiles                 *int
+	fuel                    *int64
 }
 
 func (l *limitFlags) register(fs *flag.FlagSet) {
@@ -73,10 +74,11 @@ func (l *limitFlags) register(fs *flag.FlagSet) {
 	fs.Var(&l.output, "output-limit", "cap on stdout and on stderr, each")
 	fs.Var(&l.fsBytes, "fs-bytes", "cap on the total size of files in the sandbox")
 	l.fsFiles = fs.Int("fs-files", d.FSFiles, "max files and directories in the sandbox")
+	l.fuel = fs.Int64("fuel", 0, "CPU budget in fuel units, about one per WebAssembly instruction; same verdict on any machine (wasmtime engine only; 0: none)")
 }
 
 func (l *limitFlags) limits() airlock.Limits {
-	return airlock.Limits{Timeout: *l.timeout, Memory: l.memory.n, Output: l.output.n, FSBytes: l.fsBytes.n, FSFiles: *l.fsFiles}
+	return airlock.Limits{Timeout: *l.timeout, Memory: l.memory.n, Output: l.output.n, FSBytes: l.fsBytes.n, FSFiles: *l.fsFiles, Fuel: *l.fuel}
 }
 
 // fileFlags are repeated --file HOST[:GUEST] flags.
@@ -107,11 +109,13 @@ func (m *fileFlags) read() (map[string][]byte, error) {
 type commonFlags struct {
 	python   string
 	cacheDir string
+	engine   string
 }
 
 func (c *commonFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&c.python, "python", "", "python.wasm to run (default: $AIRLOCK_PYTHON, else the fetched default build)")
 	fs.StringVar(&c.cacheDir, "cache-dir", "", "artifact and compile cache (default: $AIRLOCK_CACHE_DIR or the user cache dir)")
+	fs.StringVar(&c.engine, "engine", "", "WebAssembly engine: wazero, or wasmtime in builds with -tags airlock_wasmtime (default: $AIRLOCK_ENGINE, else wazero); bench takes a comma-separated list")
 }
 
 func (c *commonFlags) sandbox(ctx context.Context, stderr io.Writer, extra ...airlock.Option) (*airlock.Sandbox, error) {
@@ -121,6 +125,9 @@ func (c *commonFlags) sandbox(ctx context.Context, stderr io.Writer, extra ...ai
 	}
 	if c.cacheDir != "" {
 		opts = append(opts, airlock.WithCacheDir(c.cacheDir))
+	}
+	if c.engine != "" {
+		opts = append(opts, airlock.WithEngine(c.engine))
 	}
 	return airlock.New(ctx, opts...)
 }

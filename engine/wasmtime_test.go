@@ -1,0 +1,116 @@
+//go:build airlock_wasmtime
+
+package engine_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/airlock-sandbox/airlock/engine"
+	"github.com/airlock-sandbox/airlock/python"
+)
+
+// resumableOn loads the asyncified python.wasm on the named engine.
+func resumableOn(t *testing.T, name string) *engine.Module {
+	t.Helper()
+	cache, err := python.CacheDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	art, err := python.Load("", cache)
+	if err != nil {
+		t.Fatalf("%v (scripts/setup.sh fetches it)", err)
+	}
+	wasm, _, err := python.LoadAsyncified(art, cache)
+	if err != nil {
+		t.Fatalf("%v (scripts/setup.sh prepares it)", err)
+	}
+	ctx := context.Background()
+	m, err := engine.LoadResumable(ctx, wasm, engine.Options{CacheDir: filepath.Join(cache, "compiled"), Engine: name})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Close(ctx) })
+	return m
+}
+
+// An image is engine-neutral: captured on either engine, it resumes on both.
+func TestImageRestoresOnBothEngines(t *testing.T) {
+	ctx := context.Background()
+	mods := map[string]*engine.Module{
+		engine.EngineWazero:   resumableOn(t, engine.EngineWazero),
+		engine.EngineWasmtime: resumableOn(t, engine.EngineWasmtime),
+	}
+	for capturedOn, cm := range mods {
+		var out bytes.Buffer
+		img, err := cm.Capture(ctx, engine.RunSpec{WASI: state("import os\nexec(os.read(0, 1000))", nil, &out), MemoryLimit: 1 << 30})
+		if err != nil {
+			t.Fatalf("capture on %s: %v\n%s", capturedOn, err, out.String())
+		}
+		defer img.Close()
+		for resumedOn, rm := range mods {
+			var out bytes.Buffer
+			o, err := rm.Resume(ctx, img, engine.RunSpec{WASI: state("", []byte("print(6 * 7)"), &out), MemoryLimit: 256 << 20})
+			if err != nil || o.ExitCode != 0 || out.String() != "42\n" {
+				t.Fatalf("captured on %s, resumed on %s: %v %+v %q", capturedOn, resumedOn, err, o, out.String())
+			}
+			if (o.Fuel > 0) != (resumedOn == engine.EngineWasmtime) {
+				t.Fatalf("resumed on %s: fuel %d; only wasmtime meters", resumedOn, o.Fuel)
+			}
+		}
+	}
+}
+
+// The epoch is engine-wide: one run's cancellation must stop that run only.
+func TestWasmtimeCancelStopsOnlyItsRun(t *testing.T) {
+	m := resumableOn(t, engine.EngineWasmtime)
+	ctx := context.Background()
+	var out bytes.Buffer
+	img, err := m.Capture(ctx, engine.RunSpec{WASI: state("import os\nexec(os.read(0, 1000))", nil, &out), MemoryLimit: 1 << 30})
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out.String())
+	}
+	defer img.Close()
+	type result struct {
+		o   engine.Outcome
+		err error
+		out string
+	}
+	survivor := make(chan result)
+	go func() {
+		var out bytes.Buffer
+		o, err := m.Resume(ctx, img, engine.RunSpec{WASI: state("", []byte("print(sum(range(3 * 10**6)))"), &out), MemoryLimit: 256 << 20})
+		survivor <- result{o, err, out.String()}
+	}()
+	for range 5 {
+		cctx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+		_, err := m.Resume(cctx, img, engine.RunSpec{WASI: state("", []byte("while True: pass"), &out), MemoryLimit: 256 << 20})
+		cancel()
+		if !errors.Is(err, engine.ErrInterrupted) {
+			t.Fatalf("cancelled run: err = %v, want ErrInterrupted", err)
+		}
+	}
+	r := <-survivor
+	if r.err != nil || r.o.ExitCode != 0 || r.out != "4499998500000\n" {
+		t.Fatalf("the run beside the cancelled ones: %v %+v %q", r.err, r.o, r.out)
+	}
+}
+
+func TestWasmtimeFuelLimit(t *testing.T) {
+	m := resumableOn(t, engine.EngineWasmtime)
+	ctx := context.Background()
+	var out bytes.Buffer
+	img, err := m.Capture(ctx, engine.RunSpec{WASI: state("import os\nexec(os.read(0, 1000))", nil, &out), MemoryLimit: 1 << 30})
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out.String())
+	}
+	defer img.Close()
+	o, err := m.Resume(ctx, img, engine.RunSpec{WASI: state("", []byte("while True: pass"), &out), MemoryLimit: 256 << 20, Fuel: 10_000_000})
+	if !errors.Is(err, engine.ErrFuelExhausted) || o.Fuel != 10_000_000 {
+		t.Fatalf("endless loop with 10M fuel: %v %+v", err, o)
+	}
+}
