@@ -157,16 +157,23 @@ func wasmtimeLinker(eng *wasmtime.Engine) (*wasmtime.Linker, error) {
 					stack[i] = uint64(uint32(a.I32()))
 				}
 			}
-			if pauses && uint32(stack[0]) == 0 && r.pause != nil && !r.pause.fired {
-				r.pause.fired = true
-				if r.pause.capture {
-					if err := r.unwind(c); err != nil {
+			if pauses && uint32(stack[0]) == 0 && r.pause != nil {
+				// As pauseAtStdin (snapshot.go) does on wazero.
+				p := r.pause
+				switch {
+				case !p.fired:
+					p.fired = true
+					if p.capture {
+						return r.pauseHere(c)
+					}
+					// Resuming: the rewound guest re-entered the read it
+					// was paused in. Serve it as any other.
+					if _, err := callExport(c, "asyncify_stop_rewind"); err != nil {
 						return nil, r.trap(err)
 					}
-					return []wasmtime.Val{wasmtime.ValI32(0)}, nil
-				}
-				if _, err := callExport(c, "asyncify_stop_rewind"); err != nil {
-					return nil, r.trap(err)
+				case p.pauseWhen != nil && !p.paused && p.pauseWhen():
+					p.paused = true
+					return r.pauseHere(c)
 				}
 			}
 			if err := call(r.ctx, r.wasi, r.mem.memory(), stack); err != nil {
@@ -214,6 +221,14 @@ type wtRun struct {
 	inst    *wasmtime.Instance
 }
 
+// pauseHere starts the unwind that pauses the guest in this read.
+func (r *wtRun) pauseHere(c *wasmtime.Caller) ([]wasmtime.Val, *wasmtime.Trap) {
+	if err := r.unwind(c); err != nil {
+		return nil, r.trap(err)
+	}
+	return []wasmtime.Val{wasmtime.ValI32(0)}, nil // ignored: the caller unwinds
+}
+
 func (r *wtRun) trap(err error) *wasmtime.Trap {
 	r.hostErr = err
 	return wasmtime.NewTrap(err.Error())
@@ -238,17 +253,23 @@ func (r *wtRun) unwind(c *wasmtime.Caller) error {
 	if fds := r.wasi.OpenFDs(); !slices.Equal(fds, []uint32{0, 1, 2, 3}) {
 		return fmt.Errorf("%w: %v", ErrPausedWithOpenFiles, fds)
 	}
-	mem := c.GetExport("memory").Memory()
-	old, err := mem.Grow(c, unwindPages)
-	if err != nil {
-		return fmt.Errorf("engine: snapshot: no room for the unwind buffer: %w", ErrMemoryLimit)
+	if r.pause.buffer == 0 {
+		// Pages the guest's allocator never saw, reused by later pauses.
+		mem := c.GetExport("memory").Memory()
+		old, err := mem.Grow(c, unwindPages)
+		if err != nil {
+			return fmt.Errorf("engine: snapshot: no room for the unwind buffer: %w", ErrMemoryLimit)
+		}
+		r.pause.buffer = uint32(old * 65536)
 	}
-	buf := uint32(old * 65536)
-	r.pause.buffer = buf
+	buf := r.pause.buffer
 	m := r.mem.memory()
+	if uint64(buf)+unwindPages*65536 > uint64(len(m)) {
+		return fmt.Errorf("engine: snapshot: unwind buffer at %#x outside memory", buf)
+	}
 	putUint32(m[buf:], buf+8)
 	putUint32(m[buf+4:], buf+unwindPages*65536)
-	_, err = callExport(c, "asyncify_start_unwind", int32(buf))
+	_, err := callExport(c, "asyncify_start_unwind", int32(buf))
 	return err
 }
 
@@ -384,6 +405,12 @@ func (m *wtModule) capture(ctx context.Context, spec RunSpec, snap *resumable) (
 		}
 		return nil, fmt.Errorf("engine: snapshot: %w", err)
 	}
+	return r.paused(snap)
+}
+
+// paused finishes an unwind the guest has returned from and takes the
+// instance's state as an Image.
+func (r *wtRun) paused(snap *resumable) (*Image, error) {
 	if err := r.call("asyncify_stop_unwind"); err != nil {
 		return nil, fmt.Errorf("engine: snapshot: stop unwind: %w", err)
 	}
@@ -395,23 +422,30 @@ func (m *wtModule) capture(ctx context.Context, spec RunSpec, snap *resumable) (
 		}
 		globals[i] = wtGlobalBits(ext.Global().Get(r.store))
 	}
-	return NewImage(slices.Clone(r.mem.memory()), globals, p.buffer), nil
+	return NewImage(slices.Clone(r.mem.memory()), globals, r.pause.buffer), nil
 }
 
 func (m *wtModule) resume(ctx context.Context, img *Image, spec RunSpec, snap *resumable) (Outcome, error) {
 	if spec.MemoryLimit&^0xffff < uint64(len(img.Memory)) {
 		return Outcome{MemoryLimitHit: true}, ErrMemoryLimit
 	}
-	r, err := m.start(ctx, spec, &pausePoint{})
+	p := &pausePoint{buffer: img.UnwindBuffer, pauseWhen: spec.PauseWhen}
+	r, err := m.start(ctx, spec, p)
 	if err != nil {
 		return Outcome{MemoryLimitHit: errors.Is(err, ErrMemoryLimit)}, err
 	}
 	defer r.release()
-	if err := r.rewind(img, snap); err != nil {
-		return r.classify(r.outcome(), err)
+	err = r.rewind(img, snap)
+	if err == nil {
+		err = r.call("_start")
 	}
-	err = r.call("_start")
-	return r.classify(r.outcome(), err)
+	var paused *Image
+	if err == nil && p.paused {
+		paused, err = r.paused(snap)
+	}
+	out := r.outcome()
+	out.Image = paused
+	return r.classify(out, err)
 }
 
 // rewind puts img's memory and globals into the run's fresh instance and
