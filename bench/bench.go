@@ -24,6 +24,8 @@ var Workloads = []Workload{
 	{"pass", "pass"},
 	{"hello", `print("hi")`},
 	{"json_re", JSONRe},
+	// CPU-bound: where the engines' code generation and fuel metering show.
+	{"sum_1e6", "print(sum(range(10**6)))"},
 }
 
 // JSONRe is a small, typical agent workload: build, dump, parse and scan JSON.

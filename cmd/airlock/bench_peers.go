@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"runtime"
+	"slices"
 	"strings"
 	"time"
 
@@ -40,9 +41,11 @@ type peersReport struct {
 }
 
 // cmdBenchPeers measures bench.PeerWorkloads in Airlock (snapshot and
-// fresh), native CPython and Pyodide, one run at a time, and prints a
+// fresh, and snapshot on wasmtime when compiled in), native CPython and Pyodide, one run at a time, and prints a
 // markdown table of medians with ratios to Airlock's default mode.
 func cmdBenchPeers(ctx context.Context, o peersOptions, stdout, stderr io.Writer) (int, error) {
+	// The baseline is wazero; wasmtime joins as a peer when compiled in.
+	o.common.engine = airlock.EngineWazero
 	cache := o.common.cacheDir
 	if cache == "" {
 		var err error
@@ -83,7 +86,16 @@ func cmdBenchPeers(ctx context.Context, o peersOptions, stdout, stderr io.Writer
 		defer sb.Close(context.Background())
 		peers = append(peers, bench.AirlockPeer(m.name, sb))
 	}
-	skipped = append(skipped, bench.Skipped{Name: "airlock wasmtime", Reason: "Airlock has no wasmtime engine yet (only wazero exists)"})
+	if slices.Contains(airlock.AvailableEngines(), airlock.EngineWasmtime) {
+		sb, err := o.common.sandbox(ctx, stderr, airlock.WithSnapshots(true), airlock.WithEngine(airlock.EngineWasmtime))
+		if err != nil {
+			return 1, fmt.Errorf("airlock wasmtime: %w", err)
+		}
+		defer sb.Close(context.Background())
+		peers = append(peers, bench.AirlockPeer("airlock wasmtime", sb))
+	} else {
+		skipped = append(skipped, bench.Skipped{Name: "airlock wasmtime", Reason: "this binary was built without -tags airlock_wasmtime"})
+	}
 	if p, skip := bench.NativePeer(ctx, o.nativePython); skip != nil {
 		skipped = append(skipped, *skip)
 	} else {
