@@ -1,4 +1,4 @@
-//go:build airlock_wasmtime
+//go:build airlock_wasmtime && cgo && unix
 
 package engine
 

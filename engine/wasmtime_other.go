@@ -1,4 +1,4 @@
-//go:build airlock_wasmtime && !linux
+//go:build airlock_wasmtime && cgo && unix && !linux
 
 package engine
 

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -51,6 +52,21 @@ func TestRunExitStatuses(t *testing.T) {
 		{"bad flag", []string{"run", "--nope", "-c", "pass"}, exitUsage},
 		{"unknown command", []string{"fly"}, exitUsage},
 		{"no command", nil, exitUsage},
+		{"unknown engine", []string{"run", "--engine", "v8", "-c", "pass"}, 1},
+		{"fuel on wazero", []string{"run", "--engine", "wazero", "--fuel", "1000000", "-c", "pass"}, exitUsage},
+	}
+	if slices.Contains(airlock.AvailableEngines(), airlock.EngineWasmtime) {
+		cases = append(cases, struct {
+			name string
+			args []string
+			want int
+		}{"fuel exhausted", []string{"run", "--engine", "wasmtime", "--fuel", "10000000", "--timeout", "1m", "-c", "while True: pass"}, exitLimit})
+	} else {
+		cases = append(cases, struct {
+			name string
+			args []string
+			want int
+		}{"wasmtime not built in", []string{"run", "--engine", "wasmtime", "-c", "pass"}, 1})
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -89,6 +105,7 @@ print("done")
 			Path string `json:"path"`
 			Size int64  `json:"size"`
 		} `json:"files"`
+		Fuel int64 `json:"fuel"`
 	}
 	dec := json.NewDecoder(strings.NewReader(stdout))
 	dec.DisallowUnknownFields()
@@ -97,6 +114,10 @@ print("done")
 	}
 	if res.Stdout != "done\n" || res.Error != nil || res.DurationMS <= 0 {
 		t.Fatalf("json = %+v", res)
+	}
+	// Fuel is metered, and reported, on wasmtime only.
+	if metered := os.Getenv(airlock.EnvEngine) == airlock.EngineWasmtime; metered != (res.Fuel > 0) {
+		t.Fatalf("fuel = %d on engine %q", res.Fuel, os.Getenv(airlock.EnvEngine))
 	}
 	if len(res.Files) != 1 || res.Files[0].Path != "/home/user/result.txt" || res.Files[0].Size != int64(len("from host|from host|piped")) {
 		t.Fatalf("files = %+v", res.Files)
