@@ -97,7 +97,7 @@ func (sb *Sandbox) Snapshots() bool { return sb.snap != nil }
 // execute runs one prepared request: resumed from the image when it can
 // be, else in a freshly started interpreter.
 func (sb *Sandbox) execute(ctx context.Context, req *Request, env []string, spec engine.RunSpec) (engine.Outcome, error) {
-	if sb.snap != nil && !req.Deterministic && !python.StartupEnvDiffers(env) {
+	if sb.resumes(req, env) {
 		return sb.snap.module.Resume(ctx, sb.snap.image, spec)
 	}
 	mod, err := sb.freshModule(ctx)
@@ -105,6 +105,11 @@ func (sb *Sandbox) execute(ctx context.Context, req *Request, env []string, spec
 		return engine.Outcome{}, err
 	}
 	return mod.Run(ctx, spec)
+}
+
+// resumes tells whether execute resumes req from the image.
+func (sb *Sandbox) resumes(req *Request, env []string) bool {
+	return sb.snap != nil && !req.Deterministic && !python.StartupEnvDiffers(env)
 }
 
 func (s *snapshotter) close(ctx context.Context) error {
