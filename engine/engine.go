@@ -2,8 +2,9 @@
 // (with an on-disk cache across processes), and gives every run a fresh
 // instance with its own memory cap, closed when the run ends.
 //
-// The package is the only place that knows the WebAssembly runtime; callers
-// see Module and RunSpec, and host functions come from package wasi.
+// The package is the only place that knows the WebAssembly runtimes
+// (wazero; wasmtime in builds with -tags airlock_wasmtime, see backend.go);
+// callers see Module and RunSpec, and host functions come from package wasi.
 package engine
 
 import (

@@ -176,7 +176,7 @@ func wasmtimeLinker(eng *wasmtime.Engine) (*wasmtime.Linker, error) {
 					return r.pauseHere(c)
 				}
 			}
-			if err := call(r.ctx, r.wasi, r.mem.memory(), stack); err != nil {
+			if err := callSafely(call, r, stack); err != nil {
 				return nil, r.trap(err)
 			}
 			out := make([]wasmtime.Val, len(results))
@@ -195,6 +195,18 @@ func wasmtimeLinker(eng *wasmtime.Engine) (*wasmtime.Linker, error) {
 		}
 	}
 	return l, nil
+}
+
+// callSafely runs a WASI function, turning a panic into the run's error:
+// wazero does so for its host functions, and wasmtime-go would instead
+// re-raise it in the host once the guest call returns.
+func callSafely(call func(context.Context, *wasi.State, []byte, []uint64) error, r *wtRun, stack []uint64) (err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			err = fmt.Errorf("engine: host function panicked: %v", v)
+		}
+	}()
+	return call(r.ctx, r.wasi, r.mem.memory(), stack)
 }
 
 func wtValTypes(ts []wasi.ValueType) []*wasmtime.ValType {

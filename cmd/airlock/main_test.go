@@ -158,7 +158,7 @@ func TestParseSize(t *testing.T) {
 
 func TestVersion(t *testing.T) {
 	code, stdout, stderr := cli(t, "", "version")
-	if code != 0 || !strings.Contains(stdout, "python 3.") || !strings.Contains(stdout, "sha256 ") {
+	if code != 0 || !strings.Contains(stdout, "python 3.") || !strings.Contains(stdout, "sha256 ") || !strings.Contains(stdout, "\nengine ") {
 		t.Fatalf("exit %d\n%s%s", code, stdout, stderr)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"strings"
 	"time"
 
 	"github.com/airlock-sandbox/airlock"
@@ -102,8 +103,8 @@ func cmdVersion(ctx context.Context, args []string, stdout, stderr io.Writer) (i
 	if info.Pinned {
 		pin = "pinned default " + python.DefaultPackage
 	}
-	fmt.Fprintf(stdout, "airlock %s\npython %s\nartifact %s\nsha256 %s (%s)\n",
-		airlock.Version, trimNL(string(res.Stdout)), src, info.SHA256, pin)
+	fmt.Fprintf(stdout, "airlock %s\npython %s\nartifact %s\nsha256 %s (%s)\nengine %s (built in: %s)\n",
+		airlock.Version, trimNL(string(res.Stdout)), src, info.SHA256, pin, sb.Engine(), strings.Join(airlock.AvailableEngines(), ", "))
 	return 0, nil
 }
 
