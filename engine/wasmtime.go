@@ -434,14 +434,24 @@ func (r *wtRun) paused(snap *resumable) (*Image, error) {
 		}
 		globals[i] = wtGlobalBits(ext.Global().Get(r.store))
 	}
-	return NewImage(slices.Clone(r.mem.memory()), globals, r.pause.buffer), nil
+	mem := r.mem.memory()
+	if base := r.pause.from; base != nil {
+		// A session's pause: keep only what differs from the base image.
+		if base.base != nil {
+			base = base.base
+		}
+		if img, ok := captureDelta(base, r.pause.from, mem, globals, r.pause.buffer); ok {
+			return img, nil
+		}
+	}
+	return NewImage(slices.Clone(mem), globals, r.pause.buffer), nil
 }
 
 func (m *wtModule) resume(ctx context.Context, img *Image, spec RunSpec, snap *resumable) (Outcome, error) {
-	if spec.MemoryLimit&^0xffff < uint64(len(img.Memory)) {
+	if spec.MemoryLimit&^0xffff < uint64(img.Len()) {
 		return Outcome{MemoryLimitHit: true}, ErrMemoryLimit
 	}
-	p := &pausePoint{buffer: img.UnwindBuffer, pauseWhen: spec.PauseWhen}
+	p := &pausePoint{buffer: img.UnwindBuffer, pauseWhen: spec.PauseWhen, from: img}
 	r, err := m.start(ctx, spec, p)
 	if err != nil {
 		return Outcome{MemoryLimitHit: errors.Is(err, ErrMemoryLimit)}, err
@@ -464,15 +474,21 @@ func (m *wtModule) resume(ctx context.Context, img *Image, spec RunSpec, snap *r
 // starts asyncify's rewind.
 func (r *wtRun) rewind(img *Image, snap *resumable) error {
 	mem := r.inst.GetExport(r.store, "memory").Memory()
-	pages := uint64(len(img.Memory) / 65536)
+	pages := uint64(img.Len() / 65536)
 	if cur := mem.Size(r.store); cur < pages {
 		if _, err := mem.Grow(r.store, pages-cur); err != nil {
 			return ErrMemoryLimit
 		}
 	}
-	if !mapImage(r.mem.memory(), img) {
-		copy(r.mem.memory(), img.Memory)
+	// A delta image (a session's) is its base with pages replaced.
+	full := img
+	if img.base != nil {
+		full = img.base
 	}
+	if !mapImage(r.mem.memory(), full) {
+		full.CopyTo(r.mem.memory())
+	}
+	img.applyDelta(r.mem.memory())
 	for i, name := range snap.globals {
 		ext := r.inst.GetExport(r.store, name)
 		if ext == nil || ext.Global() == nil {

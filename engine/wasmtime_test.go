@@ -114,3 +114,40 @@ func TestWasmtimeFuelLimit(t *testing.T) {
 		t.Fatalf("endless loop with 10M fuel: %v %+v", err, o)
 	}
 }
+
+// A session's pause yields a delta image over the image it resumed; that
+// too resumes on both engines, whichever engine paused it.
+func TestDeltaImagesAcrossEngines(t *testing.T) {
+	ctx := context.Background()
+	mods := map[string]*engine.Module{
+		engine.EngineWazero:   resumableOn(t, engine.EngineWazero),
+		engine.EngineWasmtime: resumableOn(t, engine.EngineWasmtime),
+	}
+	var out bytes.Buffer
+	base, err := mods[engine.EngineWazero].Capture(ctx, engine.RunSpec{WASI: state("import os\nexec(os.read(0, 1000))", nil, &out), MemoryLimit: 1 << 30})
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out.String())
+	}
+	defer base.Close()
+	always := func() bool { return true }
+	for pausedOn, pm := range mods {
+		var out bytes.Buffer
+		code := "import os\nv = [41] * 100000\nos.read(0, 10)\nprint(v[-1] + 1)"
+		o, err := pm.Resume(ctx, base, engine.RunSpec{WASI: state("", []byte(code), &out), MemoryLimit: 256 << 20, PauseWhen: always})
+		if err != nil || o.Image == nil {
+			t.Fatalf("pause on %s: %v %+v %q", pausedOn, err, o, out.String())
+		}
+		delta := o.Image
+		if delta.Memory != nil || delta.DeltaPages() == 0 {
+			t.Fatalf("pause on %s: not a delta image (%d delta pages)", pausedOn, delta.DeltaPages())
+		}
+		for resumedOn, rm := range mods {
+			var out bytes.Buffer
+			o, err := rm.Resume(ctx, delta, engine.RunSpec{WASI: state("", []byte("x"), &out), MemoryLimit: 256 << 20})
+			if err != nil || o.ExitCode != 0 || out.String() != "42\n" {
+				t.Fatalf("paused on %s, resumed on %s: %v %+v %q", pausedOn, resumedOn, err, o, out.String())
+			}
+		}
+		delta.Close()
+	}
+}
