@@ -349,3 +349,23 @@ func TestGracefulDrain(t *testing.T) {
 		t.Fatal("the server still accepts requests after shutdown")
 	}
 }
+
+// The fuel limit and the fuel consumed travel through the HTTP API; the
+// server's engine decides whether they apply (wasmtime meters, wazero
+// refuses a budget).
+func TestFuelOverHTTP(t *testing.T) {
+	url, _, _ := start(t, Config{})
+	r := post(t, url+"/v1/run", "", runJSON(t, "while True: pass", RunLimits{Fuel: 20_000_000, TimeoutMS: 60_000}))
+	if sb.Engine() != airlock.EngineWasmtime {
+		if r.status != http.StatusBadRequest || !strings.Contains(string(r.body), "invalid_request") {
+			t.Fatalf("fuel limit on %s: status %d, body %s", sb.Engine(), r.status, r.body)
+		}
+		return
+	}
+	if res := decodeResult(t, r); r.status != 200 || res.Error == nil || res.Error.Kind != "fuel_exhausted" || res.Fuel != 20_000_000 {
+		t.Fatalf("status %d, result %+v", r.status, res)
+	}
+	if res := decodeResult(t, post(t, url+"/v1/run", "", runJSON(t, "pass", RunLimits{}))); res.Fuel <= 0 {
+		t.Fatalf("fuel consumed not reported: %+v", res)
+	}
+}
