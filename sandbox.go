@@ -227,7 +227,7 @@ func (sb *Sandbox) runIn(ctx context.Context, start time.Time, req *Request, lim
 
 	if call == nil && !sb.resumes(req, wcfg.Env) {
 		// The first such run loads the fresh module, a compile when the
-		// cache is cold (seconds; ~11 s on wasmtime): set-up of the
+		// cache is cold (seconds; ~20 s of CPU on wasmtime): set-up of the
 		// Sandbox, not the run's time. An error comes back from execute.
 		_, _ = sb.freshModule(ctx)
 	}
