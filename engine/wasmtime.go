@@ -327,11 +327,20 @@ func (r *wtRun) call(name string, args ...any) error {
 	if f == nil {
 		return fmt.Errorf("engine: no export %s", name)
 	}
+	done := make(chan struct{})
 	stop := context.AfterFunc(r.ctx, func() {
+		defer close(done)
 		r.mem.stop()
 		r.store.Engine.IncrementEpoch()
 	})
-	defer stop()
+	// A callback already started must finish before the run's C memory
+	// can be freed: a late stop() would write into memory that the next
+	// run's calloc may get, stopping that run at once.
+	defer func() {
+		if !stop() {
+			<-done
+		}
+	}()
 	_, err := f.Call(r.store, args...)
 	return err
 }

@@ -151,3 +151,29 @@ func TestDeltaImagesAcrossEngines(t *testing.T) {
 		delta.Close()
 	}
 }
+
+// TestWasmtimeLateCancelDoesNotStopTheNextRun: a run whose context ends as
+// it finishes must not leave its stop signal for the run after it (the
+// cancel callback once wrote into the finished run's freed C memory,
+// which the next run's allocation could reuse).
+func TestWasmtimeLateCancelDoesNotStopTheNextRun(t *testing.T) {
+	m := resumableOn(t, engine.EngineWasmtime)
+	ctx := context.Background()
+	var out bytes.Buffer
+	img, err := m.Capture(ctx, engine.RunSpec{WASI: state("import os\nexec(os.read(0, 1000))", nil, &out), MemoryLimit: 1 << 30})
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out.String())
+	}
+	defer img.Close()
+	for i := range 150 {
+		// Deadlines spread around the time a trivial run takes, so some
+		// end just as the run does.
+		cctx, cancel := context.WithTimeout(ctx, time.Duration(i%30)*200*time.Microsecond)
+		m.Resume(cctx, img, engine.RunSpec{WASI: state("", []byte("pass"), &out), MemoryLimit: 256 << 20})
+		cancel()
+		o, err := m.Resume(ctx, img, engine.RunSpec{WASI: state("", []byte("x = 1"), &out), MemoryLimit: 256 << 20})
+		if err != nil || o.ExitCode != 0 {
+			t.Fatalf("run %d after a cancelled one: %v %+v", i, err, o)
+		}
+	}
+}
