@@ -154,11 +154,18 @@ type Info struct {
 	Path   string // "" when embedded
 	SHA256 string
 	Pinned bool // the verified default build
+	// Build is "default" (npm), "own" (`make python`) or "custom" (a file
+	// given by path); Description says it in a line.
+	Build, Description string
+	// StdlibSHA256 is the own build's stdlib zip's sha256, "" otherwise.
+	StdlibSHA256 string
 }
 
 // Info reports the artifact in use.
 func (sb *Sandbox) Info() Info {
-	return Info{Path: sb.artifact.Path, SHA256: sb.artifact.SHA256, Pinned: sb.artifact.Pinned}
+	a := sb.artifact
+	return Info{Path: a.Path, SHA256: a.SHA256, Pinned: a.Pinned, Build: a.Build,
+		Description: a.Describe(), StdlibSHA256: a.StdlibSHA256}
 }
 
 // maxCodeBytes bounds a request's source: far above any real program, far
@@ -201,7 +208,7 @@ func (sb *Sandbox) runIn(ctx context.Context, start time.Time, req *Request, lim
 		stdout.onWrite = func(p []byte) { req.OnOutput("stdout", p) }
 		stderr.onWrite = func(p []byte) { req.OnOutput("stderr", p) }
 	}
-	env := python.DefaultEnv()
+	env := sb.artifact.BaseEnv()
 	wcfg := wasi.Config{Args: python.Args(), Stdout: stdout, Stderr: stderr, FS: fs}
 	if req.Deterministic {
 		wcfg.Clock = wasi.NewFakeClock()

@@ -82,7 +82,10 @@ func newSnapshotter(ctx context.Context, cfg config, art *python.Artifact, layer
 	if !cfg.noCache {
 		imageDir = cfg.cacheDir
 	}
-	spec := python.ImageSpec{ModuleSHA: hex.EncodeToString(sum[:]), Layers: slices.Concat(layers, extra.Layers), Env: extra.Env}
+	// The build's own start-up variables (PYTHONHOME for the own build),
+	// then the packages'.
+	spec := python.ImageSpec{ModuleSHA: hex.EncodeToString(sum[:]), Layers: slices.Concat(layers, extra.Layers),
+		Env: slices.Concat(art.Env, extra.Env)}
 	img, err := python.Snapshot(ctx, mod, spec, imageDir, cfg.notice)
 	if err != nil {
 		mod.Close(ctx)
@@ -109,7 +112,7 @@ func (sb *Sandbox) execute(ctx context.Context, req *Request, env []string, spec
 
 // resumes tells whether execute resumes req from the image.
 func (sb *Sandbox) resumes(req *Request, env []string) bool {
-	return sb.snap != nil && !req.Deterministic && !python.StartupEnvDiffers(env)
+	return sb.snap != nil && !req.Deterministic && !python.StartupEnvDiffers(sb.artifact.BaseEnv(), env)
 }
 
 func (s *snapshotter) close(ctx context.Context) error {

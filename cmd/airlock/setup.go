@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
 	"strings"
 	"time"
 
@@ -37,40 +38,19 @@ func cmdSetup(ctx context.Context, args []string, stdout, stderr io.Writer) (int
 		return 1, err
 	}
 	fmt.Fprintf(stdout, "python.wasm %s (sha256 %s, verified)\n", path, python.DefaultSHA256)
-	var opts []airlock.Option
-	if *snapshots {
-		art, err := python.Load(common.python, dir)
-		if err != nil {
+	// With the own build there (`make python`), both builds are prepared:
+	// the own one runs by default, the npm one when asked for by name.
+	builds := []string{common.python}
+	if common.python == "" && os.Getenv(python.EnvPython) == "" && python.OwnPresent(python.OwnDir(dir)) {
+		builds = []string{python.SelectDefault, python.SelectOwn}
+	}
+	for _, b := range builds {
+		c := common
+		c.python = b
+		if err := prepare(ctx, c, dir, *snapshots, stdout, stderr); err != nil {
 			return 1, err
 		}
-		if _, err := python.Asyncify(ctx, art, dir, stderr); err != nil {
-			return 1, err
-		}
-		_, rec, err := python.LoadAsyncified(art, dir)
-		if err != nil {
-			return 1, err
-		}
-		fmt.Fprintf(stdout, "asyncified %s -> %s with %s (%.0fs)\n", rec.InputSHA256[:12], rec.OutputSHA256[:12], rec.Tool, rec.Seconds)
-		opts = append(opts, airlock.WithSnapshots(true))
 	}
-	// Compile (and capture the snapshot) now, so the first run does not
-	// pay for it, and check that a run works.
-	start := time.Now()
-	sb, err := common.sandbox(ctx, stderr, opts...)
-	if err != nil {
-		return 1, err
-	}
-	defer sb.Close(ctx)
-	res, err := sb.Run(ctx, airlock.Request{Code: `print("ok")`})
-	if err != nil {
-		return 1, fmt.Errorf("check run: %w", err)
-	}
-	// A deterministic run starts an interpreter from scratch: it compiles
-	// (and checks) that module too, so no later run pays for it.
-	if _, err := sb.Run(ctx, airlock.Request{Code: "pass", Deterministic: true}); err != nil {
-		return 1, fmt.Errorf("check run without snapshot: %w", err)
-	}
-	fmt.Fprintf(stdout, "ready in %s (snapshots: %v): %s", time.Since(start).Round(time.Millisecond), sb.Snapshots(), res.Stdout)
 	return 0, nil
 }
 
@@ -100,11 +80,17 @@ func cmdVersion(ctx context.Context, args []string, stdout, stderr io.Writer) (i
 		src = "(embedded)"
 	}
 	pin := "custom build"
-	if info.Pinned {
+	switch {
+	case info.Pinned:
 		pin = "pinned default " + python.DefaultPackage
+	case info.Build == "own":
+		pin = "own build, checked against its build.json"
 	}
-	fmt.Fprintf(stdout, "airlock %s\npython %s\nartifact %s\nsha256 %s (%s)\nengine %s (built in: %s)\n",
-		airlock.Version, trimNL(string(res.Stdout)), src, info.SHA256, pin, sb.Engine(), strings.Join(airlock.AvailableEngines(), ", "))
+	fmt.Fprintf(stdout, "airlock %s\npython %s\nartifact %s\nsha256 %s (%s)\nbuild %s\nengine %s (built in: %s)\n",
+		airlock.Version, trimNL(string(res.Stdout)), src, info.SHA256, pin, info.Description, sb.Engine(), strings.Join(airlock.AvailableEngines(), ", "))
+	if info.StdlibSHA256 != "" {
+		fmt.Fprintf(stdout, "stdlib %s (sha256 %s)\n", python.OwnStdlibAt, info.StdlibSHA256)
+	}
 	return 0, nil
 }
 
@@ -113,4 +99,43 @@ func trimNL(s string) string {
 		s = s[:len(s)-1]
 	}
 	return s
+}
+
+// prepare asyncifies one build (when snapshots are wanted), compiles it,
+// captures its snapshot image and checks that a run works, so that no
+// later run pays for any of it.
+func prepare(ctx context.Context, common commonFlags, dir string, snapshots bool, stdout, stderr io.Writer) error {
+	var opts []airlock.Option
+	if snapshots {
+		art, err := python.Load(common.python, dir)
+		if err != nil {
+			return err
+		}
+		if _, err := python.Asyncify(ctx, art, dir, stderr); err != nil {
+			return err
+		}
+		_, rec, err := python.LoadAsyncified(art, dir)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "asyncified %s -> %s with %s (%.0fs)\n", rec.InputSHA256[:12], rec.OutputSHA256[:12], rec.Tool, rec.Seconds)
+		opts = append(opts, airlock.WithSnapshots(true))
+	}
+	start := time.Now()
+	sb, err := common.sandbox(ctx, stderr, opts...)
+	if err != nil {
+		return err
+	}
+	defer sb.Close(ctx)
+	res, err := sb.Run(ctx, airlock.Request{Code: `print("ok")`})
+	if err != nil {
+		return fmt.Errorf("check run: %w", err)
+	}
+	// A deterministic run starts an interpreter from scratch: it compiles
+	// (and checks) that module too, so no later run pays for it.
+	if _, err := sb.Run(ctx, airlock.Request{Code: "pass", Deterministic: true}); err != nil {
+		return fmt.Errorf("check run without snapshot: %w", err)
+	}
+	fmt.Fprintf(stdout, "%s: ready in %s (snapshots: %v): %s", sb.Info().Description, time.Since(start).Round(time.Millisecond), sb.Snapshots(), res.Stdout)
+	return nil
 }

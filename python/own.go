@@ -1,0 +1,153 @@
+package python
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+
+	"github.com/airlock-sandbox/airlock/wasi/memfs"
+)
+
+// Airlock's own CPython 3.13 build (scripts/build-python.sh, `make
+// python`): optimised, with zlib, sqlite3, bz2, lzma, decimal and expat
+// built in, its stdlib as a zip of .pyc beside the module. Load prefers
+// it to the default build when it is in the cache directory.
+
+// Values of $AIRLOCK_PYTHON (or WithPython) that choose a build by name
+// rather than a file.
+const (
+	// SelectDefault is the npm default build, even when the own build is
+	// there (tests and benchmarks compare the two).
+	SelectDefault = "default"
+	// SelectOwn is the own build; Load fails when it is not there.
+	SelectOwn = "own"
+)
+
+// Own build's file names in OwnDir, and where the guest finds its stdlib.
+const (
+	OwnWasm      = "python.wasm"
+	OwnStdlib    = "python313.zip"
+	OwnRecord    = "build.json"
+	OwnHome      = "/usr/local"
+	OwnStdlibAt  = OwnHome + "/lib/python313.zip"
+	ownDirName   = "python313"
+	ownBuildName = "own"
+)
+
+// ErrNoOwnBuild means SelectOwn was asked for and the own build is not in
+// the cache directory.
+var ErrNoOwnBuild = errors.New("python: no own CPython build; run `make python` (scripts/build-python.sh)")
+
+// ChecksumError is a file whose sha256 is not the one recorded for it. It
+// matches ErrChecksum with errors.Is.
+type ChecksumError struct {
+	Path      string
+	Got, Want string
+}
+
+func (e *ChecksumError) Error() string {
+	return fmt.Sprintf("%v: %s has sha256 %s, want %s", ErrChecksum, e.Path, e.Got, e.Want)
+}
+
+func (e *ChecksumError) Unwrap() error { return ErrChecksum }
+
+// BuildRecord is the own build's build.json: how it was made (the script
+// writes more fields; these are the ones Airlock checks or shows).
+type BuildRecord struct {
+	Key              string            `json:"key"`
+	PythonVersion    string            `json:"python_version"`
+	Packages         map[string]string `json:"packages"`
+	Opt              string            `json:"opt"`
+	WasmOpt          string            `json:"wasm_opt"`
+	PythonWasmSHA256 string            `json:"python_wasm_sha256"`
+	StdlibZipSHA256  string            `json:"stdlib_zip_sha256"`
+}
+
+// OwnDir is where `make python` puts the own build.
+func OwnDir(cacheDir string) string { return filepath.Join(cacheDir, ownDirName) }
+
+// OwnPresent tells whether dir holds an own build's record (verified only
+// by LoadOwn).
+func OwnPresent(dir string) bool {
+	_, err := os.Stat(filepath.Join(dir, OwnRecord))
+	return err == nil
+}
+
+// LoadOwn loads the own build from dir and verifies python.wasm and the
+// stdlib zip against the sha256s in build.json.
+//
+// # Errors
+// ErrNoOwnBuild when dir has no build.json; a *ChecksumError (matching
+// ErrChecksum) when a file differs from its record; a read or decode error.
+func LoadOwn(dir string) (*Artifact, error) {
+	meta, err := os.ReadFile(filepath.Join(dir, OwnRecord))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, ErrNoOwnBuild
+	} else if err != nil {
+		return nil, fmt.Errorf("python: own build: %w", err)
+	}
+	var rec BuildRecord
+	if err := json.Unmarshal(meta, &rec); err != nil {
+		return nil, fmt.Errorf("python: own build: %s: %w", filepath.Join(dir, OwnRecord), err)
+	}
+	wasm, wasmSHA, err := readChecked(filepath.Join(dir, OwnWasm), rec.PythonWasmSHA256)
+	if err != nil {
+		return nil, err
+	}
+	zip, zipSHA, err := readChecked(filepath.Join(dir, OwnStdlib), rec.StdlibZipSHA256)
+	if err != nil {
+		return nil, err
+	}
+	layer, err := stdlibLayer(zipSHA, zip)
+	if err != nil {
+		return nil, err
+	}
+	return &Artifact{
+		Wasm: wasm, Path: filepath.Join(dir, OwnWasm), SHA256: wasmSHA,
+		Build: ownBuildName, Version: rec.PythonVersion,
+		Layer: layer, StdlibSHA256: zipSHA,
+		// Without PYTHONHOME, CPython looks for its prefix beside the
+		// executable, finds none and warns before falling back to /usr/local.
+		Env:    []string{"PYTHONHOME=" + OwnHome},
+		Record: &rec,
+	}, nil
+}
+
+func readChecked(path, want string) ([]byte, string, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, "", fmt.Errorf("python: own build: %w", err)
+	}
+	sum := sha256.Sum256(data)
+	got := hex.EncodeToString(sum[:])
+	if got != want {
+		return nil, "", &ChecksumError{Path: path, Got: got, Want: want}
+	}
+	return data, got, nil
+}
+
+// stdlibLayers keeps one Layer per stdlib zip in the process, so Sandboxes
+// on the same build share its bytes.
+var (
+	layersMu     sync.Mutex
+	stdlibLayers = map[string]*memfs.Layer{}
+)
+
+func stdlibLayer(sha string, zip []byte) (*memfs.Layer, error) {
+	layersMu.Lock()
+	defer layersMu.Unlock()
+	if l, ok := stdlibLayers[sha]; ok {
+		return l, nil
+	}
+	l := memfs.NewLayer()
+	if err := l.AddFile(OwnStdlibAt, zip); err != nil {
+		return nil, fmt.Errorf("python: own build's stdlib: %w", err)
+	}
+	stdlibLayers[sha] = l
+	return l, nil
+}

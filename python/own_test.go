@@ -1,0 +1,131 @@
+package python
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/airlock-sandbox/airlock/wasi/memfs"
+)
+
+// writeOwn lays out an own build in cacheDir: the real one's files when
+// `make python` has made them, else small stand-ins (these tests are about
+// selection and verification, which read bytes and build.json only).
+func writeOwn(t *testing.T, cacheDir string) (wasm, zip []byte) {
+	t.Helper()
+	wasm, zip = []byte("\x00asm\x01\x00\x00\x00"), []byte("PK\x05\x06"+string(make([]byte, 18)))
+	if _, err := LoadOwn(OwnDir(mustCacheDir(t))); err == nil {
+		real := OwnDir(mustCacheDir(t))
+		wasm, _ = os.ReadFile(filepath.Join(real, OwnWasm))
+		zip, _ = os.ReadFile(filepath.Join(real, OwnStdlib))
+	}
+	dir := OwnDir(cacheDir)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	rec := BuildRecord{Key: "test", PythonVersion: "3.13.5", PythonWasmSHA256: sha(wasm), StdlibZipSHA256: sha(zip)}
+	meta, _ := json.Marshal(rec)
+	for name, data := range map[string][]byte{OwnWasm: wasm, OwnStdlib: zip, OwnRecord: meta} {
+		if err := os.WriteFile(filepath.Join(dir, name), data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return wasm, zip
+}
+
+func mustCacheDir(t *testing.T) string {
+	d, err := CacheDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+func sha(b []byte) string {
+	s := sha256.Sum256(b)
+	return hex.EncodeToString(s[:])
+}
+
+func TestLoadPrefersOwnBuild(t *testing.T) {
+	t.Setenv(EnvPython, "")
+	cache := t.TempDir()
+	wasm, zip := writeOwn(t, cache)
+	a, err := Load("", cache)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.Build != "own" || a.SHA256 != sha(wasm) || a.StdlibSHA256 != sha(zip) || a.Version != "3.13.5" {
+		t.Fatalf("loaded %+v, want the own build", a)
+	}
+	fs := memfs.New(memfs.Options{})
+	if a.Layer == nil || a.Layer.Len() != 1 || fs.Mount(a.Layer) != nil {
+		t.Fatalf("own build's layer: %+v, want one file", a.Layer)
+	}
+	if got, err := fs.ReadFile(OwnStdlibAt); err != nil || !bytes.Equal(got, zip) {
+		t.Fatalf("%s in the layer: %v; want the stdlib zip", OwnStdlibAt, err)
+	}
+	if got := a.BaseEnv(); got[len(got)-1] != "PYTHONHOME="+OwnHome {
+		t.Fatalf("BaseEnv %q lacks PYTHONHOME", got)
+	}
+	if StartupEnvDiffers(a.BaseEnv(), a.BaseEnv()) {
+		t.Fatal("the own build's own environment counts as different from its image's")
+	}
+	// Asked for by name, each build is what was asked for: the default is
+	// not fetched into this cache, so asking for it fails.
+	if _, err := Load(SelectDefault, cache); !errors.Is(err, ErrNotFetched) {
+		t.Fatalf("Load(default) = %v, want ErrNotFetched", err)
+	}
+	t.Setenv(EnvPython, SelectDefault)
+	if _, err := Load("", cache); !errors.Is(err, ErrNotFetched) {
+		t.Fatalf("AIRLOCK_PYTHON=default: %v, want ErrNotFetched", err)
+	}
+	t.Setenv(EnvPython, SelectOwn)
+	if a, err := Load("", cache); err != nil || a.Build != "own" {
+		t.Fatalf("AIRLOCK_PYTHON=own: %v, %v", a, err)
+	}
+	if _, err := Load(SelectOwn, t.TempDir()); !errors.Is(err, ErrNoOwnBuild) {
+		t.Fatalf("Load(own) without one = %v, want ErrNoOwnBuild", err)
+	}
+}
+
+func TestLoadRefusesTamperedOwnBuild(t *testing.T) {
+	t.Setenv(EnvPython, "")
+	for _, file := range []string{OwnWasm, OwnStdlib} {
+		t.Run(file, func(t *testing.T) {
+			cache := t.TempDir()
+			writeOwn(t, cache)
+			p := filepath.Join(OwnDir(cache), file)
+			data, err := os.ReadFile(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			data[len(data)-1] ^= 1
+			if err := os.WriteFile(p, data, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			a, err := Load("", cache)
+			var ce *ChecksumError
+			if !errors.As(err, &ce) || !errors.Is(err, ErrChecksum) || a != nil {
+				t.Fatalf("Load of a tampered %s = %v, %v; want a *ChecksumError", file, a, err)
+			}
+			if ce.Path != p || ce.Got != sha(data) || ce.Got == ce.Want {
+				t.Fatalf("ChecksumError %+v does not name %s and its sums", ce, p)
+			}
+		})
+	}
+	t.Run("bad record", func(t *testing.T) {
+		cache := t.TempDir()
+		writeOwn(t, cache)
+		if err := os.WriteFile(filepath.Join(OwnDir(cache), OwnRecord), []byte("{"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if a, err := Load("", cache); err == nil || a != nil {
+			t.Fatalf("Load with a broken build.json = %v, %v; want an error", a, err)
+		}
+	})
+}

@@ -1,0 +1,195 @@
+#!/usr/bin/env bash
+# Build Airlock's own CPython 3.13 for wasm32-wasi (preview 1), optimised,
+# from Debian's packages, into $AIRLOCK_CACHE_DIR/python313/:
+#   python.wasm      the interpreter (name section kept, DWARF dropped)
+#   python313.zip    the standard library as precompiled .pyc, stored
+#   build.json       pinned inputs, flags, and the sha256 of every source
+#                    apt fetched and of both outputs
+# The toolchain is Debian trixie's (clang 19, wasi-libc), in a debootstrap
+# chroot under $AIRLOCK_CACHE_DIR/build/, so the host's own release does not
+# matter. zlib, bzip2, xz and sqlite3 are cross-built from their Debian
+# sources first. Needs root (debootstrap, chroot) and ~3 GB of disk.
+#
+# Takes ~10 minutes on 2 cores the first time; a second call whose inputs
+# (this script, the pins, the flags) are unchanged returns in seconds.
+# AIRLOCK_BUILD_JOBS sets make's -j (default 2).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+# --- pins: Debian trixie source packages (apt checks them against the
+# signed archive index; their sha256s land in build.json) and flags.
+SUITE=trixie
+PY_PKG=python3.13
+PY_VER=3.13.5-2+deb13u5
+ZLIB_VER=1:1.3.dfsg+really1.3.1-1
+BZIP2_VER=1.0.8-6
+XZ_VER=5.8.1-1+deb13u1
+SQLITE_VER=3.46.1-7+deb13u2
+TOOLS="clang-19 lld-19 llvm-19 wasi-libc libclang-rt-19-dev-wasm32 python3.13 make pkg-config xz-utils dpkg-dev tcl gcc libc6-dev zip binaryen"
+# Debian's runtime library is installed under the wasm32-wasi name, so the
+# target is spelled that way (wasm32-wasip1 fails to link); no --sysroot,
+# Debian's clang finds /usr/include/wasm32-wasi by itself.
+WASM_CC="clang-19 --target=wasm32-wasi"
+# Wasm features every engine Airlock runs on supports (wazero, wasmtime):
+# bulk memory turns memcpy/memset into single instructions.
+WASM_FEATURES="-mbulk-memory -mnontrapping-fptoint -msign-ext -mmutable-globals"
+OPT_FLAGS="-DNDEBUG -O3 $WASM_FEATURES"
+WASM_OPT_FLAGS="-O3 --enable-bulk-memory --enable-nontrapping-float-to-int --enable-sign-ext --enable-mutable-globals --strip-dwarf"
+
+[ "$(id -u)" -eq 0 ] || { echo "build-python: needs root (debootstrap and chroot); try sudo" >&2; exit 1; }
+
+CACHE="${AIRLOCK_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/airlock}"
+mkdir -p "$CACHE"
+CACHE="$(cd "$CACHE" && pwd)"
+BUILD="$CACHE/build"
+ROOT="$BUILD/trixie-root"
+OUT="$CACHE/python313"
+JOBS="${AIRLOCK_BUILD_JOBS:-2}"
+
+# The cache key covers everything the output depends on.
+KEY=$(sha256sum "$0" | cut -c1-64)
+if [ -f "$OUT/build.json" ] && grep -q "\"key\": \"$KEY\"" "$OUT/build.json" &&
+	(cd "$OUT" && sha256sum --quiet -c SHA256SUMS) 2>/dev/null; then
+	echo "build-python: up to date: $OUT (key ${KEY:0:12})"
+	exit 0
+fi
+start=$(date +%s)
+log() { echo "build-python: [$(($(date +%s) - start))s] $*" >&2; }
+
+# --- 1. the toolchain chroot (~50 s, then ~1 min for packages)
+if [ ! -f "$ROOT/.airlock-ready" ]; then
+	command -v debootstrap >/dev/null || { log "installing debootstrap"; apt-get update -qq; apt-get install -y -qq debootstrap >/dev/null; }
+	rm -rf "$ROOT.part"
+	log "debootstrap --variant=minbase $SUITE"
+	debootstrap --variant=minbase "$SUITE" "$ROOT.part" >"$BUILD/debootstrap.log" 2>&1 ||
+		{ tail -20 "$BUILD/debootstrap.log" >&2; exit 1; }
+	cat >"$ROOT.part/etc/apt/sources.list.d/src.sources" <<-EOF
+		Types: deb-src
+		URIs: $(awk '/^deb /{print $2; exit}' "$ROOT.part/etc/apt/sources.list")
+		Suites: $SUITE
+		Components: main
+	EOF
+	cp /etc/resolv.conf "$ROOT.part/etc/resolv.conf"
+	log "apt-get install the toolchain"
+	chroot "$ROOT.part" apt-get update -qq
+	chroot "$ROOT.part" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $TOOLS >"$BUILD/apt.log" 2>&1 ||
+		{ tail -20 "$BUILD/apt.log" >&2; exit 1; }
+	touch "$ROOT.part/.airlock-ready"
+	mv "$ROOT.part" "$ROOT"
+fi
+cp /etc/resolv.conf "$ROOT/etc/resolv.conf"
+
+# --- 2. sources, through apt (verified against the archive's signed index)
+SRC=/src
+mkdir -p "$ROOT$SRC"
+log "apt-get source --download-only"
+chroot "$ROOT" sh -c "cd $SRC && apt-get update -qq && apt-get source -qq --download-only \
+	$PY_PKG=$PY_VER zlib=$ZLIB_VER bzip2=$BZIP2_VER xz-utils=$XZ_VER sqlite3=$SQLITE_VER" >"$BUILD/source.log" 2>&1 ||
+	{ tail -20 "$BUILD/source.log" >&2; exit 1; }
+
+# --- 3. build inside the chroot
+cat >"$ROOT/build.sh" <<'EOS'
+set -euo pipefail
+cd /src
+W=/work
+rm -rf $W && mkdir -p $W/deps/lib $W/deps/include
+CC="$WASM_CC"
+export AR=llvm-ar-19 RANLIB=llvm-ranlib-19
+orig() { ls /src/${1}_*.orig.tar.* | grep -v -- '-www' | head -1; }
+untar() { mkdir -p "$W/$1" && tar -xf "$(orig "$1")" -C "$W/$1" --strip-components=1; }
+DEPFLAGS="-O2 $WASM_FEATURES"
+
+echo "== zlib"
+untar zlib
+(cd $W/zlib && CC="$CC" CFLAGS="$DEPFLAGS" ./configure --static --prefix=$W/deps >/dev/null && make -s -j$JOBS libz.a && make -s install >/dev/null)
+
+echo "== bzip2"
+untar bzip2
+(cd $W/bzip2 && make -s -j$JOBS libbz2.a CC="$CC" AR=$AR RANLIB=$RANLIB CFLAGS="$DEPFLAGS -D_FILE_OFFSET_BITS=64" &&
+	cp libbz2.a $W/deps/lib/ && cp bzlib.h $W/deps/include/)
+
+echo "== xz (liblzma)"
+untar xz-utils
+(cd $W/xz-utils && CC="$CC" CFLAGS="$DEPFLAGS" ./configure -q --host=wasm32-unknown-wasi --prefix=$W/deps \
+	--disable-shared --enable-static --disable-threads --disable-xz --disable-xzdec --disable-lzmadec \
+	--disable-lzmainfo --disable-lzma-links --disable-scripts --disable-doc --disable-nls >/dev/null &&
+	make -s -j$JOBS -C src/liblzma >/dev/null && make -s -C src/liblzma install >/dev/null)
+
+echo "== sqlite3 (the amalgamation is made natively, with tcl)"
+untar sqlite3
+(cd $W/sqlite3 && mkdir -p native && cd native && ../configure -q >/dev/null && make -s sqlite3.c >/dev/null &&
+	$CC $DEPFLAGS -c sqlite3.c -o sqlite3.o \
+		-DSQLITE_THREADSAFE=0 -DSQLITE_OMIT_LOAD_EXTENSION -DSQLITE_OMIT_WAL -DSQLITE_OMIT_SHARED_CACHE \
+		-DSQLITE_DEFAULT_LOCKING_MODE=1 -DSQLITE_OMIT_DEPRECATED -DSQLITE_ENABLE_MATH_FUNCTIONS \
+		-D_WASI_EMULATED_GETPID -D_WASI_EMULATED_MMAN &&
+	$AR rcs $W/deps/lib/libsqlite3.a sqlite3.o && cp sqlite3.h $W/deps/include/)
+
+echo "== CPython"
+untar $PY_PKG
+mkdir -p $W/pybuild && cd $W/pybuild
+export CONFIG_SITE=$W/$PY_PKG/Tools/wasm/config.site-wasm32-wasi
+DEP="-I$W/deps/include"
+export ZLIB_CFLAGS="$DEP" ZLIB_LIBS="-L$W/deps/lib -lz"
+export BZIP2_CFLAGS="$DEP" BZIP2_LIBS="-L$W/deps/lib -lbz2"
+export LIBLZMA_CFLAGS="$DEP" LIBLZMA_LIBS="-L$W/deps/lib -llzma"
+export LIBSQLITE3_CFLAGS="$DEP" LIBSQLITE3_LIBS="-L$W/deps/lib -lsqlite3 -lwasi-emulated-getpid -lwasi-emulated-mman"
+export PKG_CONFIG_LIBDIR=$W/deps/lib/pkgconfig
+$W/$PY_PKG/configure -q CC="$CC" OPT="$OPT_FLAGS" \
+	--host=wasm32-wasip1 --build=x86_64-pc-linux-gnu --with-build-python=python3.13 \
+	--disable-test-modules --without-system-libmpdec --without-system-expat --without-ensurepip \
+	--prefix=/usr/local >$W/configure.log 2>&1 || { tail -30 $W/configure.log; exit 1; }
+make -s -j$JOBS >$W/make.log 2>&1 || { tail -40 $W/make.log; exit 1; }
+EOS
+log "building zlib, bzip2, liblzma, sqlite3, then CPython (configure ~3 min, make ~1-2 min)"
+chroot "$ROOT" env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root LANG=C.UTF-8 \
+	WASM_CC="$WASM_CC" WASM_FEATURES="$WASM_FEATURES" OPT_FLAGS="$OPT_FLAGS" PY_PKG="$PY_PKG" JOBS="$JOBS" \
+	bash /build.sh
+
+# --- 4. outputs: wasm-opt'd python.wasm, the stdlib zip, build.json
+log "wasm-opt $WASM_OPT_FLAGS and the stdlib zip"
+cat >"$ROOT/pack.sh" <<'EOS'
+set -euo pipefail
+W=/work
+rm -rf $W/out && mkdir -p $W/out
+wasm-opt $WASM_OPT_FLAGS $W/pybuild/python.wasm -o $W/out/python.wasm
+python3.13 /stdlib_zip.py $W/$PY_PKG/Lib $W/pybuild $W/out/python313.zip
+EOS
+cp scripts/stdlib_zip.py "$ROOT/stdlib_zip.py"
+chroot "$ROOT" env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root LANG=C.UTF-8 \
+	WASM_OPT_FLAGS="$WASM_OPT_FLAGS" PY_PKG="$PY_PKG" bash /pack.sh
+
+# The guest's own version string, asked from the new python.wasm itself
+# would need an engine here; the source package's is the same.
+rm -rf "$OUT.part" && mkdir -p "$OUT.part"
+cp "$ROOT/work/out/python.wasm" "$ROOT/work/out/python313.zip" "$OUT.part/"
+(cd "$OUT.part" && sha256sum python.wasm python313.zip >SHA256SUMS)
+sources=$(cd "$ROOT$SRC" && for f in *; do [ -f "$f" ] && printf '    "%s": "%s",\n' "$f" "$(sha256sum "$f" | cut -c1-64)"; done | sed '$ s/,$//')
+tools=$(chroot "$ROOT" dpkg-query -W -f '    "${Package}": "${Version}",\n' clang-19 lld-19 llvm-19 wasi-libc libclang-rt-19-dev-wasm32 python3.13 binaryen | sed '$ s/,$//')
+cat >"$OUT.part/build.json" <<EOF
+{
+  "key": "$KEY",
+  "python_version": "${PY_VER%%-*}",
+  "debian_suite": "$SUITE",
+  "packages": {
+    "$PY_PKG": "$PY_VER",
+    "zlib": "$ZLIB_VER",
+    "bzip2": "$BZIP2_VER",
+    "xz-utils": "$XZ_VER",
+    "sqlite3": "$SQLITE_VER"
+  },
+  "toolchain": {
+$tools
+  },
+  "cc": "$WASM_CC",
+  "opt": "$OPT_FLAGS",
+  "wasm_opt": "$WASM_OPT_FLAGS",
+  "sources_sha256": {
+$sources
+  },
+  "python_wasm_sha256": "$(sha256sum "$OUT.part/python.wasm" | cut -c1-64)",
+  "stdlib_zip_sha256": "$(sha256sum "$OUT.part/python313.zip" | cut -c1-64)",
+  "build_seconds": $(($(date +%s) - start))
+}
+EOF
+rm -rf "$OUT" && mv "$OUT.part" "$OUT"
+log "done: $OUT ($(du -h "$OUT/python.wasm" | cut -f1) python.wasm, $(du -h "$OUT/python313.zip" | cut -f1) stdlib zip)"
