@@ -179,11 +179,18 @@ func allBytes() []byte {
 	return b
 }
 
+// ownBuildWant is what an attack sees differently on the own build (make
+// python): the read-only /usr that holds its stdlib.
+var ownBuildWant = map[string]string{"fs/dotdot-at-root": "/ ['home', 'tmp', 'usr']\n"}
+
 func TestAdversarial(t *testing.T) {
 	if len(attacks) < 60 {
 		t.Fatalf("the adversarial suite has %d cases; it promises at least 60", len(attacks))
 	}
 	for _, a := range attacks {
+		if w, ok := ownBuildWant[a.name]; ok && sb.Info().Build == "own" {
+			a.want = w
+		}
 		t.Run(a.name, func(t *testing.T) {
 			if !strings.HasPrefix(a.name, "leak/") {
 				t.Parallel()

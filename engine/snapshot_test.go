@@ -25,6 +25,7 @@ func resumable(t *testing.T) *engine.Module {
 	if err != nil {
 		t.Fatalf("%v (scripts/setup.sh fetches it)", err)
 	}
+	testArt = art
 	wasm, _, err := python.LoadAsyncified(art, cache)
 	if err != nil {
 		t.Fatalf("%v (scripts/setup.sh prepares it)", err)
@@ -38,10 +39,18 @@ func resumable(t *testing.T) *engine.Module {
 	return m
 }
 
+// testArt is the build resumable loaded: its stdlib layer and environment
+// (the own build's; none for the npm one) go into every state.
+var testArt *python.Artifact
+
 func state(code string, stdin []byte, stderr *bytes.Buffer) *wasi.State {
 	fs := memfs.New(memfs.Options{})
 	fs.MkdirAll("/tmp")
-	return wasi.NewState(wasi.Config{Args: []string{"python", "-c", code}, FS: fs, Stdin: bytes.NewReader(stdin), Stdout: stderr, Stderr: stderr})
+	if testArt.Layer != nil {
+		fs.Mount(testArt.Layer)
+	}
+	return wasi.NewState(wasi.Config{Args: []string{"python", "-c", code}, Env: testArt.Env, FS: fs,
+		Stdin: bytes.NewReader(stdin), Stdout: stderr, Stderr: stderr})
 }
 
 func TestCaptureRefusals(t *testing.T) {

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/airlock-sandbox/airlock/engine"
+	"github.com/airlock-sandbox/airlock/wasi/memfs"
 )
 
 // TestStoredImageRejected: a corrupt image, or one made from other inputs,
@@ -36,7 +37,10 @@ func TestStoredImageRejected(t *testing.T) {
 	defer mod.Close(ctx)
 	sum := sha256.Sum256(wasm)
 	sha := hex.EncodeToString(sum[:])
-	spec := ImageSpec{ModuleSHA: sha}
+	spec := ImageSpec{ModuleSHA: sha, Env: art.Env}
+	if art.Layer != nil {
+		spec.Layers = []*memfs.Layer{art.Layer}
+	}
 	key := spec.Key()
 	dir := t.TempDir()
 	path := ImagePath(dir, key)

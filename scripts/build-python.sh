@@ -25,7 +25,7 @@ ZLIB_VER=1:1.3.dfsg+really1.3.1-1
 BZIP2_VER=1.0.8-6
 XZ_VER=5.8.1-1+deb13u1
 SQLITE_VER=3.46.1-7+deb13u2
-TOOLS="clang-19 lld-19 llvm-19 wasi-libc libclang-rt-19-dev-wasm32 python3.13 make pkg-config xz-utils dpkg-dev tcl gcc libc6-dev zip binaryen"
+TOOLS="clang-19 lld-19 llvm-19 wasi-libc libclang-rt-19-dev-wasm32 python3.13 make pkg-config xz-utils dpkg-dev tcl gcc libc6-dev binaryen patch"
 # Debian's runtime library is installed under the wasm32-wasi name, so the
 # target is spelled that way (wasm32-wasip1 fails to link); no --sysroot,
 # Debian's clang finds /usr/include/wasm32-wasi by itself.
@@ -34,7 +34,14 @@ WASM_CC="clang-19 --target=wasm32-wasi"
 # bulk memory turns memcpy/memset into single instructions.
 WASM_FEATURES="-mbulk-memory -mnontrapping-fptoint -msign-ext -mmutable-globals"
 OPT_FLAGS="-DNDEBUG -O3 $WASM_FEATURES"
-WASM_OPT_FLAGS="-O3 --enable-bulk-memory --enable-nontrapping-float-to-int --enable-sign-ext --enable-mutable-globals --strip-dwarf"
+# Reproducible __DATE__/__TIME__ in sys.version (2025-06-11, 3.13.5's release).
+SOURCE_DATE_EPOCH=1749600000
+# Link-time flags (LTO is on only if measured faster: see README).
+LDFLAGS_OPT=""
+# -g keeps the name section (asyncify-onlylist and stack traces need it);
+# DWARF is stripped first, as Binaryen holds back optimisations it cannot
+# carry DWARF through.
+WASM_OPT_FLAGS="-O3 -g --enable-bulk-memory --enable-nontrapping-float-to-int --enable-sign-ext --enable-mutable-globals"
 
 [ "$(id -u)" -eq 0 ] || { echo "build-python: needs root (debootstrap and chroot); try sudo" >&2; exit 1; }
 
@@ -46,8 +53,9 @@ ROOT="$BUILD/trixie-root"
 OUT="$CACHE/python313"
 JOBS="${AIRLOCK_BUILD_JOBS:-2}"
 
-# The cache key covers everything the output depends on.
-KEY=$(sha256sum "$0" | cut -c1-64)
+# The cache key covers everything the output depends on: this script
+# (pins and flags included), the stdlib packer and the stdlib patches.
+KEY=$(cat scripts/build-python.sh scripts/stdlib_zip.py scripts/stdlib-patches/*.patch | sha256sum | cut -c1-64)
 if [ -f "$OUT/build.json" ] && grep -q "\"key\": \"$KEY\"" "$OUT/build.json" &&
 	(cd "$OUT" && sha256sum --quiet -c SHA256SUMS) 2>/dev/null; then
 	echo "build-python: up to date: $OUT (key ${KEY:0:12})"
@@ -70,14 +78,17 @@ if [ ! -f "$ROOT/.airlock-ready" ]; then
 		Components: main
 	EOF
 	cp /etc/resolv.conf "$ROOT.part/etc/resolv.conf"
-	log "apt-get install the toolchain"
-	chroot "$ROOT.part" apt-get update -qq
-	chroot "$ROOT.part" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $TOOLS >"$BUILD/apt.log" 2>&1 ||
-		{ tail -20 "$BUILD/apt.log" >&2; exit 1; }
 	touch "$ROOT.part/.airlock-ready"
 	mv "$ROOT.part" "$ROOT"
 fi
 cp /etc/resolv.conf "$ROOT/etc/resolv.conf"
+if [ "$(cat "$ROOT/.airlock-tools" 2>/dev/null)" != "$TOOLS" ]; then
+	log "apt-get install the toolchain"
+	chroot "$ROOT" apt-get update -qq
+	chroot "$ROOT" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $TOOLS >"$BUILD/apt.log" 2>&1 ||
+		{ tail -20 "$BUILD/apt.log" >&2; exit 1; }
+	echo "$TOOLS" >"$ROOT/.airlock-tools"
+fi
 
 # --- 2. sources, through apt (verified against the archive's signed index)
 SRC=/src
@@ -127,7 +138,10 @@ untar sqlite3
 echo "== CPython"
 untar $PY_PKG
 mkdir -p $W/pybuild && cd $W/pybuild
-export CONFIG_SITE=$W/$PY_PKG/Tools/wasm/config.site-wasm32-wasi
+# CPython's WASI site file turns readv/writev off for wasmtime's own WASI,
+# which uses only the first buffer; Airlock's WASI serves every buffer.
+grep -v -e '^ac_cv_func_readv=' -e '^ac_cv_func_writev=' $W/$PY_PKG/Tools/wasm/config.site-wasm32-wasi >$W/config.site
+export CONFIG_SITE=$W/config.site
 DEP="-I$W/deps/include"
 export ZLIB_CFLAGS="$DEP" ZLIB_LIBS="-L$W/deps/lib -lz"
 export BZIP2_CFLAGS="$DEP" BZIP2_LIBS="-L$W/deps/lib -lbz2"
@@ -138,23 +152,37 @@ $W/$PY_PKG/configure -q CC="$CC" OPT="$OPT_FLAGS" \
 	--host=wasm32-wasip1 --build=x86_64-pc-linux-gnu --with-build-python=python3.13 \
 	--disable-test-modules --without-system-libmpdec --without-system-expat --without-ensurepip \
 	--prefix=/usr/local >$W/configure.log 2>&1 || { tail -30 $W/configure.log; exit 1; }
-make -s -j$JOBS >$W/make.log 2>&1 || { tail -40 $W/make.log; exit 1; }
+make -s -j$JOBS LDFLAGS_NODIST="$LDFLAGS_OPT" >$W/make.log 2>&1 || { tail -40 $W/make.log; exit 1; }
 EOS
-log "building zlib, bzip2, liblzma, sqlite3, then CPython (configure ~3 min, make ~1-2 min)"
-chroot "$ROOT" env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root LANG=C.UTF-8 \
-	WASM_CC="$WASM_CC" WASM_FEATURES="$WASM_FEATURES" OPT_FLAGS="$OPT_FLAGS" PY_PKG="$PY_PKG" JOBS="$JOBS" \
-	bash /build.sh
+# The C build is the slow part: it is skipped when its own inputs (the
+# steps above, flags, source versions) have not changed since it last ran.
+BUILD_KEY=$(printf '%s\n' "$WASM_CC" "$WASM_FEATURES" "$OPT_FLAGS" "$LDFLAGS_OPT" "$SOURCE_DATE_EPOCH" \
+	"$PY_VER" "$ZLIB_VER" "$BZIP2_VER" "$XZ_VER" "$SQLITE_VER" | cat - "$ROOT/build.sh" | sha256sum | cut -c1-64)
+if [ "$(cat "$ROOT/work/.build-key" 2>/dev/null)" = "$BUILD_KEY" ] && [ -f "$ROOT/work/pybuild/python.wasm" ]; then
+	log "C build up to date (key ${BUILD_KEY:0:12})"
+else
+	log "building zlib, bzip2, liblzma, sqlite3, then CPython (configure ~3 min, make ~2 min on an idle machine)"
+	chroot "$ROOT" env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root LANG=C.UTF-8 SOURCE_DATE_EPOCH="$SOURCE_DATE_EPOCH" \
+		WASM_CC="$WASM_CC" WASM_FEATURES="$WASM_FEATURES" OPT_FLAGS="$OPT_FLAGS" LDFLAGS_OPT="$LDFLAGS_OPT" \
+		PY_PKG="$PY_PKG" JOBS="$JOBS" bash /build.sh
+	echo "$BUILD_KEY" >"$ROOT/work/.build-key"
+fi
 
 # --- 4. outputs: wasm-opt'd python.wasm, the stdlib zip, build.json
 log "wasm-opt $WASM_OPT_FLAGS and the stdlib zip"
 cat >"$ROOT/pack.sh" <<'EOS'
 set -euo pipefail
 W=/work
-rm -rf $W/out && mkdir -p $W/out
-wasm-opt $WASM_OPT_FLAGS $W/pybuild/python.wasm -o $W/out/python.wasm
-python3.13 /stdlib_zip.py $W/$PY_PKG/Lib $W/pybuild $W/out/python313.zip
+rm -rf $W/out $W/lib && mkdir -p $W/out $W/lib
+wasm-opt --strip-dwarf -g $W/pybuild/python.wasm -o $W/out/nodwarf.wasm
+wasm-opt $WASM_OPT_FLAGS $W/out/nodwarf.wasm -o $W/out/python.wasm
+rm $W/out/nodwarf.wasm
+cp -a $W/$PY_PKG/Lib $W/lib/Lib
+for p in /stdlib-patches/*.patch; do patch -s -p1 -d $W/lib <"$p"; done
+python3.13 /stdlib_zip.py $W/lib/Lib $W/pybuild $W/out/python313.zip
 EOS
 cp scripts/stdlib_zip.py "$ROOT/stdlib_zip.py"
+rm -rf "$ROOT/stdlib-patches" && cp -a scripts/stdlib-patches "$ROOT/stdlib-patches"
 chroot "$ROOT" env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root LANG=C.UTF-8 \
 	WASM_OPT_FLAGS="$WASM_OPT_FLAGS" PY_PKG="$PY_PKG" bash /pack.sh
 

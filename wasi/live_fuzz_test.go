@@ -88,11 +88,17 @@ func startLive() error {
 	if err != nil {
 		return err
 	}
+	fs := memfs.New(memfs.Options{})
+	if art.Layer != nil { // the own build's stdlib
+		if err := fs.Mount(art.Layer); err != nil {
+			return err
+		}
+	}
 	state := wasi.NewState(wasi.Config{
 		Args:   []string{"python", "-c", "import os, json, re; os.read(0, 1)"},
-		Env:    python.DefaultEnv(),
+		Env:    art.BaseEnv(),
 		Stdout: io.Discard, Stderr: io.Discard,
-		FS: memfs.New(memfs.Options{}),
+		FS: fs,
 	})
 	live.reqs = make(chan liveReq)
 	live.ready = make(chan error, 1)
