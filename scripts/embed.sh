@@ -6,7 +6,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 ./scripts/setup.sh >/dev/null
-artifact=$(go run ./cmd/airlock version | sed -n 's/^artifact //p')
+# The npm build: the own one needs its stdlib zip beside it.
+artifact=$(go run ./cmd/airlock version --python default | sed -n 's/^artifact //p')
 [ -f "$artifact" ] || { echo "embed: no artifact found (got '$artifact')" >&2; exit 1; }
 cp "$artifact" python/embedded_python.wasm
 echo "embed: python/embedded_python.wasm <- $artifact"
