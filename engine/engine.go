@@ -65,6 +65,9 @@ type Module struct {
 	refs     int
 	snap     *resumable // set by LoadResumable (snapshot.go)
 	alt      backend    // non-nil when another engine than wazero runs it (backend.go)
+	// interrupt: the code checks the interruptExport global in every loop
+	// (interrupt.go); otherwise wazero closes the instance on ctx done.
+	interrupt bool
 }
 
 var (
@@ -100,7 +103,18 @@ func Load(ctx context.Context, wasm []byte, opts Options) (*Module, error) {
 	if err != nil {
 		return nil, fmt.Errorf("engine: %w", err)
 	}
-	cfg := wazero.NewRuntimeConfig().WithCloseOnContextDone(true).WithDebugInfoEnabled(false)
+	// Stopping a guest at its deadline: our own check at the top of every
+	// loop when the module can take it (see interrupt.go), else wazero's,
+	// which calls into the runtime at every loop back-edge and costs 2-5x
+	// on loop-heavy code (wazero issue 2466).
+	instrumented, err := wasmbin.AddInterruptCheck(wasm, interruptExport)
+	if err == nil {
+		wasm = instrumented
+		sum = sha256.Sum256(wasm)
+		digest = hex.EncodeToString(sum[:])
+	}
+	cfg := wazero.NewRuntimeConfig().WithCloseOnContextDone(err != nil).WithDebugInfoEnabled(false)
+	instrumentErr := err
 	marker := ""
 	if opts.CacheDir != "" {
 		if err := os.MkdirAll(opts.CacheDir, 0o755); err != nil {
@@ -129,7 +143,7 @@ func Load(ctx context.Context, wasm []byte, opts Options) (*Module, error) {
 	if marker != "" {
 		_ = os.WriteFile(marker, nil, 0o644)
 	}
-	m := &Module{key: key, runtime: r, compiled: compiled, refs: 1}
+	m := &Module{key: key, runtime: r, compiled: compiled, refs: 1, interrupt: instrumentErr == nil}
 	for _, mem := range compiled.ExportedMemories() {
 		m.minMem = uint64(mem.Min()) * 65536
 	}
@@ -247,7 +261,9 @@ func (m *Module) Run(ctx context.Context, spec RunSpec) (Outcome, error) {
 	out := Outcome{}
 	mod, err := m.instantiate(ctx)
 	if err == nil {
+		stop := m.watchInterrupt(ctx, mod)
 		_, err = mod.ExportedFunction("_start").Call(ctx)
+		stop()
 		mod.Close(context.Background())
 	}
 	out.PeakMemory = limits.peak.Load()

@@ -218,6 +218,7 @@ func (m *Module) Capture(ctx context.Context, spec RunSpec) (*Image, error) {
 		return nil, fmt.Errorf("engine: snapshot: %w", err)
 	}
 	defer mod.Close(context.Background())
+	defer m.watchInterrupt(ctx, mod)()
 	mem := mod.Memory()
 	for _, s := range m.snap.segments {
 		if !mem.Write(s.Offset, s.Data) {
@@ -290,7 +291,9 @@ func (m *Module) Resume(ctx context.Context, img *Image, spec RunSpec) (Outcome,
 	if err == nil {
 		err = m.rewind(ctx, mod, img)
 		if err == nil {
+			stop := m.watchInterrupt(ctx, mod) // after rewind set the globals
 			_, err = mod.ExportedFunction("_start").Call(ctx)
+			stop()
 		}
 		if err == nil && p.paused {
 			paused, err = m.paused(ctx, mod, p)

@@ -1,0 +1,228 @@
+package wasmbin
+
+import (
+	"encoding/binary"
+	"fmt"
+)
+
+// CodeID is the code section's id.
+const CodeID = 10
+
+// AddInterruptCheck makes every loop of the module check a new mutable
+// i32 global, exported as exportName, at the top of each iteration, and
+// trap (unreachable) once it is non-zero. A host sets the global from
+// another goroutine to stop a guest stuck in a loop: the same guarantee a
+// runtime's own interrupt check gives, at the cost of a global read and a
+// branch per iteration rather than a call into the runtime.
+//
+// The rewrite decodes every instruction, so it refuses opcodes it does not
+// know (threads, exceptions, SIMD), leaving the caller to stop guests some
+// other way.
+//
+// # Errors
+// ErrMalformed for bytes that do not decode; an error naming the opcode
+// for an instruction outside the supported set; a name that collides
+// with an existing export.
+func AddInterruptCheck(wasm []byte, exportName string) ([]byte, error) {
+	globals, err := Globals(wasm)
+	if err != nil {
+		return nil, err
+	}
+	secs, err := Sections(wasm)
+	if err != nil {
+		return nil, err
+	}
+	index := uint32(len(globals)) // imported and defined globals come first
+	check := []byte{0x23}         // global.get index; if; unreachable; end
+	check = binary.AppendUvarint(check, uint64(index))
+	check = append(check, 0x04, 0x40, 0x00, 0x0b)
+
+	var hasGlobals, hasExports, hasCode bool
+	for i := range secs {
+		switch secs[i].ID {
+		case GlobalID:
+			hasGlobals = true
+			secs[i].Body, err = appendVecEntry(secs[i].Body, []byte{0x7f, 0x01, 0x41, 0x00, 0x0b})
+		case ExportID:
+			hasExports = true
+			var exports []Export
+			if exports, err = DecodeExports(secs[i].Body); err == nil {
+				for _, e := range exports {
+					if e.Name == exportName {
+						return nil, fmt.Errorf("%w: export %q exists already", ErrMalformed, exportName)
+					}
+				}
+				exports = append(exports, Export{Name: exportName, Kind: KindGlobal, Index: index})
+				secs[i].Body = EncodeExports(exports)
+			}
+		case CodeID:
+			hasCode = true
+			secs[i].Body, err = instrumentCode(secs[i].Body, check)
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	if !hasCode {
+		return nil, fmt.Errorf("%w: no code section", ErrMalformed)
+	}
+	if !hasGlobals {
+		secs = insertSection(secs, Section{ID: GlobalID, Body: []byte{1, 0x7f, 0x01, 0x41, 0x00, 0x0b}})
+	}
+	if !hasExports {
+		secs = insertSection(secs, Section{ID: ExportID, Body: EncodeExports([]Export{{Name: exportName, Kind: KindGlobal, Index: index}})})
+	}
+	return Encode(secs), nil
+}
+
+// appendVecEntry adds one encoded entry to a section body that is a vector.
+func appendVecEntry(body, entry []byte) ([]byte, error) {
+	n, k := binary.Uvarint(body)
+	if k <= 0 || n >= 1<<32-1 {
+		return nil, fmt.Errorf("%w: vector count", ErrMalformed)
+	}
+	out := binary.AppendUvarint(nil, n+1)
+	out = append(out, body[k:]...)
+	return append(out, entry...), nil
+}
+
+// instrumentCode inserts check after the block type of every loop in
+// every function body of a code section.
+func instrumentCode(body, check []byte) ([]byte, error) {
+	r := &reader{b: body}
+	n := r.count(1)
+	out := binary.AppendUvarint(make([]byte, 0, len(body)+len(body)/8), uint64(n))
+	var fn []byte
+	for i := uint32(0); i < n && r.err == nil; i++ {
+		size := r.u32()
+		code := r.bytes(size)
+		if r.err != nil {
+			break
+		}
+		var err error
+		if fn, err = instrumentFunc(fn[:0], code, check); err != nil {
+			return nil, fmt.Errorf("function %d: %w", i, err)
+		}
+		out = binary.AppendUvarint(out, uint64(len(fn)))
+		out = append(out, fn...)
+	}
+	if err := r.done(); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func instrumentFunc(out, code, check []byte) ([]byte, error) {
+	r := &reader{b: code}
+	locals := r.count(2)
+	for range locals {
+		r.u32()
+		r.byte()
+	}
+	if r.err != nil {
+		return nil, r.err
+	}
+	out = append(out, code[:r.off]...)
+	for r.off < len(r.b) && r.err == nil {
+		start := r.off
+		op := r.byte()
+		if err := skipImmediates(r, op); err != nil {
+			return nil, err
+		}
+		out = append(out, code[start:r.off]...)
+		if op == 0x03 && r.err == nil { // loop
+			out = append(out, check...)
+		}
+	}
+	return out, r.err
+}
+
+// skipImmediates reads past op's immediates (the WebAssembly 2.0 core set
+// without SIMD, plus tail calls).
+func skipImmediates(r *reader, op byte) error {
+	switch {
+	case op == 0x02 || op == 0x03 || op == 0x04: // block, loop, if
+		r.blockType()
+	case op == 0x0c || op == 0x0d, op == 0x10, op == 0x12, // br, br_if, call, return_call
+		op >= 0x20 && op <= 0x26, op == 0xd2: // locals, globals, table.get/set, ref.func
+		r.u32()
+	case op == 0x0e: // br_table
+		for n := r.count(1); n > 0 && r.err == nil; n-- {
+			r.u32()
+		}
+		r.u32()
+	case op == 0x11 || op == 0x13: // call_indirect, return_call_indirect
+		r.u32()
+		r.u32()
+	case op == 0x1c: // select t*
+		for n := r.count(1); n > 0 && r.err == nil; n-- {
+			r.byte()
+		}
+	case op >= 0x28 && op <= 0x3e: // loads and stores: memarg
+		r.u32()
+		r.u32()
+	case op == 0x3f || op == 0x40: // memory.size, memory.grow
+		r.u32()
+	case op == 0x41: // i32.const
+		r.leb(5)
+	case op == 0x42: // i64.const
+		r.leb(10)
+	case op == 0x43:
+		r.bytes(4)
+	case op == 0x44:
+		r.bytes(8)
+	case op == 0xd0: // ref.null t
+		r.byte()
+	case op == 0xfc:
+		return skipPrefixed(r)
+	case op <= 0x01, op == 0x05, op == 0x0b, op == 0x0f, op == 0x1a, op == 0x1b, // unreachable, nop, else, end, return, drop, select
+		op >= 0x45 && op <= 0xc4, op == 0xd1: // numeric, ref.is_null
+	default:
+		return fmt.Errorf("unsupported opcode %#x at byte %d", op, r.off-1)
+	}
+	return nil
+}
+
+// skipPrefixed reads past a 0xfc instruction (saturating truncation, bulk
+// memory, table operations).
+func skipPrefixed(r *reader) error {
+	switch sub := r.u32(); {
+	case sub <= 7:
+	case sub == 8, sub == 12, sub == 14: // memory.init, table.init, table.copy
+		r.u32()
+		r.u32()
+	case sub == 9, sub == 11, sub == 13, sub >= 15 && sub <= 17: // data.drop, memory.fill, elem.drop, table.grow/size/fill
+		r.u32()
+	case sub == 10: // memory.copy
+		r.u32()
+		r.u32()
+	default:
+		return fmt.Errorf("unsupported opcode 0xfc %d at byte %d", sub, r.off)
+	}
+	return nil
+}
+
+// blockType reads a block type: empty (0x40), a value type, or a type
+// index (a positive s33).
+func (r *reader) blockType() {
+	if r.err != nil || r.off >= len(r.b) {
+		r.fail("unexpected end")
+		return
+	}
+	switch c := r.b[r.off]; {
+	case c == 0x40, c >= 0x6f && c <= 0x7f:
+		r.off++
+	default:
+		r.leb(5)
+	}
+}
+
+// leb skips a LEB128 number of at most max bytes (signed or not).
+func (r *reader) leb(max int) {
+	for i := 0; i < max; i++ {
+		if r.byte()&0x80 == 0 {
+			return
+		}
+	}
+	r.fail("LEB128 too long")
+}
