@@ -103,11 +103,11 @@ func Load(ctx context.Context, wasm []byte, opts Options) (*Module, error) {
 	if err != nil {
 		return nil, fmt.Errorf("engine: %w", err)
 	}
-	// Stopping a guest at its deadline: our own check at the top of every
-	// loop when the module can take it (see interrupt.go), else wazero's,
-	// which calls into the runtime at every loop back-edge and costs 2-5x
-	// on loop-heavy code (wazero issue 2466).
-	instrumented, err := wasmbin.AddInterruptCheck(wasm, interruptExport)
+	// Stopping a guest at its deadline: our own loop budget when the module
+	// can take it (see interrupt.go), else wazero's check, which calls into
+	// the runtime at every loop back-edge and costs 2-5x on loop-heavy code
+	// (wazero issue 2466).
+	instrumented, err := wasmbin.AddInterruptCheck(wasm, interruptExport, wasi.ModuleName, "sched_yield", interruptPeriod)
 	if err == nil {
 		wasm = instrumented
 		sum = sha256.Sum256(wasm)

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"io"
+	"runtime"
 	"time"
 
 	"github.com/airlock-sandbox/airlock/wasi/errno"
@@ -22,7 +23,12 @@ func procExit(_ context.Context, _ *State, _ []byte, stack []uint64) error {
 // procRaise refuses: there are no signals to deliver in the sandbox.
 func procRaise(context.Context, *State, memory, []uint64) errno.Errno { return errno.ENOSYS }
 
-func schedYield(context.Context, *State, memory, []uint64) errno.Errno { return errno.ESUCCESS }
+// schedYield lets other goroutines run: the engine's loop budget calls it
+// periodically from guests that never call the host otherwise.
+func schedYield(context.Context, *State, memory, []uint64) errno.Errno {
+	runtime.Gosched()
+	return errno.ESUCCESS
+}
 
 func sockUnsupported(context.Context, *State, memory, []uint64) errno.Errno {
 	return errno.ENOTSUP

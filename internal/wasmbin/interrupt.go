@@ -8,12 +8,16 @@ import (
 // CodeID is the code section's id.
 const CodeID = 10
 
-// AddInterruptCheck makes every loop of the module check a new mutable
-// i32 global, exported as exportName, at the top of each iteration, and
-// trap (unreachable) once it is non-zero. A host sets the global from
-// another goroutine to stop a guest stuck in a loop: the same guarantee a
-// runtime's own interrupt check gives, at the cost of a global read and a
-// branch per iteration rather than a call into the runtime.
+// AddInterruptCheck gives every loop of the module a budget: a new mutable
+// i32 global, exported as exportName, that each iteration decrements;
+// when it reaches zero it is refilled with period and the module's import
+// yieldModule.yieldName (a () -> i32 function, such as WASI's sched_yield)
+// is called, its result dropped. The host thus gets control at least
+// every period iterations of any loop, and can set the budget to zero to
+// get it at the next iteration: a guest stuck in a loop can be stopped,
+// and a goroutine spinning in compiled code yields to the Go scheduler,
+// at the cost of a few instructions per iteration rather than a call into
+// the runtime at each.
 //
 // The rewrite decodes every instruction, so it refuses opcodes it does not
 // know (threads, exceptions, SIMD), leaving the caller to stop guests some
@@ -23,7 +27,7 @@ const CodeID = 10
 // ErrMalformed for bytes that do not decode; an error naming the opcode
 // for an instruction outside the supported set; a name that collides
 // with an existing export.
-func AddInterruptCheck(wasm []byte, exportName string) ([]byte, error) {
+func AddInterruptCheck(wasm []byte, exportName, yieldModule, yieldName string, period int32) ([]byte, error) {
 	globals, err := Globals(wasm)
 	if err != nil {
 		return nil, err
@@ -32,17 +36,32 @@ func AddInterruptCheck(wasm []byte, exportName string) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
+	yield, err := findYield(secs, yieldModule, yieldName)
+	if err != nil {
+		return nil, err
+	}
 	index := uint32(len(globals)) // imported and defined globals come first
-	check := []byte{0x23}         // global.get index; if; unreachable; end
-	check = binary.AppendUvarint(check, uint64(index))
-	check = append(check, 0x04, 0x40, 0x00, 0x0b)
+	g := binary.AppendUvarint(nil, uint64(index))
+	n := sleb32(period)
+	// if (budget == 0) { budget = period; drop(yield()) } budget -= 1
+	check := append([]byte{0x23}, g...)
+	check = append(check, 0x45, 0x04, 0x40, 0x41)
+	check = append(check, n...)
+	check = append(append(check, 0x24), g...)
+	check = append(append(check, 0x10), binary.AppendUvarint(nil, uint64(yield))...)
+	check = append(check, 0x1a, 0x0b, 0x23)
+	check = append(check, g...)
+	check = append(check, 0x41, 0x01, 0x6b, 0x24)
+	check = append(check, g...)
+	initial := append([]byte{0x7f, 0x01, 0x41}, n...)
+	initial = append(initial, 0x0b)
 
 	var hasGlobals, hasExports, hasCode bool
 	for i := range secs {
 		switch secs[i].ID {
 		case GlobalID:
 			hasGlobals = true
-			secs[i].Body, err = appendVecEntry(secs[i].Body, []byte{0x7f, 0x01, 0x41, 0x00, 0x0b})
+			secs[i].Body, err = appendVecEntry(secs[i].Body, initial)
 		case ExportID:
 			hasExports = true
 			var exports []Export
@@ -67,7 +86,7 @@ func AddInterruptCheck(wasm []byte, exportName string) ([]byte, error) {
 		return nil, fmt.Errorf("%w: no code section", ErrMalformed)
 	}
 	if !hasGlobals {
-		secs = insertSection(secs, Section{ID: GlobalID, Body: []byte{1, 0x7f, 0x01, 0x41, 0x00, 0x0b}})
+		secs = insertSection(secs, Section{ID: GlobalID, Body: append([]byte{1}, initial...)})
 	}
 	if !hasExports {
 		secs = insertSection(secs, Section{ID: ExportID, Body: EncodeExports([]Export{{Name: exportName, Kind: KindGlobal, Index: index}})})
@@ -225,4 +244,75 @@ func (r *reader) leb(max int) {
 		}
 	}
 	r.fail("LEB128 too long")
+}
+
+// sleb32 encodes v as a signed LEB128.
+func sleb32(v int32) []byte {
+	var out []byte
+	for {
+		b := byte(v & 0x7f)
+		v >>= 7
+		if (v == 0 && b&0x40 == 0) || (v == -1 && b&0x40 != 0) {
+			return append(out, b)
+		}
+		out = append(out, b|0x80)
+	}
+}
+
+// findYield returns the function index of the import module.name, which
+// must have type () -> i32.
+func findYield(secs []Section, module, name string) (uint32, error) {
+	var types [][2][]byte // params, results
+	for _, s := range secs {
+		if s.ID != 1 {
+			continue
+		}
+		r := &reader{b: s.Body}
+		for n := r.count(3); n > 0 && r.err == nil; n-- {
+			if r.byte() != 0x60 {
+				r.fail("not a function type")
+			}
+			params := r.bytes(r.u32())
+			results := r.bytes(r.u32())
+			types = append(types, [2][]byte{params, results})
+		}
+		if err := r.done(); err != nil {
+			return 0, err
+		}
+	}
+	for _, s := range secs {
+		if s.ID != ImportID {
+			continue
+		}
+		r := &reader{b: s.Body}
+		funcs := uint32(0)
+		for n := r.count(4); n > 0 && r.err == nil; n-- {
+			mod, field, kind := r.name(), r.name(), r.byte()
+			switch kind {
+			case KindFunc:
+				t := r.u32()
+				if mod == module && field == name && r.err == nil {
+					if int(t) >= len(types) || len(types[t][0]) != 0 || string(types[t][1]) != "\x7f" {
+						return 0, fmt.Errorf("%w: %s.%s is not () -> i32", ErrMalformed, module, name)
+					}
+					return funcs, nil
+				}
+				funcs++
+			case KindTable:
+				r.byte()
+				r.limits()
+			case KindMemory:
+				r.limits()
+			case KindGlobal:
+				r.byte()
+				r.byte()
+			default:
+				r.fail("import kind")
+			}
+		}
+		if r.err != nil {
+			return 0, r.err
+		}
+	}
+	return 0, fmt.Errorf("the module does not import %s.%s", module, name)
 }
