@@ -43,9 +43,10 @@ func AddInterruptCheck(wasm []byte, exportName, yieldModule, yieldName string, p
 	index := uint32(len(globals)) // imported and defined globals come first
 	g := binary.AppendUvarint(nil, uint64(index))
 	n := sleb32(period)
-	// if (budget == 0) { budget = period; drop(yield()) } budget -= 1
+	// if (budget < 1) { budget = period; drop(yield()) } budget -= 1
+	// (< 1, not == 0: a host store of 0 racing the decrement leaves -1.)
 	check := append([]byte{0x23}, g...)
-	check = append(check, 0x45, 0x04, 0x40, 0x41)
+	check = append(check, 0x41, 0x01, 0x48, 0x04, 0x40, 0x41)
 	check = append(check, n...)
 	check = append(append(check, 0x24), g...)
 	check = append(append(check, 0x10), binary.AppendUvarint(nil, uint64(yield))...)
