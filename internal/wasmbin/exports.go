@@ -167,22 +167,32 @@ func Globals(wasm []byte) ([]GlobalType, error) {
 	return out, nil
 }
 
-func importedGlobals(body []byte, out []GlobalType) ([]GlobalType, error) {
+// importEntry is one entry of the import section; FuncType is set for
+// functions, Global for globals.
+type importEntry struct {
+	Module, Name string
+	Kind         byte
+	FuncType     uint32
+	Global       GlobalType
+}
+
+// decodeImports parses an import section body.
+func decodeImports(body []byte) ([]importEntry, error) {
 	r := &reader{b: body}
 	n := r.count(4)
+	out := make([]importEntry, 0, n)
 	for range n {
-		r.name()
-		r.name()
-		switch kind := r.byte(); kind {
+		e := importEntry{Module: r.name(), Name: r.name(), Kind: r.byte()}
+		switch e.Kind {
 		case KindFunc:
-			r.u32()
+			e.FuncType = r.u32()
 		case KindTable:
 			r.byte()
 			r.limits()
 		case KindMemory:
 			r.limits()
 		case KindGlobal:
-			out = append(out, GlobalType{ValType: r.byte(), Mutable: r.byte() == 1})
+			e.Global = GlobalType{ValType: r.byte(), Mutable: r.byte() == 1}
 		case KindTag:
 			r.byte()
 			r.u32()
@@ -192,8 +202,22 @@ func importedGlobals(body []byte, out []GlobalType) ([]GlobalType, error) {
 		if r.err != nil {
 			return nil, r.err
 		}
+		out = append(out, e)
 	}
 	return out, r.done()
+}
+
+func importedGlobals(body []byte, out []GlobalType) ([]GlobalType, error) {
+	imports, err := decodeImports(body)
+	if err != nil {
+		return nil, err
+	}
+	for _, e := range imports {
+		if e.Kind == KindGlobal {
+			out = append(out, e.Global)
+		}
+	}
+	return out, nil
 }
 
 func (r *reader) limits() {

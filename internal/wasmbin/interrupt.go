@@ -285,34 +285,23 @@ func findYield(secs []Section, module, name string) (uint32, error) {
 		if s.ID != ImportID {
 			continue
 		}
-		r := &reader{b: s.Body}
-		funcs := uint32(0)
-		for n := r.count(4); n > 0 && r.err == nil; n-- {
-			mod, field, kind := r.name(), r.name(), r.byte()
-			switch kind {
-			case KindFunc:
-				t := r.u32()
-				if mod == module && field == name && r.err == nil {
-					if int(t) >= len(types) || len(types[t][0]) != 0 || string(types[t][1]) != "\x7f" {
-						return 0, fmt.Errorf("%w: %s.%s is not () -> i32", ErrMalformed, module, name)
-					}
-					return funcs, nil
-				}
-				funcs++
-			case KindTable:
-				r.byte()
-				r.limits()
-			case KindMemory:
-				r.limits()
-			case KindGlobal:
-				r.byte()
-				r.byte()
-			default:
-				r.fail("import kind")
-			}
+		imports, err := decodeImports(s.Body)
+		if err != nil {
+			return 0, err
 		}
-		if r.err != nil {
-			return 0, r.err
+		funcs := uint32(0)
+		for _, e := range imports {
+			if e.Kind != KindFunc {
+				continue
+			}
+			if e.Module == module && e.Name == name {
+				t := e.FuncType
+				if int(t) >= len(types) || len(types[t][0]) != 0 || string(types[t][1]) != "\x7f" {
+					return 0, fmt.Errorf("%w: %s.%s is not () -> i32", ErrMalformed, module, name)
+				}
+				return funcs, nil
+			}
+			funcs++
 		}
 	}
 	return 0, fmt.Errorf("the module does not import %s.%s", module, name)
