@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"maps"
 	"strconv"
 	"strings"
 	"sync"
@@ -206,13 +207,11 @@ func (s *Session) Exec(ctx context.Context, req Request) (*Result, error) {
 	if req.Env == nil {
 		req.Env = s.opts.Env
 	} else {
-		merged := make(map[string]string, len(s.opts.Env)+len(req.Env))
-		for k, v := range s.opts.Env {
-			merged[k] = v
+		merged := maps.Clone(s.opts.Env)
+		if merged == nil {
+			merged = map[string]string{}
 		}
-		for k, v := range req.Env {
-			merged[k] = v
-		}
+		maps.Copy(merged, req.Env)
 		req.Env = merged
 	}
 	if req.Tools == nil {
@@ -289,18 +288,10 @@ func (c *sessionCall) finish(res *Result, out engine.Outcome, e *Error) *Error {
 		e = newError(KindInvalidRequest, e, "the call left files open; a session keeps no open file between calls: close them (with open(...) as f: ...)")
 	case e == nil:
 		// The interpreter exited instead of pausing: nothing to keep.
-		fmt.Fprintf(&stderrNote{res}, "airlock: the interpreter exited (status %d); the session keeps its state from before this call\n", res.ExitCode)
+		res.Stderr = fmt.Appendf(res.Stderr, "airlock: the interpreter exited (status %d); the session keeps its state from before this call\n", res.ExitCode)
 	}
 	res.RolledBack = true
 	return e
-}
-
-// stderrNote appends a host note to a result's stderr.
-type stderrNote struct{ res *Result }
-
-func (n *stderrNote) Write(p []byte) (int, error) {
-	n.res.Stderr = append(n.res.Stderr, p...)
-	return len(p), nil
 }
 
 // statusDevice receives the call's exit status from the prelude; after
