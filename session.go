@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/airlock-sandbox/airlock/engine"
+	"github.com/airlock-sandbox/airlock/python"
 	"github.com/airlock-sandbox/airlock/wasi"
 	"github.com/airlock-sandbox/airlock/wasi/memfs"
 )
@@ -273,7 +274,7 @@ func (c *sessionCall) prepare(cfg *wasi.Config, spec *engine.RunSpec) {
 	}
 	devices[sessionDevice] = &c.status
 	cfg.Devices = devices
-	spec.PauseWhen = func() bool { return c.status.reported }
+	spec.PauseWhen = func(buffers uint32) bool { return c.status.reported && python.LoopRead(buffers) }
 }
 
 // finish decides whether the call advanced the session and says so.
@@ -284,6 +285,8 @@ func (c *sessionCall) finish(res *Result, out engine.Outcome, e *Error) *Error {
 		return nil
 	case out.Image != nil:
 		out.Image.Close()
+	case e != nil && errors.Is(e, engine.ErrPausedElsewhere):
+		e = newError(KindInvalidRequest, e, "the call read stdin after reporting its status on %s: a session pauses only between calls", sessionDevice)
 	case e != nil && errors.Is(e, engine.ErrPausedWithOpenFiles):
 		e = newError(KindInvalidRequest, e, "the call left files open; a session keeps no open file between calls: close them (with open(...) as f: ...)")
 	case e == nil:

@@ -214,11 +214,14 @@ type RunSpec struct {
 	WASI *wasi.State
 	// MemoryLimit caps the instance's linear memory in bytes.
 	MemoryLimit uint64
-	// PauseWhen, in a Resume, is asked at each read of fd 0 after the one
-	// the image was paused in. When it answers true the guest pauses there
-	// as at Capture, and the Outcome carries the new Image: how a session
-	// keeps its interpreter between calls.
-	PauseWhen func() bool
+	// PauseWhen, in a Capture, picks the read of fd 0 the guest pauses in
+	// (nil: the first). In a Resume it is asked at each read of fd 0
+	// after the one the image was paused in; when it answers true the
+	// guest pauses there as at Capture, and the Outcome carries the new
+	// Image: how a session keeps its interpreter between calls. It is
+	// given the number of buffers the read passes, which tells C stdio's
+	// reads from others.
+	PauseWhen func(buffers uint32) bool
 	// Fuel caps the WebAssembly instructions the guest may execute, on
 	// engines that meter fuel (wasmtime); 0 is no cap. Running out ends the
 	// run with ErrFuelExhausted.

@@ -31,7 +31,7 @@ func TestPythonLoopsStopAtTheDeadline(t *testing.T) {
 		t.Fatal("python.wasm did not take the loop-check rewrite")
 	}
 	var out bytes.Buffer
-	img, err := m.Capture(context.Background(), engine.RunSpec{WASI: state("import os\nexec(os.read(0, 1000))", nil, &out), MemoryLimit: 1 << 30})
+	img, err := m.Capture(context.Background(), engine.RunSpec{WASI: looping(&out), MemoryLimit: 1 << 30})
 	if err != nil {
 		t.Fatalf("%v\n%s", err, out.String())
 	}
@@ -39,7 +39,7 @@ func TestPythonLoopsStopAtTheDeadline(t *testing.T) {
 	for _, busy := range []string{"while True: pass", "x = 0\nwhile True:\n    x += 1", "sum(range(10**12))", "sorted(range(10**8))"} {
 		ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 		start := time.Now()
-		_, err := m.Resume(ctx, img, engine.RunSpec{WASI: state("", []byte(busy), &out), MemoryLimit: 1 << 30})
+		_, err := m.Resume(ctx, img, engine.RunSpec{WASI: resumed([]byte(busy), &out), MemoryLimit: 1 << 30})
 		cancel()
 		if !errors.Is(err, engine.ErrInterrupted) || time.Since(start) > 5*time.Second {
 			t.Fatalf("%q resumed: %v after %v, want ErrInterrupted soon after 300ms", busy, err, time.Since(start))
@@ -51,7 +51,7 @@ func TestPythonLoopsStopAtTheDeadline(t *testing.T) {
 		if !errors.Is(err, engine.ErrInterrupted) || time.Since(start) > 10*time.Second {
 			t.Fatalf("%q fresh: %v after %v, want ErrInterrupted", busy, err, time.Since(start))
 		}
-		o, err := m.Resume(context.Background(), img, engine.RunSpec{WASI: state("", []byte("print(6 * 7)"), &out), MemoryLimit: 1 << 30})
+		o, err := m.Resume(context.Background(), img, engine.RunSpec{WASI: resumed([]byte("print(6 * 7)"), &out), MemoryLimit: 1 << 30})
 		if err != nil || o.ExitCode != 0 {
 			t.Fatalf("run after an interrupted one: %v %+v", err, o)
 		}

@@ -3,6 +3,7 @@ package engine
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"slices"
@@ -41,6 +42,14 @@ var (
 	// ErrPausedWithOpenFiles: at the snapshot point the guest had open
 	// descriptors beyond 0-3, which a restored run would not have.
 	ErrPausedWithOpenFiles = errors.New("engine: descriptors beyond stdio and the root were open at the snapshot point")
+	// ErrPausedElsewhere: a resumed guest paused in a read of stdin other
+	// than the one its image was paused in (its unwound stack differs), so
+	// its stack may hold functions asyncify did not instrument and could
+	// not be resumed.
+	ErrPausedElsewhere = errors.New("engine: the guest paused in a read of stdin other than its image's")
+	// ErrBadImage: a resumed guest never arrived back at the read its
+	// image was paused in.
+	ErrBadImage = errors.New("engine: the image did not resume at its pause point")
 )
 
 const (
@@ -124,35 +133,57 @@ type pausePoint struct {
 	capture bool   // unwind at the first read of fd 0 (else: stop the rewind)
 	fired   bool   // the point was reached
 	buffer  uint32 // the unwind buffer: grown when capturing, the image's when resuming
-	// pauseWhen (RunSpec.PauseWhen) may pause a resumed run again at a
-	// later read of fd 0; paused tells it did.
-	pauseWhen func() bool
+	// pauseWhen (RunSpec.PauseWhen) picks the read a capture pauses in,
+	// and may pause a resumed run again at a later read of fd 0; paused
+	// tells it did, unwinding that the unwind started.
+	pauseWhen func(buffers uint32) bool
 	paused    bool
+	unwinding bool
 	from      *Image // the image resumed, whose base a new pause is a delta over
 }
 
 type pauseKey struct{}
 
+// pauseAction is what a read of fd 0 does in a capture or resume.
+type pauseAction int
+
+const (
+	readOn     pauseAction = iota // serve the read
+	pauseHere                     // unwind: the guest pauses in this read
+	stopRewind                    // the rewound guest is back in its read: end the rewind, then serve it
+)
+
+// at tells what a read of fd 0 passing buffers does, and notes it.
+func (p *pausePoint) at(buffers uint32) pauseAction {
+	wanted := p.pauseWhen == nil || p.pauseWhen(buffers)
+	switch {
+	case p.capture && !p.fired && wanted:
+		p.fired = true
+		return pauseHere
+	case p.capture:
+		return readOn
+	case !p.fired:
+		p.fired = true
+		return stopRewind
+	case p.pauseWhen != nil && !p.paused && wanted:
+		p.paused = true
+		return pauseHere
+	}
+	return readOn
+}
+
 // pauseAtStdin wraps fd_read's adapter: in a run that captures or resumes
-// an image, the first read of fd 0 is the snapshot point.
+// an image, a read of fd 0 may be the snapshot point (pausePoint.at).
 func pauseAtStdin(next api.GoModuleFunc) api.GoModuleFunc {
 	return func(ctx context.Context, mod api.Module, stack []uint64) {
 		if uint32(stack[0]) == 0 {
 			if p, _ := ctx.Value(pauseKey{}).(*pausePoint); p != nil {
-				switch {
-				case !p.fired:
-					p.fired = true
-					if p.capture {
-						p.unwind(ctx, mod, stack)
-						return
-					}
-					// Resuming: the rewound guest re-entered the read it
-					// was paused in. Serve it as any other.
-					mustCall(ctx, mod, "asyncify_stop_rewind")
-				case p.pauseWhen != nil && !p.paused && p.pauseWhen():
-					p.paused = true
+				switch p.at(uint32(stack[2])) {
+				case pauseHere:
 					p.unwind(ctx, mod, stack)
 					return
+				case stopRewind:
+					mustCall(ctx, mod, "asyncify_stop_rewind")
 				}
 			}
 		}
@@ -179,6 +210,7 @@ func (p *pausePoint) unwind(ctx context.Context, mod api.Module, stack []uint64)
 	mem.WriteUint32Le(p.buffer, p.buffer+8)
 	mem.WriteUint32Le(p.buffer+4, p.buffer+unwindPages*65536)
 	mustCall(ctx, mod, "asyncify_start_unwind", uint64(p.buffer))
+	p.unwinding = true
 	stack[0] = 0 // ignored: the caller unwinds
 }
 
@@ -208,7 +240,7 @@ func (m *Module) Capture(ctx context.Context, spec RunSpec) (*Image, error) {
 	if limits.maxBytes < m.minMem {
 		return nil, ErrMemoryLimit
 	}
-	p := &pausePoint{capture: true}
+	p := &pausePoint{capture: true, pauseWhen: spec.PauseWhen}
 	ctx = experimental.WithMemoryAllocator(ctx, allocator{limits: limits})
 	ctx = wasi.WithState(ctx, spec.WASI)
 	ctx = context.WithValue(ctx, pauseKey{}, p)
@@ -294,6 +326,7 @@ func (m *Module) Resume(ctx context.Context, img *Image, spec RunSpec) (Outcome,
 			stop := m.watchInterrupt(ctx, mod) // after rewind set the globals
 			_, err = mod.ExportedFunction("_start").Call(ctx)
 			stop()
+			err = p.resumeErr(ctx, err)
 		}
 		if err == nil && p.paused {
 			paused, err = m.paused(ctx, mod, p)
@@ -316,6 +349,9 @@ func (m *Module) paused(ctx context.Context, mod api.Module, p *pausePoint) (*Im
 	}
 	mem := mod.Memory()
 	buf, _ := mem.Read(0, mem.Size())
+	if err := p.checkStack(buf); err != nil {
+		return nil, err
+	}
 	if base := p.from; base != nil {
 		if base.base != nil {
 			base = base.base
@@ -325,6 +361,50 @@ func (m *Module) paused(ctx context.Context, mod api.Module, p *pausePoint) (*Im
 		}
 	}
 	return NewImage(bytes.Clone(buf), globals, p.buffer), nil
+}
+
+// checkStack compares the stack a resumed guest just unwound (memory is
+// the instance's) with its image's: the same read, reached through the
+// same functions, leaves asyncify's buffer filled to the same end. A
+// stack through other functions does not, or only by a coincidence of
+// frame sizes that the resume then catches (ErrBadImage). asyncify
+// instruments only the functions on the expected path (python.PausePath),
+// so another stack may have frames that saved nothing.
+func (p *pausePoint) checkStack(memory []byte) error {
+	if p.from == nil {
+		return nil // a capture: its stack is the expected one
+	}
+	want, ok := p.from.u32(int(p.from.UnwindBuffer))
+	got, ok2 := u32At(memory, int(p.buffer))
+	if !ok || !ok2 || got != want {
+		return fmt.Errorf("%w (%d bytes of stack saved, the image's %d)", ErrPausedElsewhere, got-p.buffer, want-p.from.UnwindBuffer)
+	}
+	return nil
+}
+
+// resumeErr is what a resumed run whose start returned err reports, in
+// place of what a derailed guest did (%v: its exit is no exit):
+// ErrBadImage when the guest never re-entered its read (its image's stack
+// had a gap, so the rewind ran off course); ErrPausedElsewhere when an
+// unwind it was asked to make failed (a frame asyncify did not
+// instrument carried on as if the read had returned).
+func (p *pausePoint) resumeErr(ctx context.Context, err error) error {
+	switch {
+	case !p.fired && err == nil:
+		return ErrBadImage
+	case !p.fired:
+		return fmt.Errorf("%w (%v)", ErrBadImage, err)
+	case p.unwinding && err != nil && ctx.Err() == nil:
+		return fmt.Errorf("%w (%v)", ErrPausedElsewhere, err)
+	}
+	return err
+}
+
+func u32At(b []byte, off int) (uint32, bool) {
+	if off < 0 || off+4 > len(b) {
+		return 0, false
+	}
+	return binary.LittleEndian.Uint32(b[off:]), true
 }
 
 // rewind puts img's state into a new instance (its memory is already the

@@ -48,6 +48,25 @@ func (img *Image) Bytes() []byte {
 	return out
 }
 
+// u32 reads the little-endian word at off in the image's memory.
+func (img *Image) u32(off int) (uint32, bool) {
+	if img.base == nil {
+		return u32At(img.Memory, off)
+	}
+	for _, p := range img.pages {
+		if off >= p.off && off+4 <= p.off+len(p.data) {
+			return u32At(p.data, off-p.off)
+		}
+	}
+	if off+4 > img.size {
+		return 0, false
+	}
+	if off+4 > len(img.base.Memory) {
+		return 0, true // beyond the base: zeros
+	}
+	return img.base.u32(off)
+}
+
 // DeltaPages is how many OS pages a delta image holds (0 for a full one).
 func (img *Image) DeltaPages() int { return len(img.pages) }
 

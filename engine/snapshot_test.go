@@ -4,7 +4,10 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
+	"io"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -44,13 +47,51 @@ func resumable(t *testing.T) *engine.Module {
 var testArt *python.Artifact
 
 func state(code string, stdin []byte, stderr *bytes.Buffer) *wasi.State {
+	return stateArgs([]string{"python", "-c", code}, bytes.NewReader(stdin), stderr)
+}
+
+func stateArgs(args []string, stdin io.Reader, stderr *bytes.Buffer) *wasi.State {
 	fs := memfs.New(memfs.Options{})
 	fs.MkdirAll("/tmp")
 	if testArt.Layer != nil {
 		fs.Mount(testArt.Layer)
 	}
-	return wasi.NewState(wasi.Config{Args: []string{"python", "-c", code}, Env: testArt.Env, FS: fs,
-		Stdin: bytes.NewReader(stdin), Stdout: stderr, Stderr: stderr})
+	// BaseEnv has PYTHONUNBUFFERED=1, under which C stdio reads stdin
+	// with two buffers (see python.LoopRead).
+	return wasi.NewState(wasi.Config{Args: args, Env: testArt.BaseEnv(), FS: fs, Stdin: stdin, Stdout: stderr, Stderr: stderr})
+}
+
+// looping is the state an image is captured in: CPython's interactive
+// loop (-i, no prompts) paused at its first read, as Airlock's prelude
+// is (the own build's asyncify instruments only that read's path).
+func looping(stderr *bytes.Buffer) *wasi.State {
+	return stateArgs([]string{"python", "-i", "-c", "import sys; sys.ps1 = sys.ps2 = ''"}, nil, stderr)
+}
+
+// resumed is the state an image from looping resumes in: the loop reads
+// one statement, alone, which runs code from the rest of stdin and exits
+// (the loop would print a newline at the end of stdin).
+func resumed(code []byte, stderr *bytes.Buffer) *wasi.State {
+	return resumedThen(code, "; __import__('os')._exit(0)", stderr)
+}
+
+// resumedThen is resumed with then after the statement that runs code;
+// with "", the loop goes on to read stdin again after it.
+func resumedThen(code []byte, then string, stderr *bytes.Buffer) *wasi.State {
+	line := fmt.Sprintf("exec(__import__('os').read(0, %d))%s\n", len(code), then)
+	return stateArgs(nil, io.MultiReader(strings.NewReader(line), bytes.NewReader(code)), stderr)
+}
+
+// afterCode is a PauseWhen for runs from resumed: a read with two buffers
+// once the code has been read (with one), as a session pauses only once
+// the call is done. The loop's own reads before that (C stdio, one byte
+// at a time since stdin is unbuffered) pass two as well.
+func afterCode() func(uint32) bool {
+	read := false
+	return func(buffers uint32) bool {
+		read = read || buffers == 1
+		return read && python.LoopRead(buffers)
+	}
 }
 
 func TestCaptureRefusals(t *testing.T) {
@@ -71,14 +112,14 @@ func TestResumeLimits(t *testing.T) {
 	m := resumable(t)
 	ctx := context.Background()
 	var out bytes.Buffer
-	img, err := m.Capture(ctx, engine.RunSpec{WASI: state("import os, sys\nn = os.read(0, 100)\nexec(n)", nil, &out), MemoryLimit: 1 << 30})
+	img, err := m.Capture(ctx, engine.RunSpec{WASI: looping(&out), MemoryLimit: 1 << 30})
 	if err != nil {
 		t.Fatalf("%v\n%s", err, out.String())
 	}
 	defer img.Close()
 	run := func(code string, limit uint64) (engine.Outcome, error, string) {
 		var out bytes.Buffer
-		o, err := m.Resume(ctx, img, engine.RunSpec{WASI: state("", []byte(code), &out), MemoryLimit: limit})
+		o, err := m.Resume(ctx, img, engine.RunSpec{WASI: resumed([]byte(code), &out), MemoryLimit: limit})
 		return o, err, out.String()
 	}
 	if o, err, s := run("print('resumed')", 256<<20); err != nil || o.ExitCode != 0 || s != "resumed\n" {
@@ -93,7 +134,50 @@ func TestResumeLimits(t *testing.T) {
 	}
 	tctx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
 	defer cancel()
-	if _, err := m.Resume(tctx, img, engine.RunSpec{WASI: state("", []byte("while True: pass"), &out), MemoryLimit: 256 << 20}); !errors.Is(err, engine.ErrInterrupted) {
+	if _, err := m.Resume(tctx, img, engine.RunSpec{WASI: resumed([]byte("while True: pass"), &out), MemoryLimit: 256 << 20}); !errors.Is(err, engine.ErrInterrupted) {
 		t.Fatalf("timeout on a resumed instance: err = %v", err)
+	}
+}
+
+// TestPauseOutsideTheLoop: a resumed guest asked to pause in a read other
+// than its image's (os.readv passes two buffers, as the loop's read does)
+// unwinds another stack, which the engine refuses (on the own build, whose
+// asyncify instruments only the loop's path, that stack also has frames
+// that saved nothing); the image it resumed from still works. An image
+// whose saved stack is damaged reports ErrBadImage rather than whatever
+// the derailed guest did.
+func TestPauseOutsideTheLoop(t *testing.T) {
+	m := resumable(t)
+	ctx := context.Background()
+	var out bytes.Buffer
+	img, err := m.Capture(ctx, engine.RunSpec{WASI: looping(&out), MemoryLimit: 1 << 30, PauseWhen: python.LoopRead})
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out.String())
+	}
+	defer img.Close()
+	for _, code := range []string{
+		"import os\nos.readv(0, [bytearray(0), bytearray(64)])",
+		"import os\ndef down(n):\n    return os.readv(0, [bytearray(0), bytearray(64)]) if n == 0 else list(map(down, [n - 1]))\ndown(20)",
+	} {
+		out.Reset()
+		o, err := m.Resume(ctx, img, engine.RunSpec{WASI: resumed([]byte(code), &out), MemoryLimit: 256 << 20, PauseWhen: afterCode()})
+		if !errors.Is(err, engine.ErrPausedElsewhere) || o.Image != nil {
+			t.Fatalf("%q: err = %v, image %v\n%s", code, err, o.Image != nil, out.String())
+		}
+	}
+	out.Reset()
+	if o, err := m.Resume(ctx, img, engine.RunSpec{WASI: resumed([]byte("print(6 * 7)"), &out), MemoryLimit: 256 << 20}); err != nil || out.String() != "42\n" {
+		t.Fatalf("after a refused pause: %v %+v %q", err, o, out.String())
+	}
+
+	mem := img.Bytes()
+	stack := mem[img.UnwindBuffer+8 : img.UnwindBuffer+4096]
+	for i := range stack {
+		stack[i] = 0xff
+	}
+	bad := engine.NewImage(mem, img.Globals, img.UnwindBuffer)
+	defer bad.Close()
+	if _, err := m.Resume(ctx, bad, engine.RunSpec{WASI: resumed([]byte("print(1)"), &out), MemoryLimit: 256 << 20}); !errors.Is(err, engine.ErrBadImage) {
+		t.Fatalf("damaged stack: err = %v", err)
 	}
 }

@@ -159,21 +159,13 @@ func wasmtimeLinker(eng *wasmtime.Engine) (*wasmtime.Linker, error) {
 			}
 			if pauses && uint32(stack[0]) == 0 && r.pause != nil {
 				// As pauseAtStdin (snapshot.go) does on wazero.
-				p := r.pause
-				switch {
-				case !p.fired:
-					p.fired = true
-					if p.capture {
-						return r.pauseHere(c)
-					}
-					// Resuming: the rewound guest re-entered the read it
-					// was paused in. Serve it as any other.
+				switch r.pause.at(uint32(stack[2])) {
+				case pauseHere:
+					return r.pauseHere(c)
+				case stopRewind:
 					if _, err := callExport(c, "asyncify_stop_rewind"); err != nil {
 						return nil, r.trap(err)
 					}
-				case p.pauseWhen != nil && !p.paused && p.pauseWhen():
-					p.paused = true
-					return r.pauseHere(c)
 				}
 			}
 			if err := callSafely(call, r, stack); err != nil {
@@ -281,8 +273,11 @@ func (r *wtRun) unwind(c *wasmtime.Caller) error {
 	}
 	putUint32(m[buf:], buf+8)
 	putUint32(m[buf+4:], buf+unwindPages*65536)
-	_, err := callExport(c, "asyncify_start_unwind", int32(buf))
-	return err
+	if _, err := callExport(c, "asyncify_start_unwind", int32(buf)); err != nil {
+		return err
+	}
+	r.pause.unwinding = true
+	return nil
 }
 
 func putUint32(b []byte, v uint32) {
@@ -405,7 +400,7 @@ func (m *wtModule) run(ctx context.Context, spec RunSpec) (Outcome, error) {
 }
 
 func (m *wtModule) capture(ctx context.Context, spec RunSpec, snap *resumable) (*Image, error) {
-	p := &pausePoint{capture: true}
+	p := &pausePoint{capture: true, pauseWhen: spec.PauseWhen}
 	r, err := m.start(ctx, spec, p)
 	if err != nil {
 		return nil, fmt.Errorf("engine: snapshot: %w", err)
@@ -444,6 +439,9 @@ func (r *wtRun) paused(snap *resumable) (*Image, error) {
 		globals[i] = wtGlobalBits(ext.Global().Get(r.store))
 	}
 	mem := r.mem.memory()
+	if err := r.pause.checkStack(mem); err != nil {
+		return nil, err
+	}
 	if base := r.pause.from; base != nil {
 		// A session's pause: keep only what differs from the base image.
 		if base.base != nil {
@@ -468,7 +466,7 @@ func (m *wtModule) resume(ctx context.Context, img *Image, spec RunSpec, snap *r
 	defer r.release()
 	err = r.rewind(img, snap)
 	if err == nil {
-		err = r.call("_start")
+		err = p.resumeErr(ctx, r.call("_start"))
 	}
 	var paused *Image
 	if err == nil && p.paused {

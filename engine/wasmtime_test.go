@@ -47,14 +47,14 @@ func TestImageRestoresOnBothEngines(t *testing.T) {
 	}
 	for capturedOn, cm := range mods {
 		var out bytes.Buffer
-		img, err := cm.Capture(ctx, engine.RunSpec{WASI: state("import os\nexec(os.read(0, 1000))", nil, &out), MemoryLimit: 1 << 30})
+		img, err := cm.Capture(ctx, engine.RunSpec{WASI: looping(&out), MemoryLimit: 1 << 30})
 		if err != nil {
 			t.Fatalf("capture on %s: %v\n%s", capturedOn, err, out.String())
 		}
 		defer img.Close()
 		for resumedOn, rm := range mods {
 			var out bytes.Buffer
-			o, err := rm.Resume(ctx, img, engine.RunSpec{WASI: state("", []byte("print(6 * 7)"), &out), MemoryLimit: 256 << 20})
+			o, err := rm.Resume(ctx, img, engine.RunSpec{WASI: resumed([]byte("print(6 * 7)"), &out), MemoryLimit: 256 << 20})
 			if err != nil || o.ExitCode != 0 || out.String() != "42\n" {
 				t.Fatalf("captured on %s, resumed on %s: %v %+v %q", capturedOn, resumedOn, err, o, out.String())
 			}
@@ -70,7 +70,7 @@ func TestWasmtimeCancelStopsOnlyItsRun(t *testing.T) {
 	m := resumableOn(t, engine.EngineWasmtime)
 	ctx := context.Background()
 	var out bytes.Buffer
-	img, err := m.Capture(ctx, engine.RunSpec{WASI: state("import os\nexec(os.read(0, 1000))", nil, &out), MemoryLimit: 1 << 30})
+	img, err := m.Capture(ctx, engine.RunSpec{WASI: looping(&out), MemoryLimit: 1 << 30})
 	if err != nil {
 		t.Fatalf("%v\n%s", err, out.String())
 	}
@@ -83,12 +83,12 @@ func TestWasmtimeCancelStopsOnlyItsRun(t *testing.T) {
 	survivor := make(chan result)
 	go func() {
 		var out bytes.Buffer
-		o, err := m.Resume(ctx, img, engine.RunSpec{WASI: state("", []byte("print(sum(range(3 * 10**6)))"), &out), MemoryLimit: 256 << 20})
+		o, err := m.Resume(ctx, img, engine.RunSpec{WASI: resumed([]byte("print(sum(range(3 * 10**6)))"), &out), MemoryLimit: 256 << 20})
 		survivor <- result{o, err, out.String()}
 	}()
 	for range 5 {
 		cctx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
-		_, err := m.Resume(cctx, img, engine.RunSpec{WASI: state("", []byte("while True: pass"), &out), MemoryLimit: 256 << 20})
+		_, err := m.Resume(cctx, img, engine.RunSpec{WASI: resumed([]byte("while True: pass"), &out), MemoryLimit: 256 << 20})
 		cancel()
 		if !errors.Is(err, engine.ErrInterrupted) {
 			t.Fatalf("cancelled run: err = %v, want ErrInterrupted", err)
@@ -104,12 +104,12 @@ func TestWasmtimeFuelLimit(t *testing.T) {
 	m := resumableOn(t, engine.EngineWasmtime)
 	ctx := context.Background()
 	var out bytes.Buffer
-	img, err := m.Capture(ctx, engine.RunSpec{WASI: state("import os\nexec(os.read(0, 1000))", nil, &out), MemoryLimit: 1 << 30})
+	img, err := m.Capture(ctx, engine.RunSpec{WASI: looping(&out), MemoryLimit: 1 << 30})
 	if err != nil {
 		t.Fatalf("%v\n%s", err, out.String())
 	}
 	defer img.Close()
-	o, err := m.Resume(ctx, img, engine.RunSpec{WASI: state("", []byte("while True: pass"), &out), MemoryLimit: 256 << 20, Fuel: 10_000_000})
+	o, err := m.Resume(ctx, img, engine.RunSpec{WASI: resumed([]byte("while True: pass"), &out), MemoryLimit: 256 << 20, Fuel: 10_000_000})
 	if !errors.Is(err, engine.ErrFuelExhausted) || o.Fuel != 10_000_000 {
 		t.Fatalf("endless loop with 10M fuel: %v %+v", err, o)
 	}
@@ -124,16 +124,14 @@ func TestDeltaImagesAcrossEngines(t *testing.T) {
 		engine.EngineWasmtime: resumableOn(t, engine.EngineWasmtime),
 	}
 	var out bytes.Buffer
-	base, err := mods[engine.EngineWazero].Capture(ctx, engine.RunSpec{WASI: state("import os\nexec(os.read(0, 1000))", nil, &out), MemoryLimit: 1 << 30})
+	base, err := mods[engine.EngineWazero].Capture(ctx, engine.RunSpec{WASI: looping(&out), MemoryLimit: 1 << 30})
 	if err != nil {
 		t.Fatalf("%v\n%s", err, out.String())
 	}
 	defer base.Close()
-	always := func() bool { return true }
 	for pausedOn, pm := range mods {
 		var out bytes.Buffer
-		code := "import os\nv = [41] * 100000\nos.read(0, 10)\nprint(v[-1] + 1)"
-		o, err := pm.Resume(ctx, base, engine.RunSpec{WASI: state("", []byte(code), &out), MemoryLimit: 256 << 20, PauseWhen: always})
+		o, err := pm.Resume(ctx, base, engine.RunSpec{WASI: resumedThen([]byte("v = [41] * 100000"), "", &out), MemoryLimit: 256 << 20, PauseWhen: afterCode()})
 		if err != nil || o.Image == nil {
 			t.Fatalf("pause on %s: %v %+v %q", pausedOn, err, o, out.String())
 		}
@@ -143,7 +141,7 @@ func TestDeltaImagesAcrossEngines(t *testing.T) {
 		}
 		for resumedOn, rm := range mods {
 			var out bytes.Buffer
-			o, err := rm.Resume(ctx, delta, engine.RunSpec{WASI: state("", []byte("x"), &out), MemoryLimit: 256 << 20})
+			o, err := rm.Resume(ctx, delta, engine.RunSpec{WASI: resumed([]byte("print(v[-1] + 1)"), &out), MemoryLimit: 256 << 20})
 			if err != nil || o.ExitCode != 0 || out.String() != "42\n" {
 				t.Fatalf("paused on %s, resumed on %s: %v %+v %q", pausedOn, resumedOn, err, o, out.String())
 			}
@@ -160,7 +158,7 @@ func TestWasmtimeLateCancelDoesNotStopTheNextRun(t *testing.T) {
 	m := resumableOn(t, engine.EngineWasmtime)
 	ctx := context.Background()
 	var out bytes.Buffer
-	img, err := m.Capture(ctx, engine.RunSpec{WASI: state("import os\nexec(os.read(0, 1000))", nil, &out), MemoryLimit: 1 << 30})
+	img, err := m.Capture(ctx, engine.RunSpec{WASI: looping(&out), MemoryLimit: 1 << 30})
 	if err != nil {
 		t.Fatalf("%v\n%s", err, out.String())
 	}
@@ -169,9 +167,9 @@ func TestWasmtimeLateCancelDoesNotStopTheNextRun(t *testing.T) {
 		// Deadlines spread around the time a trivial run takes, so some
 		// end just as the run does.
 		cctx, cancel := context.WithTimeout(ctx, time.Duration(i%30)*200*time.Microsecond)
-		m.Resume(cctx, img, engine.RunSpec{WASI: state("", []byte("pass"), &out), MemoryLimit: 256 << 20})
+		m.Resume(cctx, img, engine.RunSpec{WASI: resumed([]byte("pass"), &out), MemoryLimit: 256 << 20})
 		cancel()
-		o, err := m.Resume(ctx, img, engine.RunSpec{WASI: state("", []byte("x = 1"), &out), MemoryLimit: 256 << 20})
+		o, err := m.Resume(ctx, img, engine.RunSpec{WASI: resumed([]byte("x = 1"), &out), MemoryLimit: 256 << 20})
 		if err != nil || o.ExitCode != 0 {
 			t.Fatalf("run %d after a cancelled one: %v %+v", i, err, o)
 		}

@@ -1,19 +1,27 @@
-# Airlock's run prelude: python -c runs this before any user code.
-# It reads the run's frame from stdin (written by the host ahead of the
-# program's own stdin: three 8-digit hex lengths, then the file name, the
-# environment as NUL-separated KEY=VALUE, and the code), runs the code as
-# __main__ in /home/user, and exits without CPython's finalisation. Names stay inside _airlock_main so the user's
-# globals start empty.
+# Airlock's run prelude: python -i -c runs this before any user code.
+# It sets up once, then CPython's own interactive loop (-i) reads one
+# statement from stdin, which the host sends alone ahead of each run's
+# frame (callStatement in run.go). That statement reads the frame (three 8-digit hex
+# lengths, then the file name, the environment as NUL-separated KEY=VALUE,
+# and the code; the program's own stdin follows), runs the code as
+# __main__ in /home/user, and exits without CPython's finalisation.
+#
+# Why the loop is CPython's: a snapshot pauses the interpreter in a read
+# of stdin (engine/snapshot.go), and asyncify must instrument every
+# function on the stack there. The interactive loop reads in C, outside
+# the bytecode interpreter, so the evaluation loop stays uninstrumented
+# and runs at full speed. Names stay in a module of their own so the
+# user's globals start empty.
 import os
 import sys
+import types
 
 
-def _airlock_main():
+def _airlock_setup():
     import atexit
     import builtins
     import linecache
     import traceback
-    import types
 
     def read_exact(n):
         parts = []
@@ -25,13 +33,23 @@ def _airlock_main():
             n -= len(chunk)
         return b"".join(parts)
 
-    if os.environ.get("AIRLOCK_SNAPSHOT") == "1":
-        _airlock_warm()
-    main = None
-    while True:
-        # A snapshot is taken at this read (see engine/snapshot.go):
-        # everything above runs once per image, everything below once per
-        # run. A session pauses here again between calls.
+    state = {"main": None}
+
+    def call():
+        try:
+            run_one()
+        except BaseException:
+            # The prelude itself failed (a package that does not import,
+            # out of memory while reporting an error): end as an uncaught
+            # exception ends Python, rather than return to the loop as if
+            # the run had finished.
+            try:
+                traceback.print_exc()
+            except BaseException:
+                pass
+            os._exit(1)
+
+    def run_one():
         header = read_exact(24)
         name_len, env_len, code_len = (int(header[i : i + 8], 16) for i in (0, 8, 16))
         name = read_exact(name_len).decode("utf-8", "surrogateescape")
@@ -57,15 +75,21 @@ def _airlock_main():
 
         text = source.decode("utf-8", "replace")
         linecache.cache[name] = (len(text), None, text.splitlines(True), name)
+        main = state["main"]
         if main is None:
             # A restored interpreter would otherwise replay the image's
             # sequence; a session's later calls keep theirs.
             if "random" in sys.modules:
                 sys.modules["random"].seed()
-            main = types.ModuleType("__main__")
+            main = state["main"] = types.ModuleType("__main__")
             main.__dict__["__builtins__"] = builtins
             sys.modules["__main__"] = main
             os.chdir("/home/user")
+            # Code that checks for an interactive session (hasattr(sys,
+            # "ps1")) should not find one; without prompts the loop
+            # prints none.
+            sys.__dict__.pop("ps1", None)
+            sys.__dict__.pop("ps2", None)
         main.__file__ = name
         sys.argv = [name]
 
@@ -83,14 +107,15 @@ def _airlock_main():
             status = 1
         if session:
             _flush()
-            # The host pauses the interpreter at the next read of stdin once
-            # it has the call's status (see the root package's session.go).
+            # The host pauses the interpreter at the loop's next read of
+            # stdin once it has the call's status (see the root package's
+            # session.go).
             fd = os.open("/dev/airlock-session", os.O_WRONLY)
             try:
                 os.write(fd, b"%d" % status)
             finally:
                 os.close(fd)
-            continue
+            return
         try:
             atexit._run_exitfuncs()
         except BaseException:
@@ -98,6 +123,22 @@ def _airlock_main():
         if not _flush():
             status = status or 120
         os._exit(status)
+
+    prelude = types.ModuleType("_airlock_prelude")
+    prelude.call = call
+    sys.modules["_airlock_prelude"] = prelude
+    if os.environ.get("AIRLOCK_SNAPSHOT") == "1":
+        try:
+            _airlock_warm()
+        except BaseException:
+            # Before the loop, as a failing -c command would without -i:
+            # the host reports the traceback (a pre-import that fails).
+            traceback.print_exc()
+            os._exit(1)
+    # site's hook would set up readline for the loop: nothing to set up.
+    sys.__dict__.pop("__interactivehook__", None)
+    # Empty prompts: the loop sets its own only where there are none.
+    sys.ps1 = sys.ps2 = ""
 
 
 def _flush():
@@ -152,4 +193,5 @@ def _exit_status(code):
     return 1
 
 
-_airlock_main()
+_airlock_setup()
+del _airlock_setup

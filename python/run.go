@@ -16,8 +16,20 @@ var prelude string
 const Home = "/home/user"
 
 // Args is the guest's argv: the prelude, run with -c, after the finder
-// that makes the guest module `airlock` importable (see guest.go).
-func Args() []string { return []string{"python", "-c", command} }
+// that makes the guest module `airlock` importable (see guest.go); -i then
+// hands over to CPython's interactive loop, which reads callStatement.
+func Args() []string { return []string{"python", "-i", "-c", command} }
+
+// LoopRead tells whether a read of stdin that passes buffers is the
+// interactive loop's, where a session pauses: C stdio reads into two (the
+// caller's, here empty, and the stream's own), Python's os.read and file
+// objects into one. (os.readv could pass two from elsewhere: the engine
+// then refuses the pause, see engine.ErrPausedElsewhere.)
+func LoopRead(buffers uint32) bool { return buffers == 2 }
+
+// callStatement is what the interactive loop reads ahead of each run's
+// frame: the prelude's entry point (see prelude.py).
+const callStatement = "__import__(\"_airlock_prelude\").call()\n"
 
 // DefaultEnv is the environment every run starts from; a request's own
 // variables are applied over it.
@@ -58,12 +70,14 @@ func MergeEnv(base []string, overrides map[string]string) []string {
 	return out
 }
 
-// Stdin is what fd 0 delivers: the frame the prelude reads (see
-// prelude.py), then the program's own stdin.
+// Stdin is what fd 0 delivers: the statement that calls the prelude, the
+// frame it reads (see prelude.py), then the program's own stdin. The
+// statement is a reader of its own so that the loop's buffered read (C
+// stdio) receives it alone and never takes in part of the frame.
 func Stdin(filename string, env []string, code []byte, stdin io.Reader) io.Reader {
 	envBlock := strings.Join(env, "\x00")
 	header := fmt.Sprintf("%08x%08x%08x%s%s", len(filename), len(envBlock), len(code), filename, envBlock)
-	frame := io.MultiReader(strings.NewReader(header), bytes.NewReader(code))
+	frame := io.MultiReader(strings.NewReader(callStatement), strings.NewReader(header), bytes.NewReader(code))
 	if stdin == nil {
 		return frame
 	}

@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -28,12 +29,45 @@ import (
 // (Asyncify, called by `airlock setup`) and its output is kept in the
 // cache directory; LoadAsyncified only ever reads that cache.
 
-// AsyncifyArgs are wasm-opt's arguments, besides input and output.
-var AsyncifyArgs = []string{"--asyncify", "--pass-arg=asyncify-imports@wasi_snapshot_preview1.fd_read", "-O1"}
+// asyncifyBase are wasm-opt's arguments for every build, besides input and
+// output: only fd_read can pause.
+var asyncifyBase = []string{"--asyncify", "--pass-arg=asyncify-imports@wasi_snapshot_preview1.fd_read", "-O1"}
+
+// PausePath names the functions on the guest's stack when it pauses in
+// the own build (python.wasm after wasm-opt -O3, whose name section is
+// kept): CPython's interactive loop reading its next statement through C
+// stdio (see prelude.py). Instrumenting only these leaves the rest of the
+// interpreter, the evaluation loop above all, as compiled: instrumenting
+// every function that could reach a read costs ~2x on call-heavy code. A
+// guest that pauses itself in another read unwinds a different stack:
+// the engine refuses that pause (engine.ErrPausedElsewhere).
+var PausePath = []string{
+	"_start", "PyRun_AnyFileExFlags", "_PyRun_AnyFileObject",
+	"_PyPegen_run_parser_from_file_pointer", "_PyPegen_run_parser", "_PyPegen_parse",
+	"_PyPegen_fill_token", "_PyTokenizer_Get", "tok_underflow_interactive",
+	"PyOS_Readline", "PyOS_StdioReadline", "__uflow", "__stdio_read", "readv", "__wasi_fd_read",
+}
+
+// AsyncifyArgs are wasm-opt's arguments for art, besides input and output:
+// the own build is instrumented along PausePath only; other builds (whose
+// function names are unknown) everywhere.
+func AsyncifyArgs(art *Artifact) []string {
+	if art.Build != ownBuildName {
+		return asyncifyBase
+	}
+	return append(slices.Clone(asyncifyBase), "--pass-arg=asyncify-onlylist@"+strings.Join(PausePath, ","))
+}
+
+// missingName is wasm-opt's warning for a list entry the module lacks.
+const missingName = "non-existing function name"
 
 // ErrNotAsyncified means set-up has not produced the asyncified module
 // for this python.wasm, so snapshots are unavailable.
 var ErrNotAsyncified = errors.New("python: no asyncified python.wasm for snapshots; run `airlock setup` (needs Binaryen's wasm-opt)")
+
+// ErrPausePath means the own build lacks a function PausePath names, so it
+// cannot be instrumented along that path (rebuild it with `make python`).
+var ErrPausePath = errors.New("python: asyncify: the build lacks functions on the pause path")
 
 // AsyncifyRecord is written beside an asyncified module: how it was made.
 type AsyncifyRecord struct {
@@ -46,9 +80,9 @@ type AsyncifyRecord struct {
 
 // asyncifyStem is the cache file name without the tool version: one per
 // input and argument list.
-func asyncifyStem(cacheDir, inputSHA string) string {
-	sum := sha256.Sum256([]byte(strings.Join(AsyncifyArgs, "\x00")))
-	return filepath.Join(cacheDir, "asyncify", fmt.Sprintf("python-%s-args%x", inputSHA[:16], sum[:4]))
+func asyncifyStem(cacheDir string, art *Artifact) string {
+	sum := sha256.Sum256([]byte(strings.Join(AsyncifyArgs(art), "\x00")))
+	return filepath.Join(cacheDir, "asyncify", fmt.Sprintf("python-%s-args%x", art.SHA256[:16], sum[:4]))
 }
 
 // Asyncify makes sure the asyncified form of art exists in cacheDir, running
@@ -68,7 +102,7 @@ func Asyncify(ctx context.Context, art *Artifact, cacheDir string, log io.Writer
 		return "", fmt.Errorf("python: asyncify needs Binaryen's wasm-opt (scripts/setup.sh installs it): %w", err)
 	}
 	ver := strings.TrimSpace(string(version))
-	dst := fmt.Sprintf("%s-%s.wasm", asyncifyStem(cacheDir, art.SHA256), sanitize(ver))
+	dst := fmt.Sprintf("%s-%s.wasm", asyncifyStem(cacheDir, art), sanitize(ver))
 	if _, err := os.Stat(dst); err == nil {
 		return dst, nil
 	}
@@ -86,12 +120,18 @@ func Asyncify(ctx context.Context, art *Artifact, cacheDir string, log io.Writer
 	defer os.Remove(part)
 	fmt.Fprintf(log, "airlock: asyncifying python.wasm with %s for snapshots (a minute or two, ~1 GB of memory)...\n", ver)
 	start := time.Now()
-	args := append(append([]string{}, AsyncifyArgs...), tmp.Name(), "-o", part)
+	asyncifyArgs := AsyncifyArgs(art)
+	args := append(slices.Clone(asyncifyArgs), tmp.Name(), "-o", part)
 	cmd := exec.CommandContext(ctx, tool, args...)
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Run(); err != nil {
-		return "", fmt.Errorf("python: %s %s: %w\n%s", tool, strings.Join(AsyncifyArgs, " "), err, out.String())
+		return "", fmt.Errorf("python: %s %s: %w\n%s", tool, strings.Join(asyncifyArgs, " "), err, out.String())
+	}
+	if strings.Contains(out.String(), missingName) {
+		// A build whose functions are named or inlined differently: the
+		// list would leave part of the pause path uninstrumented.
+		return "", fmt.Errorf("%w: %s", ErrPausePath, out.String())
 	}
 	result, err := os.ReadFile(part)
 	if err != nil {
@@ -99,7 +139,7 @@ func Asyncify(ctx context.Context, art *Artifact, cacheDir string, log io.Writer
 	}
 	sum := sha256.Sum256(result)
 	rec := AsyncifyRecord{InputSHA256: art.SHA256, OutputSHA256: hex.EncodeToString(sum[:]), Tool: ver,
-		Args: AsyncifyArgs, Seconds: time.Since(start).Round(time.Second / 10).Seconds()}
+		Args: asyncifyArgs, Seconds: time.Since(start).Round(time.Second / 10).Seconds()}
 	meta, _ := json.MarshalIndent(rec, "", "  ")
 	if err := os.WriteFile(strings.TrimSuffix(dst, ".wasm")+".json", append(meta, '\n'), 0o644); err != nil {
 		return "", fmt.Errorf("python: asyncify: %w", err)
@@ -126,7 +166,7 @@ func sanitize(s string) string {
 // # Errors
 // ErrNotAsyncified when there is none; a read error; a checksum mismatch.
 func LoadAsyncified(art *Artifact, cacheDir string) ([]byte, *AsyncifyRecord, error) {
-	matches, _ := filepath.Glob(asyncifyStem(cacheDir, art.SHA256) + "-*.wasm")
+	matches, _ := filepath.Glob(asyncifyStem(cacheDir, art) + "-*.wasm")
 	if len(matches) == 0 {
 		return nil, nil, ErrNotAsyncified
 	}
@@ -299,7 +339,7 @@ func ImagePath(cacheDir string, key engine.ImageKey) string {
 }
 
 // Capture starts the prelude in spec's snapshot environment and returns
-// the image of it paused at its first read of the frame.
+// the image of it paused in the interactive loop's first read.
 func Capture(ctx context.Context, mod *engine.Module, spec ImageSpec) (*engine.Image, error) {
 	fs := memfs.New(memfs.Options{})
 	for _, dir := range []string{Home, "/tmp"} {
@@ -315,7 +355,7 @@ func Capture(ctx context.Context, mod *engine.Module, spec ImageSpec) (*engine.I
 	var stderr bytes.Buffer
 	state := wasi.NewState(wasi.Config{Args: Args(), Env: spec.env(), FS: fs, Stdout: &stderr, Stderr: &stderr})
 	defer state.Close()
-	img, err := mod.Capture(ctx, engine.RunSpec{WASI: state, MemoryLimit: SnapshotMemory})
+	img, err := mod.Capture(ctx, engine.RunSpec{WASI: state, MemoryLimit: SnapshotMemory, PauseWhen: LoopRead})
 	if err != nil {
 		return nil, fmt.Errorf("python: %w\n%s", err, stderr.Bytes())
 	}
