@@ -130,12 +130,12 @@ type Image struct {
 // pausePoint is a run's state at the snapshot point, found by fd_read's
 // adapter in the call's context.
 type pausePoint struct {
-	capture bool   // unwind at the first read of fd 0 (else: stop the rewind)
+	capture bool   // unwind at a read of fd 0 (else: stop the rewind at the first)
 	fired   bool   // the point was reached
 	buffer  uint32 // the unwind buffer: grown when capturing, the image's when resuming
 	// pauseWhen (RunSpec.PauseWhen) picks the read a capture pauses in,
 	// and may pause a resumed run again at a later read of fd 0; paused
-	// tells it did, unwinding that the unwind started.
+	// tells it did, and unwinding that asyncify's unwind has started.
 	pauseWhen func(buffers uint32) bool
 	paused    bool
 	unwinding bool
@@ -155,17 +155,17 @@ const (
 
 // at tells what a read of fd 0 passing buffers does, and notes it.
 func (p *pausePoint) at(buffers uint32) pauseAction {
-	wanted := p.pauseWhen == nil || p.pauseWhen(buffers)
 	switch {
-	case p.capture && !p.fired && wanted:
+	case p.capture:
+		if p.fired || p.pauseWhen != nil && !p.pauseWhen(buffers) {
+			return readOn
+		}
 		p.fired = true
 		return pauseHere
-	case p.capture:
-		return readOn
 	case !p.fired:
 		p.fired = true
 		return stopRewind
-	case p.pauseWhen != nil && !p.paused && wanted:
+	case p.pauseWhen != nil && !p.paused && p.pauseWhen(buffers):
 		p.paused = true
 		return pauseHere
 	}
