@@ -199,7 +199,7 @@ func cmdBenchSessions(ctx context.Context, common *commonFlags, runs int, asJSON
 		return 0, enc.Encode(report)
 	}
 	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "state\truns\tcall ms\tfresh run ms\tfork ms\tsave ms\tload ms\tsaved MB\t")
+	fmt.Fprintln(tw, "state\truns\tcall ms\tfresh run ms\tfork ms\tsave ms\tload ms\tsaved MiB\t")
 	for _, r := range report.Sessions {
 		fmt.Fprintf(tw, "%s\t%d\t%.2f\t%.2f\t%.3f\t%.1f\t%.1f\t%.1f\t\n", r.State, r.Runs, r.CallMS, r.FreshRunMS,
 			r.ForkMS, r.SaveMS, r.LoadMS, float64(r.SavedBytes)/(1<<20))
