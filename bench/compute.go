@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"os"
 	"os/exec"
 	"slices"
 	"strings"
@@ -229,7 +230,9 @@ func NativeRunner(ctx context.Context, python string) (Runner, string, error) {
 		return nil, "", fmt.Errorf("bench: %s: %w", path, err)
 	}
 	exe, version, _ := strings.Cut(strings.TrimSpace(string(out)), "\n")
-	if exe != "" {
+	if _, err := os.Stat(exe); err == nil {
+		// The binary itself, past shims such as pyenv's; a wrapper that
+		// runs Python elsewhere (a chroot, a container) is kept.
 		path = exe
 	}
 	return func(ctx context.Context, code string) ([]byte, error) {
