@@ -113,6 +113,17 @@ func TestStdin(t *testing.T) {
 	if out != "? typed\n" {
 		t.Fatalf("input(): stdout = %q", out)
 	}
+	// Buffered C stdio (PYTHONUNBUFFERED empty, so a fresh interpreter)
+	// reads stdin ahead; the interactive loop that calls the prelude must
+	// still not take in the code or the program's stdin after its line.
+	out = mustRun(t, airlock.Request{
+		Code:  "import sys\nprint(sys.stdin.read().upper())",
+		Env:   map[string]string{"PYTHONUNBUFFERED": ""},
+		Stdin: []byte("abc\ndef\n" + strings.Repeat("x", 5000)),
+	})
+	if out != "ABC\nDEF\n"+strings.Repeat("X", 5000)+"\n" {
+		t.Fatalf("buffered stdio: stdout = %.60q...", out)
+	}
 }
 
 func TestFilesInAndOut(t *testing.T) {
