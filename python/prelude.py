@@ -1,10 +1,11 @@
 # Airlock's run prelude: python -i -c runs this before any user code.
 # It sets up once, then CPython's own interactive loop (-i) reads one
 # statement from stdin, which the host sends alone ahead of each run's
-# frame (callStatement in run.go). That statement reads the frame (three 8-digit hex
-# lengths, then the file name, the environment as NUL-separated KEY=VALUE,
-# and the code; the program's own stdin follows), runs the code as
-# __main__ in /home/user, and exits without CPython's finalisation.
+# frame (callStatement in run.go). That statement reads the frame (three
+# 8-digit hex lengths, then the file name, the environment as
+# NUL-separated KEY=VALUE, and the code; the program's own stdin follows),
+# runs the code as __main__ in /home/user, and exits without CPython's
+# finalisation (a session call returns to the loop instead).
 #
 # Why the loop is CPython's: a snapshot pauses the interpreter in a read
 # of stdin (engine/snapshot.go), and asyncify must instrument every
