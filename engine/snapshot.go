@@ -368,7 +368,7 @@ func (m *Module) paused(ctx context.Context, mod api.Module, p *pausePoint) (*Im
 // same functions, leaves asyncify's buffer filled to the same end. A
 // stack through other functions does not, or only by a coincidence of
 // frame sizes that the resume then catches (ErrBadImage). asyncify
-// instruments only the functions on the expected path (python.PausePath),
+// may instrument only the functions on the expected path (python.PausePath),
 // so another stack may have frames that saved nothing.
 func (p *pausePoint) checkStack(memory []byte) error {
 	if p.from == nil {

@@ -33,29 +33,15 @@ import (
 // output: only fd_read can pause.
 var asyncifyBase = []string{"--asyncify", "--pass-arg=asyncify-imports@wasi_snapshot_preview1.fd_read", "-O1"}
 
-// PausePath names the functions on the guest's stack when it pauses in
-// the own build (python.wasm after wasm-opt -O3, whose name section is
-// kept): CPython's interactive loop reading its next statement through C
-// stdio (see prelude.py). Instrumenting only these leaves the rest of the
-// interpreter, the evaluation loop above all, as compiled: instrumenting
-// every function that could reach a read costs ~2x on call-heavy code. A
-// guest that pauses itself in another read unwinds a different stack:
-// the engine refuses that pause (engine.ErrPausedElsewhere).
-var PausePath = []string{
-	"_start", "PyRun_AnyFileExFlags", "_PyRun_AnyFileObject",
-	"_PyPegen_run_parser_from_file_pointer", "_PyPegen_run_parser", "_PyPegen_parse",
-	"_PyPegen_fill_token", "_PyTokenizer_Get", "tok_underflow_interactive",
-	"PyOS_Readline", "PyOS_StdioReadline", "__uflow", "__stdio_read", "readv", "__wasi_fd_read",
-}
-
-// AsyncifyArgs are wasm-opt's arguments for art, besides input and output:
-// the own build is instrumented along PausePath only; other builds (whose
-// function names are unknown) everywhere.
-func AsyncifyArgs(art *Artifact) []string {
-	if art.Build != ownBuildName {
+// asyncifyArgs are wasm-opt's arguments, besides input and output, for a
+// build whose pause path (see PausePath) is path, or nil when it is
+// unknown: then every function that could reach a read is instrumented.
+func asyncifyArgs(path []string) []string {
+	if len(path) == 0 {
 		return asyncifyBase
 	}
-	return append(slices.Clone(asyncifyBase), "--pass-arg=asyncify-onlylist@"+strings.Join(PausePath, ","))
+	names := slices.Sorted(slices.Values(path))
+	return append(slices.Clone(asyncifyBase), "--pass-arg=asyncify-onlylist@"+strings.Join(names, ","))
 }
 
 // missingName is wasm-opt's warning for a list entry the module lacks.
@@ -64,10 +50,6 @@ const missingName = "non-existing function name"
 // ErrNotAsyncified means set-up has not produced the asyncified module
 // for this python.wasm, so snapshots are unavailable.
 var ErrNotAsyncified = errors.New("python: no asyncified python.wasm for snapshots; run `airlock setup` (needs Binaryen's wasm-opt)")
-
-// ErrPausePath means the own build lacks a function PausePath names, so it
-// cannot be instrumented along that path (rebuild it with `make python`).
-var ErrPausePath = errors.New("python: asyncify: the build lacks functions on the pause path")
 
 // AsyncifyRecord is written beside an asyncified module: how it was made.
 type AsyncifyRecord struct {
@@ -79,15 +61,22 @@ type AsyncifyRecord struct {
 }
 
 // asyncifyStem is the cache file name without the tool version: one per
-// input and argument list.
-func asyncifyStem(cacheDir string, art *Artifact) string {
-	sum := sha256.Sum256([]byte(strings.Join(AsyncifyArgs(art), "\x00")))
-	return filepath.Join(cacheDir, "asyncify", fmt.Sprintf("python-%s-args%x", art.SHA256[:16], sum[:4]))
+// input and argument list. LoadAsyncified takes any argument list (the
+// record beside the file says which).
+func asyncifyStem(cacheDir string, art *Artifact, args []string) string {
+	sum := sha256.Sum256([]byte(strings.Join(args, "\x00")))
+	return fmt.Sprintf("%s-args%x", asyncifyPrefix(cacheDir, art), sum[:4])
+}
+
+func asyncifyPrefix(cacheDir string, art *Artifact) string {
+	return filepath.Join(cacheDir, "asyncify", "python-"+art.SHA256[:16])
 }
 
 // Asyncify makes sure the asyncified form of art exists in cacheDir, running
 // wasm-opt (from $PATH or $AIRLOCK_WASM_OPT) if it does not, and returns
-// its path. The file is keyed by the input's sha256, the arguments and
+// its path. Only the functions on the pause path are instrumented when the
+// build's functions are named (PausePath), else every function that could
+// reach a read. The file is keyed by the input's sha256, the arguments and
 // the tool's version; a record of how it was made sits beside it (.json).
 //
 // # Errors
@@ -102,7 +91,12 @@ func Asyncify(ctx context.Context, art *Artifact, cacheDir string, log io.Writer
 		return "", fmt.Errorf("python: asyncify needs Binaryen's wasm-opt (scripts/setup.sh installs it): %w", err)
 	}
 	ver := strings.TrimSpace(string(version))
-	dst := fmt.Sprintf("%s-%s.wasm", asyncifyStem(cacheDir, art), sanitize(ver))
+	path, err := PausePath(ctx, art, cacheDir)
+	if err != nil && !errors.Is(err, ErrNoPausePath) {
+		fmt.Fprintf(log, "airlock: %v; instrumenting every function instead (resumed runs then compute ~2x slower)\n", err)
+	}
+	asyncifyArgs := asyncifyArgs(path)
+	dst := fmt.Sprintf("%s-%s.wasm", asyncifyStem(cacheDir, art, asyncifyArgs), sanitize(ver))
 	if _, err := os.Stat(dst); err == nil {
 		return dst, nil
 	}
@@ -120,7 +114,6 @@ func Asyncify(ctx context.Context, art *Artifact, cacheDir string, log io.Writer
 	defer os.Remove(part)
 	fmt.Fprintf(log, "airlock: asyncifying python.wasm with %s for snapshots (a minute or two, ~1 GB of memory)...\n", ver)
 	start := time.Now()
-	asyncifyArgs := AsyncifyArgs(art)
 	args := append(slices.Clone(asyncifyArgs), tmp.Name(), "-o", part)
 	cmd := exec.CommandContext(ctx, tool, args...)
 	var out bytes.Buffer
@@ -129,9 +122,9 @@ func Asyncify(ctx context.Context, art *Artifact, cacheDir string, log io.Writer
 		return "", fmt.Errorf("python: %s %s: %w\n%s", tool, strings.Join(asyncifyArgs, " "), err, out.String())
 	}
 	if strings.Contains(out.String(), missingName) {
-		// A build whose functions are named or inlined differently: the
+		// The trace named a function the name section does not: the
 		// list would leave part of the pause path uninstrumented.
-		return "", fmt.Errorf("%w: %s", ErrPausePath, out.String())
+		return "", fmt.Errorf("python: asyncify: the pause path names functions wasm-opt does not find: %s", out.String())
 	}
 	result, err := os.ReadFile(part)
 	if err != nil {
@@ -166,7 +159,7 @@ func sanitize(s string) string {
 // # Errors
 // ErrNotAsyncified when there is none; a read error; a checksum mismatch.
 func LoadAsyncified(art *Artifact, cacheDir string) ([]byte, *AsyncifyRecord, error) {
-	matches, _ := filepath.Glob(asyncifyStem(cacheDir, art) + "-*.wasm")
+	matches, _ := filepath.Glob(asyncifyPrefix(cacheDir, art) + "-args*-*.wasm")
 	if len(matches) == 0 {
 		return nil, nil, ErrNotAsyncified
 	}

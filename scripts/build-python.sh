@@ -37,8 +37,9 @@ OPT_FLAGS="-DNDEBUG -O3 $WASM_FEATURES"
 # Reproducible __DATE__/__TIME__ in sys.version (2025-06-11, 3.13.5's release).
 SOURCE_DATE_EPOCH=1749600000
 # Link-time flags. Full LTO (configure --with-lto=full) measured no faster
-# than without on wazero (2026-11-30, README) and inlines differently, which
-# moves the functions on the snapshot's pause path (python.PausePath).
+# than without on wazero (2026-11-30, README). (Inlining also decides which
+# functions are on the snapshot's pause path: set-up reads them off the
+# build, python.PausePath.)
 LDFLAGS_OPT=""
 # -g keeps the name section (asyncify-onlylist and stack traces need it);
 # DWARF is stripped first, as Binaryen holds back optimisations it cannot
