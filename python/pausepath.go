@@ -35,6 +35,8 @@ var ErrNoPausePath = errors.New("python: the build's functions are not named")
 // errStopAtRead stops the run at its first read of stdin.
 var errStopAtRead = errors.New("airlock: stop at the first read of stdin")
 
+// stopAtRead is a stdin that panics, so the read traps (an error would
+// only reach the guest as EIO) and the run's error carries the trace.
 type stopAtRead struct{}
 
 func (stopAtRead) Read([]byte) (int, error) { panic(errStopAtRead) }
