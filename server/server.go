@@ -262,15 +262,27 @@ func (s *Server) handleRun(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	limits, clamped := in.Limits.clamp(s.cfg.MaxLimits)
+	req, clamped := s.request(w, in)
+	s.execute(w, r, req, clamped, s.cfg.Sandbox.Run, func(res *airlock.Result) any { return NewResult(res, true) })
+}
+
+// request is the airlock.Request in asks for, with its limits clamped.
+func (s *Server) request(w http.ResponseWriter, in RunRequest) (airlock.Request, []string) {
+	limits, clamped := s.clampLimits(w, in.Limits)
+	return airlock.Request{
+		Code: in.Code, Filename: in.Filename, Files: in.Files, Stdin: in.Stdin, Env: in.Env,
+		Limits: limits, Deterministic: in.Deterministic, Seed: in.Seed, Tools: in.Tools,
+	}, clamped
+}
+
+// clampLimits clamps l to the server's maxima and names what it clamped
+// in the Airlock-Limits-Clamped header.
+func (s *Server) clampLimits(w http.ResponseWriter, l RunLimits) (airlock.Limits, []string) {
+	limits, clamped := l.clamp(s.cfg.MaxLimits)
 	if len(clamped) > 0 {
 		w.Header().Set("Airlock-Limits-Clamped", strings.Join(clamped, ","))
 	}
-	req := airlock.Request{
-		Code: in.Code, Filename: in.Filename, Files: in.Files, Stdin: in.Stdin, Env: in.Env,
-		Limits: limits, Deterministic: in.Deterministic, Seed: in.Seed, Tools: in.Tools,
-	}
-	s.execute(w, r, req, clamped, s.cfg.Sandbox.Run, func(res *airlock.Result) any { return NewResult(res, true) })
+	return limits, clamped
 }
 
 // execute runs req with run in a slot and answers with shape(result), as

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"strings"
 	"sync"
 
 	"github.com/airlock-sandbox/airlock"
@@ -144,10 +143,7 @@ func (s *Server) handleNewSession(w http.ResponseWriter, r *http.Request) {
 	if !s.decodeBody(w, r, &in) {
 		return
 	}
-	limits, clamped := in.Limits.clamp(s.cfg.MaxLimits)
-	if len(clamped) > 0 {
-		w.Header().Set("Airlock-Limits-Clamped", strings.Join(clamped, ","))
-	}
+	limits, _ := s.clampLimits(w, in.Limits)
 	sess, err := s.cfg.Sandbox.NewSession(r.Context(), airlock.SessionOptions{
 		Limits: limits, Files: in.Files, Env: in.Env, Tools: in.Tools,
 	})
@@ -169,14 +165,10 @@ func (s *Server) handleSessionRun(w http.ResponseWriter, r *http.Request) {
 	if !s.decodeBody(w, r, &in) || !s.needCode(w, in.Code) {
 		return
 	}
-	limits, clamped := in.Limits.clamp(s.cfg.MaxLimits)
-	if len(clamped) > 0 {
-		w.Header().Set("Airlock-Limits-Clamped", strings.Join(clamped, ","))
-	}
-	req := airlock.Request{
+	req, clamped := s.request(w, RunRequest{
 		Code: in.Code, Filename: in.Filename, Files: in.Files, Stdin: in.Stdin, Env: in.Env,
-		Limits: limits, Tools: in.Tools,
-	}
+		Limits: in.Limits, Tools: in.Tools,
+	})
 	s.execute(w, r, req, clamped, sess.Exec, func(res *airlock.Result) any {
 		if res.Error != nil && (errors.Is(res.Error, airlock.ErrSessionClosed) || errors.Is(res.Error, airlock.ErrSessionExpired)) {
 			return nil // ended between the look-up and the call
