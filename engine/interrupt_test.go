@@ -30,12 +30,8 @@ func TestPythonLoopsStopAtTheDeadline(t *testing.T) {
 	if !engine.LoopChecked(fresh) {
 		t.Fatal("python.wasm did not take the loop-check rewrite")
 	}
+	img := captureLoop(t, m)
 	var out bytes.Buffer
-	img, err := m.Capture(context.Background(), engine.RunSpec{WASI: looping(&out), MemoryLimit: 1 << 30})
-	if err != nil {
-		t.Fatalf("%v\n%s", err, out.String())
-	}
-	defer img.Close()
 	for _, busy := range []string{"while True: pass", "x = 0\nwhile True:\n    x += 1", "sum(range(10**12))", "sorted(range(10**8))"} {
 		ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 		start := time.Now()

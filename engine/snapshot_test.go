@@ -18,7 +18,11 @@ import (
 )
 
 // resumable loads the asyncified python.wasm set-up made (scripts/setup.sh).
-func resumable(t *testing.T) *engine.Module {
+func resumable(t *testing.T) *engine.Module { return resumableOn(t, "") }
+
+// resumableOn loads the asyncified python.wasm on the named engine ("" for
+// the default).
+func resumableOn(t *testing.T, name string) *engine.Module {
 	t.Helper()
 	cache, err := python.CacheDir()
 	if err != nil {
@@ -34,12 +38,25 @@ func resumable(t *testing.T) *engine.Module {
 		t.Fatalf("%v (scripts/setup.sh prepares it)", err)
 	}
 	ctx := context.Background()
-	m, err := engine.LoadResumable(ctx, wasm, engine.Options{CacheDir: filepath.Join(cache, "compiled")})
+	m, err := engine.LoadResumable(ctx, wasm, engine.Options{CacheDir: filepath.Join(cache, "compiled"), Engine: name})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { m.Close(ctx) })
 	return m
+}
+
+// captureLoop captures m's image in the interactive loop's first read (see
+// looping), closed when the test ends.
+func captureLoop(t *testing.T, m *engine.Module) *engine.Image {
+	t.Helper()
+	var out bytes.Buffer
+	img, err := m.Capture(context.Background(), engine.RunSpec{WASI: looping(&out), MemoryLimit: 1 << 30, PauseWhen: python.LoopRead})
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out.String())
+	}
+	t.Cleanup(img.Close)
+	return img
 }
 
 // testArt is the build resumable loaded: its stdlib layer and environment
@@ -111,12 +128,8 @@ func TestCaptureRefusals(t *testing.T) {
 func TestResumeLimits(t *testing.T) {
 	m := resumable(t)
 	ctx := context.Background()
+	img := captureLoop(t, m)
 	var out bytes.Buffer
-	img, err := m.Capture(ctx, engine.RunSpec{WASI: looping(&out), MemoryLimit: 1 << 30})
-	if err != nil {
-		t.Fatalf("%v\n%s", err, out.String())
-	}
-	defer img.Close()
 	run := func(code string, limit uint64) (engine.Outcome, error, string) {
 		var out bytes.Buffer
 		o, err := m.Resume(ctx, img, engine.RunSpec{WASI: resumed([]byte(code), &out), MemoryLimit: limit})
@@ -149,12 +162,8 @@ func TestResumeLimits(t *testing.T) {
 func TestPauseOutsideTheLoop(t *testing.T) {
 	m := resumable(t)
 	ctx := context.Background()
+	img := captureLoop(t, m)
 	var out bytes.Buffer
-	img, err := m.Capture(ctx, engine.RunSpec{WASI: looping(&out), MemoryLimit: 1 << 30, PauseWhen: python.LoopRead})
-	if err != nil {
-		t.Fatalf("%v\n%s", err, out.String())
-	}
-	defer img.Close()
 	for _, code := range []string{
 		"import os\nos.readv(0, [bytearray(0), bytearray(64)])",
 		"import os\ndef down(n):\n    return os.readv(0, [bytearray(0), bytearray(64)]) if n == 0 else list(map(down, [n - 1]))\ndown(20)",

@@ -6,37 +6,11 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/airlock-sandbox/airlock/engine"
-	"github.com/airlock-sandbox/airlock/python"
 )
-
-// resumableOn loads the asyncified python.wasm on the named engine.
-func resumableOn(t *testing.T, name string) *engine.Module {
-	t.Helper()
-	cache, err := python.CacheDir()
-	if err != nil {
-		t.Fatal(err)
-	}
-	art, err := python.Load("", cache)
-	if err != nil {
-		t.Fatalf("%v (scripts/setup.sh fetches it)", err)
-	}
-	wasm, _, err := python.LoadAsyncified(art, cache)
-	if err != nil {
-		t.Fatalf("%v (scripts/setup.sh prepares it)", err)
-	}
-	ctx := context.Background()
-	m, err := engine.LoadResumable(ctx, wasm, engine.Options{CacheDir: filepath.Join(cache, "compiled"), Engine: name})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { m.Close(ctx) })
-	return m
-}
 
 // An image is engine-neutral: captured on either engine, it resumes on both.
 func TestImageRestoresOnBothEngines(t *testing.T) {
@@ -46,12 +20,7 @@ func TestImageRestoresOnBothEngines(t *testing.T) {
 		engine.EngineWasmtime: resumableOn(t, engine.EngineWasmtime),
 	}
 	for capturedOn, cm := range mods {
-		var out bytes.Buffer
-		img, err := cm.Capture(ctx, engine.RunSpec{WASI: looping(&out), MemoryLimit: 1 << 30})
-		if err != nil {
-			t.Fatalf("capture on %s: %v\n%s", capturedOn, err, out.String())
-		}
-		defer img.Close()
+		img := captureLoop(t, cm)
 		for resumedOn, rm := range mods {
 			var out bytes.Buffer
 			o, err := rm.Resume(ctx, img, engine.RunSpec{WASI: resumed([]byte("print(6 * 7)"), &out), MemoryLimit: 256 << 20})
@@ -69,12 +38,8 @@ func TestImageRestoresOnBothEngines(t *testing.T) {
 func TestWasmtimeCancelStopsOnlyItsRun(t *testing.T) {
 	m := resumableOn(t, engine.EngineWasmtime)
 	ctx := context.Background()
+	img := captureLoop(t, m)
 	var out bytes.Buffer
-	img, err := m.Capture(ctx, engine.RunSpec{WASI: looping(&out), MemoryLimit: 1 << 30})
-	if err != nil {
-		t.Fatalf("%v\n%s", err, out.String())
-	}
-	defer img.Close()
 	type result struct {
 		o   engine.Outcome
 		err error
@@ -103,12 +68,8 @@ func TestWasmtimeCancelStopsOnlyItsRun(t *testing.T) {
 func TestWasmtimeFuelLimit(t *testing.T) {
 	m := resumableOn(t, engine.EngineWasmtime)
 	ctx := context.Background()
+	img := captureLoop(t, m)
 	var out bytes.Buffer
-	img, err := m.Capture(ctx, engine.RunSpec{WASI: looping(&out), MemoryLimit: 1 << 30})
-	if err != nil {
-		t.Fatalf("%v\n%s", err, out.String())
-	}
-	defer img.Close()
 	o, err := m.Resume(ctx, img, engine.RunSpec{WASI: resumed([]byte("while True: pass"), &out), MemoryLimit: 256 << 20, Fuel: 10_000_000})
 	if !errors.Is(err, engine.ErrFuelExhausted) || o.Fuel != 10_000_000 {
 		t.Fatalf("endless loop with 10M fuel: %v %+v", err, o)
@@ -123,12 +84,7 @@ func TestDeltaImagesAcrossEngines(t *testing.T) {
 		engine.EngineWazero:   resumableOn(t, engine.EngineWazero),
 		engine.EngineWasmtime: resumableOn(t, engine.EngineWasmtime),
 	}
-	var out bytes.Buffer
-	base, err := mods[engine.EngineWazero].Capture(ctx, engine.RunSpec{WASI: looping(&out), MemoryLimit: 1 << 30})
-	if err != nil {
-		t.Fatalf("%v\n%s", err, out.String())
-	}
-	defer base.Close()
+	base := captureLoop(t, mods[engine.EngineWazero])
 	for pausedOn, pm := range mods {
 		var out bytes.Buffer
 		o, err := pm.Resume(ctx, base, engine.RunSpec{WASI: resumedThen([]byte("v = [41] * 100000"), "", &out), MemoryLimit: 256 << 20, PauseWhen: afterCode()})
@@ -157,12 +113,8 @@ func TestDeltaImagesAcrossEngines(t *testing.T) {
 func TestWasmtimeLateCancelDoesNotStopTheNextRun(t *testing.T) {
 	m := resumableOn(t, engine.EngineWasmtime)
 	ctx := context.Background()
+	img := captureLoop(t, m)
 	var out bytes.Buffer
-	img, err := m.Capture(ctx, engine.RunSpec{WASI: looping(&out), MemoryLimit: 1 << 30})
-	if err != nil {
-		t.Fatalf("%v\n%s", err, out.String())
-	}
-	defer img.Close()
 	for i := range 150 {
 		// Deadlines spread around the time a trivial run takes, so some
 		// end just as the run does.
