@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -70,11 +69,8 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) (int
 	compute := fs.Bool("compute", false, "time pure-Python workloads inside the interpreter, natively and on each python.wasm (own build, npm default)")
 	reps := fs.Int("reps", 5, "with --compute: timed repetitions of each workload (after one untimed)")
 	workloads := fs.String("workloads", "", "with --compute: only these workloads (comma-separated)")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0, nil
-		}
-		return exitUsage, usageError{err.Error()}
+	if stop, code, err := flagResult(fs.Parse(args)); stop {
+		return code, err
 	}
 	if *runs < 1 {
 		return exitUsage, usageError{"--runs must be at least 1"}

@@ -13,6 +13,7 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -52,6 +53,19 @@ Run 'airlock <command> -h' for a command's flags.
 type usageError struct{ msg string }
 
 func (e usageError) Error() string { return e.msg }
+
+// flagResult tells whether a command stops after parsing its flags with
+// err, and with what: -h prints the usage and succeeds; any other error is
+// a usage error.
+func flagResult(err error) (stop bool, code int, _ error) {
+	switch {
+	case err == nil:
+		return false, 0, nil
+	case errors.Is(err, flag.ErrHelp):
+		return true, 0, nil
+	}
+	return true, exitUsage, usageError{err.Error()}
+}
 
 func dispatch(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if len(args) == 0 {

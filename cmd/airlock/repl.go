@@ -40,11 +40,8 @@ func cmdRepl(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 		fmt.Fprintln(stderr, "usage: airlock repl [flags]   (limits apply to each input; Ctrl-D exits)")
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0, nil
-		}
-		return exitUsage, usageError{err.Error()}
+	if stop, code, err := flagResult(fs.Parse(args)); stop {
+		return code, err
 	}
 	if fs.NArg() > 0 {
 		return exitUsage, usageError{"repl takes no arguments"}

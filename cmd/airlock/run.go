@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -201,11 +200,8 @@ func cmdRun(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 		fs.PrintDefaults()
 	}
 	positional, err := parseInterleaved(fs, args)
-	if errors.Is(err, flag.ErrHelp) {
-		return 0, nil
-	}
-	if err != nil {
-		return exitUsage, usageError{err.Error()}
+	if stop, code, err := flagResult(err); stop {
+		return code, err
 	}
 	var sbOpts []airlock.Option
 	if *tools != "" && *serverURL != "" {

@@ -103,11 +103,8 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) (int
 		fmt.Fprintln(stderr, "usage: airlock serve [flags]   (bearer token: $AIRLOCK_TOKEN)")
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0, nil
-		}
-		return exitUsage, usageError{err.Error()}
+	if stop, code, err := flagResult(fs.Parse(args)); stop {
+		return code, err
 	}
 	if fs.NArg() > 0 {
 		return exitUsage, usageError{"serve takes no arguments"}
@@ -183,11 +180,8 @@ func cmdMCP(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 		fmt.Fprintln(stderr, "usage: airlock mcp [flags]   (Model Context Protocol over stdio; tool: run_python)")
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0, nil
-		}
-		return exitUsage, usageError{err.Error()}
+	if stop, code, err := flagResult(fs.Parse(args)); stop {
+		return code, err
 	}
 	toolList, opts, err := toolsFor(*tools)
 	if err != nil {

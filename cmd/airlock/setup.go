@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -20,11 +19,8 @@ func cmdSetup(ctx context.Context, args []string, stdout, stderr io.Writer) (int
 	var common commonFlags
 	common.register(fs)
 	snapshots := fs.Bool("snapshots", true, "also asyncify python.wasm with Binaryen's wasm-opt ($AIRLOCK_WASM_OPT or $PATH) and capture the snapshot image")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0, nil
-		}
-		return exitUsage, usageError{err.Error()}
+	if stop, code, err := flagResult(fs.Parse(args)); stop {
+		return code, err
 	}
 	dir := common.cacheDir
 	if dir == "" {
@@ -59,11 +55,8 @@ func cmdVersion(ctx context.Context, args []string, stdout, stderr io.Writer) (i
 	fs.SetOutput(stderr)
 	var common commonFlags
 	common.register(fs)
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0, nil
-		}
-		return exitUsage, usageError{err.Error()}
+	if stop, code, err := flagResult(fs.Parse(args)); stop {
+		return code, err
 	}
 	sb, err := common.sandbox(ctx, stderr)
 	if err != nil {

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -49,11 +48,8 @@ func cmdTest(ctx context.Context, args []string, stdout, stderr io.Writer) (int,
 		fset.PrintDefaults()
 	}
 	positional, err := parseInterleaved(fset, args)
-	if errors.Is(err, flag.ErrHelp) {
-		return 0, nil
-	}
-	if err != nil {
-		return exitUsage, usageError{err.Error()}
+	if stop, code, err := flagResult(err); stop {
+		return code, err
 	}
 	if len(positional) != 1 {
 		fset.Usage()
