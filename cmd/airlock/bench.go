@@ -51,6 +51,18 @@ type benchReport struct {
 	Workloads []benchRow `json:"workloads"`
 }
 
+// writeReport prints a bench report as indented JSON (--json).
+func writeReport(w io.Writer, report any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(report)
+}
+
+// machine describes where a benchmark ran.
+func machine() string {
+	return fmt.Sprintf("%s/%s, %d CPUs, %s", runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), runtime.Version())
+}
+
 func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) (int, error) {
 	fs := flag.NewFlagSet("airlock bench", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -104,9 +116,7 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) (int
 		}
 	}
 	if *asJSON {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		return 0, enc.Encode(report)
+		return 0, writeReport(stdout, report)
 	}
 	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "workload\tengine\tmode\tworkers\truns\tp50 ms\tp99 ms\truns/s\tfuel\t")
@@ -190,9 +200,7 @@ func cmdBenchSessions(ctx context.Context, common *commonFlags, runs int, asJSON
 		})
 	}
 	if asJSON {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		return 0, enc.Encode(report)
+		return 0, writeReport(stdout, report)
 	}
 	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "state\truns\tcall ms\tfresh run ms\tfork ms\tsave ms\tload ms\tsaved MiB\t")

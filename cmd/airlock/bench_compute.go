@@ -2,10 +2,8 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
-	"runtime"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -56,7 +54,7 @@ func cmdBenchCompute(ctx context.Context, o computeOptions, stdout, stderr io.Wr
 	}
 	report := computeReport{
 		Date:    time.Now().UTC().Format("2006-01-02 15:04 MST"),
-		Machine: fmt.Sprintf("%s/%s, %d CPUs, %s", runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), runtime.Version()),
+		Machine: machine(),
 		Load:    loadAvg(),
 		Notes:   map[string]string{},
 		GeoMean: map[string]float64{},
@@ -135,9 +133,7 @@ func cmdBenchCompute(ctx context.Context, o computeOptions, stdout, stderr io.Wr
 		}
 	}
 	if o.asJSON {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		return 0, enc.Encode(report)
+		return 0, writeReport(stdout, report)
 	}
 
 	fmt.Fprintf(stdout, "%s; %s; load average (1 min) %s; median of %d timed repetitions (after one untimed), in ms; ratio (×) to native.\n\n",

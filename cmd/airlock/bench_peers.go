@@ -2,12 +2,10 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"os"
-	"runtime"
 	"slices"
 	"strings"
 	"time"
@@ -69,7 +67,7 @@ func cmdBenchPeers(ctx context.Context, o peersOptions, stdout, stderr io.Writer
 	}
 	report := peersReport{
 		Date:    time.Now().UTC().Format("2006-01-02 15:04 MST"),
-		Machine: fmt.Sprintf("%s/%s, %d CPUs, %s", runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), runtime.Version()),
+		Machine: machine(),
 		Load:    loadAvg(),
 		Notes:   map[string]string{},
 	}
@@ -140,9 +138,7 @@ func cmdBenchPeers(ctx context.Context, o peersOptions, stdout, stderr io.Writer
 		fmt.Fprintln(stderr, "airlock: charts:", strings.Join(files, " "))
 	}
 	if o.asJSON {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		return 0, enc.Encode(report)
+		return 0, writeReport(stdout, report)
 	}
 	fmt.Fprintf(stdout, "%s; %s; load average (1 min) %s; ratios (×) to %s, same workload.\n\n",
 		report.Date, report.Machine, report.Load, baselinePeer)
