@@ -129,6 +129,38 @@ func TestFuel(t *testing.T) {
 	}
 }
 
+// TestFuelMeteringOff: a wasmtime sandbox made WithFuelMetering(false) runs
+// the same code, reports no fuel, refuses a fuel limit and still stops at
+// its deadline; the metered sandbox of the same module, loaded in the same
+// process, keeps metering.
+func TestFuelMeteringOff(t *testing.T) {
+	if sb.Engine() != airlock.EngineWasmtime {
+		t.Skip("only wasmtime meters fuel: this runs in the suite's wasmtime child (-tags airlock_wasmtime)")
+	}
+	ctx := context.Background()
+	off := newSandbox(t, airlock.WithFuelMetering(false))
+	res, err := off.Run(ctx, airlock.Request{Code: fuelProgram})
+	if err != nil || string(res.Stdout) != "2666466670000\n" {
+		t.Fatalf("unmetered run: err=%v stdout=%q stderr=%q", err, res.Stdout, res.Stderr)
+	}
+	if res.Fuel != 0 {
+		t.Fatalf("unmetered run reports fuel %d, want 0", res.Fuel)
+	}
+	if _, err := off.Run(ctx, airlock.Request{Code: "pass", Limits: airlock.Limits{Fuel: 1 << 30}}); !errors.Is(err, airlock.ErrInvalidRequest) {
+		t.Fatalf("fuel limit without metering: err = %v, want invalid_request", err)
+	}
+	start := time.Now()
+	if _, err := off.Run(ctx, airlock.Request{Code: "while True: pass", Limits: airlock.Limits{Timeout: 2 * time.Second}}); !errors.Is(err, airlock.ErrTimeout) {
+		t.Fatalf("endless loop without metering: err = %v, want timeout", err)
+	}
+	if took := time.Since(start); took > 20*time.Second {
+		t.Fatalf("endless loop with a 2 s deadline took %v", took)
+	}
+	if fuel := mustRunResult(t, airlock.Request{Code: fuelProgram}).Fuel; fuel <= 0 {
+		t.Fatalf("the metered sandbox reports fuel %d after an unmetered one loaded the module", fuel)
+	}
+}
+
 // mustRunResult runs req, which must exit 0, and returns its Result.
 func mustRunResult(t *testing.T, req airlock.Request) *airlock.Result {
 	t.Helper()

@@ -85,7 +85,7 @@ func New(ctx context.Context, opts ...Option) (*Sandbox, error) {
 	if err != nil {
 		return nil, fmt.Errorf("airlock: %w", err)
 	}
-	engOpts := engine.Options{Notice: cfg.notice, Engine: cfg.engine}
+	engOpts := engine.Options{Notice: cfg.notice, Engine: cfg.engine, Unmetered: cfg.unmetered}
 	if !cfg.noCache {
 		engOpts.CacheDir = filepath.Join(cfg.cacheDir, "compiled")
 	}
@@ -325,6 +325,8 @@ func (sb *Sandbox) validate(req *Request) (Limits, *Error) {
 		return l, newError(KindInvalidRequest, nil, "limits must not be negative")
 	case l.Fuel > 0 && sb.cfg.engine != EngineWasmtime:
 		return l, newError(KindInvalidRequest, nil, "a fuel limit needs the wasmtime engine; this sandbox runs on %s", sb.cfg.engine)
+	case l.Fuel > 0 && sb.cfg.unmetered:
+		return l, newError(KindInvalidRequest, nil, "a fuel limit needs fuel metering; this sandbox was made WithFuelMetering(false)")
 	case len(req.Code) > maxCodeBytes:
 		return l, newError(KindInvalidRequest, nil, "code is %d bytes; the maximum is %d", len(req.Code), maxCodeBytes)
 	case strings.ContainsRune(req.Filename, 0):

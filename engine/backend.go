@@ -23,6 +23,8 @@ var (
 	ErrEngineUnavailable = errors.New("engine: engine not available")
 	// ErrFuelExhausted: the guest used up RunSpec.Fuel.
 	ErrFuelExhausted = errors.New("engine: fuel exhausted")
+	// ErrUnmetered: a fuel cap for a module loaded with Options.Unmetered.
+	ErrUnmetered = errors.New("engine: a fuel cap needs fuel metering, and this module was loaded unmetered")
 )
 
 // backend is an engine other than wazero. The wazero code stays inline in

@@ -24,6 +24,13 @@ func resumable(t *testing.T) *engine.Module { return resumableOn(t, "") }
 // the default).
 func resumableOn(t *testing.T, name string) *engine.Module {
 	t.Helper()
+	return resumableWith(t, engine.Options{Engine: name})
+}
+
+// resumableWith is resumableOn with more options; the compile cache is the
+// suite's.
+func resumableWith(t *testing.T, opts engine.Options) *engine.Module {
+	t.Helper()
 	cache, err := python.CacheDir()
 	if err != nil {
 		t.Fatal(err)
@@ -38,7 +45,8 @@ func resumableOn(t *testing.T, name string) *engine.Module {
 		t.Fatalf("%v (scripts/setup.sh prepares it)", err)
 	}
 	ctx := context.Background()
-	m, err := engine.LoadResumable(ctx, wasm, engine.Options{CacheDir: filepath.Join(cache, "compiled"), Engine: name})
+	opts.CacheDir = filepath.Join(cache, "compiled")
+	m, err := engine.LoadResumable(ctx, wasm, opts)
 	if err != nil {
 		t.Fatal(err)
 	}

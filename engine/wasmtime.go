@@ -21,8 +21,9 @@ import (
 )
 
 // The wasmtime engine: the same WASI table, snapshots and limits as on
-// wazero, plus fuel. Fuel metering is always on, so every run reports what
-// it consumed; a run without a fuel cap gets more than it could use.
+// wazero, plus fuel. Fuel metering is on unless Options.Unmetered, so every
+// run reports what it consumed; a run without a fuel cap gets more than it
+// could use.
 
 // WasmtimeVersion is the wasmtime-go release compiled in; it keys the
 // compile cache, whose files only the same release can load.
@@ -38,7 +39,13 @@ const unlimitedFuel = math.MaxUint64 / 2
 const wasmtimeStack = 4 << 20
 
 // wasmtimeConfig names the engine settings the compile cache depends on.
-const wasmtimeConfig = "fuel=1;epoch=1;stack=4M;memcreator=1;cow=0"
+func wasmtimeConfig(metered bool) string {
+	fuel := "1"
+	if !metered {
+		fuel = "0"
+	}
+	return "fuel=" + fuel + ";epoch=1;stack=4M;memcreator=1;cow=0"
+}
 
 func init() { loadWasmtime = loadWasmtimeModule }
 
@@ -47,6 +54,7 @@ type wtModule struct {
 	linker  *wasmtime.Linker
 	module  *wasmtime.Module
 	minMem  uint64
+	metered bool // Options.Unmetered unset
 	exports map[string]bool
 }
 
@@ -56,7 +64,7 @@ func loadWasmtimeModule(ctx context.Context, wasm []byte, opts Options) (backend
 		return nil, fmt.Errorf("engine: %w", err)
 	}
 	cfg := wasmtime.NewConfig()
-	cfg.SetConsumeFuel(true)
+	cfg.SetConsumeFuel(!opts.Unmetered)
 	cfg.SetEpochInterruption(true)
 	cfg.SetMaxWasmStack(wasmtimeStack)
 	// Copy-on-write data initialisation needs wasmtime's own mmap
@@ -75,7 +83,7 @@ func loadWasmtimeModule(ctx context.Context, wasm []byte, opts Options) (backend
 		eng.Close()
 		return nil, err
 	}
-	m := &wtModule{engine: eng, linker: linker, module: mod, exports: map[string]bool{}}
+	m := &wtModule{engine: eng, linker: linker, module: mod, metered: !opts.Unmetered, exports: map[string]bool{}}
 	for _, e := range mod.Exports() {
 		ty := e.Type()
 		if mt := ty.MemoryType(); mt != nil {
@@ -96,7 +104,7 @@ func compileCached(eng *wasmtime.Engine, wasm []byte, opts Options) (*wasmtime.M
 	if opts.CacheDir != "" {
 		h := sha256.New()
 		h.Write(wasm)
-		h.Write([]byte("\x00" + WasmtimeVersion + "\x00" + wasmtimeConfig))
+		h.Write([]byte("\x00" + WasmtimeVersion + "\x00" + wasmtimeConfig(!opts.Unmetered)))
 		dir := filepath.Join(opts.CacheDir, "wasmtime")
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			return nil, fmt.Errorf("engine: create cache dir: %w", err)
@@ -219,7 +227,8 @@ type wtRun struct {
 	wasi    *wasi.State
 	pause   *pausePoint
 	mem     cRun
-	fuel    uint64 // given at the start
+	metered bool
+	fuel    uint64 // given at the start, when metered
 	hostErr error  // the error a host function trapped with
 	store   *wasmtime.Store
 	inst    *wasmtime.Instance
@@ -293,13 +302,9 @@ func (m *wtModule) start(ctx context.Context, spec RunSpec, pause *pausePoint) (
 	}
 	r := &wtRun{ctx: wasi.WithState(ctx, spec.WASI), wasi: spec.WASI, pause: pause, mem: newCRun(limit)}
 	r.store = wasmtime.NewStoreWithData(m.engine, r)
-	r.fuel = spec.Fuel
-	if r.fuel == 0 {
-		r.fuel = unlimitedFuel
-	}
-	if err := r.store.SetFuel(r.fuel); err != nil {
+	if err := r.setFuel(m.metered, spec.Fuel); err != nil {
 		r.release()
-		return nil, fmt.Errorf("engine: set fuel: %w", err)
+		return nil, err
 	}
 	r.store.SetEpochDeadline(1)
 	r.mem.watchEpoch(r.store)
@@ -313,6 +318,25 @@ func (m *wtModule) start(ctx context.Context, spec RunSpec, pause *pausePoint) (
 		return nil, fmt.Errorf("engine: instantiate: %w", err)
 	}
 	return r, nil
+}
+
+// setFuel fills a metered store's tank: the cap, or more than the run
+// could use.
+func (r *wtRun) setFuel(metered bool, limit uint64) error {
+	if !metered {
+		if limit > 0 {
+			return ErrUnmetered
+		}
+		return nil
+	}
+	r.metered, r.fuel = true, limit
+	if r.fuel == 0 {
+		r.fuel = unlimitedFuel
+	}
+	if err := r.store.SetFuel(r.fuel); err != nil {
+		return fmt.Errorf("engine: set fuel: %w", err)
+	}
+	return nil
 }
 
 // call runs an export of the instance with the run's context watched: when
@@ -348,6 +372,9 @@ func (r *wtRun) release() {
 // outcome reads the run's figures; call it before release.
 func (r *wtRun) outcome() Outcome {
 	out := Outcome{PeakMemory: r.mem.peak(), MemoryLimitHit: r.mem.hit()}
+	if !r.metered {
+		return out
+	}
 	if left, err := r.store.GetFuel(); err == nil {
 		out.Fuel = r.fuel - left
 	}
@@ -366,7 +393,7 @@ func (r *wtRun) classify(out Outcome, err error) (Outcome, error) {
 	}
 	// wasmtime wraps the trap in its backtrace, which hides the trap code
 	// from wasmtime_trap_code; an empty tank tells the same.
-	if r.hostErr == nil && out.Fuel == r.fuel {
+	if r.metered && r.hostErr == nil && out.Fuel == r.fuel {
 		return out, ErrFuelExhausted
 	}
 	if ctxErr := r.ctx.Err(); ctxErr != nil {

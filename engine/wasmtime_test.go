@@ -76,6 +76,23 @@ func TestWasmtimeFuelLimit(t *testing.T) {
 	}
 }
 
+// An unmetered module resumes the metered one's image, reports no fuel,
+// and refuses a fuel cap with ErrUnmetered.
+func TestWasmtimeUnmetered(t *testing.T) {
+	ctx := context.Background()
+	img := captureLoop(t, resumableOn(t, engine.EngineWasmtime))
+	m := resumableWith(t, engine.Options{Engine: engine.EngineWasmtime, Unmetered: true})
+	var out bytes.Buffer
+	o, err := m.Resume(ctx, img, engine.RunSpec{WASI: resumed([]byte("print(6 * 7)"), &out), MemoryLimit: 256 << 20})
+	if err != nil || o.ExitCode != 0 || out.String() != "42\n" || o.Fuel != 0 {
+		t.Fatalf("unmetered run: %v %+v %q, want 42 and no fuel", err, o, out.String())
+	}
+	o, err = m.Resume(ctx, img, engine.RunSpec{WASI: resumed([]byte("pass"), &out), MemoryLimit: 256 << 20, Fuel: 1_000_000})
+	if !errors.Is(err, engine.ErrUnmetered) {
+		t.Fatalf("fuel cap on an unmetered module: %v %+v, want ErrUnmetered", err, o)
+	}
+}
+
 // A session's pause yields a delta image over the image it resumed; that
 // too resumes on both engines, whichever engine paused it.
 func TestDeltaImagesAcrossEngines(t *testing.T) {
