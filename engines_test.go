@@ -69,8 +69,8 @@ func TestFuel(t *testing.T) {
 		if !errors.Is(err, airlock.ErrInvalidRequest) {
 			t.Fatalf("fuel limit on %s: err = %v, want invalid_request", sb.Engine(), err)
 		}
-		if res = mustRunResult(t, airlock.Request{Code: "pass"}); res.Fuel != 0 {
-			t.Fatalf("fuel on %s = %d, want 0 (not metered)", sb.Engine(), res.Fuel)
+		if res = mustRunResult(t, airlock.Request{Code: "pass"}); res.Fuel != 0 || sb.FuelMetering() {
+			t.Fatalf("fuel on %s = %d, FuelMetering %v, want 0 and false (not metered)", sb.Engine(), res.Fuel, sb.FuelMetering())
 		}
 		return
 	}
@@ -143,8 +143,8 @@ func TestFuelMeteringOff(t *testing.T) {
 	if err != nil || string(res.Stdout) != "2666466670000\n" {
 		t.Fatalf("unmetered run: err=%v stdout=%q stderr=%q", err, res.Stdout, res.Stderr)
 	}
-	if res.Fuel != 0 {
-		t.Fatalf("unmetered run reports fuel %d, want 0", res.Fuel)
+	if res.Fuel != 0 || off.FuelMetering() || !sb.FuelMetering() {
+		t.Fatalf("unmetered run reports fuel %d (FuelMetering %v, the suite's sandbox %v), want 0, false, true", res.Fuel, off.FuelMetering(), sb.FuelMetering())
 	}
 	if _, err := off.Run(ctx, airlock.Request{Code: "pass", Limits: airlock.Limits{Fuel: 1 << 30}}); !errors.Is(err, airlock.ErrInvalidRequest) {
 		t.Fatalf("fuel limit without metering: err = %v, want invalid_request", err)

@@ -149,6 +149,10 @@ func (sb *Sandbox) Close(ctx context.Context) error {
 // Engine names the WebAssembly engine the Sandbox runs on.
 func (sb *Sandbox) Engine() string { return sb.cfg.engine }
 
+// FuelMetering tells whether runs meter fuel (Limits.Fuel, Result.Fuel):
+// on wasmtime unless WithFuelMetering(false), never on wazero.
+func (sb *Sandbox) FuelMetering() bool { return sb.cfg.engine == EngineWasmtime && !sb.cfg.unmetered }
+
 // Info describes the python.wasm a Sandbox runs.
 type Info struct {
 	Path   string // "" when embedded

@@ -97,6 +97,10 @@ func cmdBenchCompute(ctx context.Context, o computeOptions, stdout, stderr io.Wr
 		if sb.Snapshots() {
 			mode = "resumed from the snapshot (asyncified module)"
 		}
+		mode += " on " + sb.Engine()
+		if sb.Engine() == airlock.EngineWasmtime && !sb.FuelMetering() {
+			mode += " without fuel metering"
+		}
 		runners = append(runners, computeRunner{name: b.name, note: sb.Info().Description + "; " + mode, run: bench.SandboxRunner(sb)})
 	}
 
