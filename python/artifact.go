@@ -103,7 +103,15 @@ func (a *Artifact) BaseEnv() []string { return append(DefaultEnv(), a.Env...) }
 func (a *Artifact) Describe() string {
 	switch {
 	case a.Build == ownBuildName && a.Record != nil:
-		return fmt.Sprintf("own build, CPython %s (%s; %s)", a.Version, a.Record.Opt, a.Record.WasmOpt)
+		r := a.Record
+		extras := ""
+		if r.PGO != "" {
+			extras += "; PGO"
+		}
+		if len(r.CPythonPatches) > 0 {
+			extras += "; patched: " + strings.Join(r.CPythonPatches, ", ")
+		}
+		return fmt.Sprintf("own build, CPython %s (%s%s; wasm-opt %s)", a.Version, r.Opt, extras, r.WasmOpt)
 	case a.Build == defaultBuildName:
 		return "npm default, CPython " + a.Version + " (" + DefaultPackage + ")"
 	}

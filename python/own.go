@@ -63,6 +63,8 @@ type BuildRecord struct {
 	PythonVersion    string            `json:"python_version"`
 	Packages         map[string]string `json:"packages"`
 	Opt              string            `json:"opt"`
+	PGO              string            `json:"pgo"` // "" for a build without a profile
+	CPythonPatches   []string          `json:"cpython_patches"`
 	WasmOpt          string            `json:"wasm_opt"`
 	PythonWasmSHA256 string            `json:"python_wasm_sha256"`
 	StdlibZipSHA256  string            `json:"stdlib_zip_sha256"`

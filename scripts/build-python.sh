@@ -57,8 +57,8 @@ OUT="$CACHE/python313"
 JOBS="${AIRLOCK_BUILD_JOBS:-2}"
 
 # The cache key covers everything the output depends on: this script
-# (pins and flags included), the stdlib packer and the stdlib patches.
-KEY=$(cat scripts/build-python.sh scripts/stdlib_zip.py scripts/stdlib-patches/*.patch | sha256sum | cut -c1-64)
+# (pins and flags included), the stdlib packer and the patches.
+KEY=$(cat scripts/build-python.sh scripts/stdlib_zip.py scripts/stdlib-patches/*.patch scripts/cpython-patches/*.patch | sha256sum | cut -c1-64)
 if [ -f "$OUT/build.json" ] && grep -q "\"key\": \"$KEY\"" "$OUT/build.json" &&
 	(cd "$OUT" && sha256sum --quiet -c SHA256SUMS) 2>/dev/null; then
 	echo "build-python: up to date: $OUT (key ${KEY:0:12})"
@@ -140,6 +140,9 @@ untar sqlite3
 
 echo "== CPython"
 untar $PY_PKG
+# Airlock's changes to the C sources (each patch says why).
+for p in /cpython-patches/*.patch; do patch -s -p1 -d $W/$PY_PKG <"$p"; done
+
 mkdir -p $W/pybuild && cd $W/pybuild
 # CPython's WASI site file turns readv/writev off for wasmtime's own WASI,
 # which uses only the first buffer; Airlock's WASI serves every buffer.
@@ -163,7 +166,8 @@ EOS
 # The C build is the slow part: it is skipped when its own inputs (the
 # steps above, flags, source versions) have not changed since it last ran.
 BUILD_KEY=$(printf '%s\n' "$WASM_CC" "$WASM_FEATURES" "$OPT_FLAGS" "$LDFLAGS_OPT" "$SOURCE_DATE_EPOCH" \
-	"$PY_VER" "$ZLIB_VER" "$BZIP2_VER" "$XZ_VER" "$SQLITE_VER" | cat - "$ROOT/build.sh" | sha256sum | cut -c1-64)
+	"$PY_VER" "$ZLIB_VER" "$BZIP2_VER" "$XZ_VER" "$SQLITE_VER" | cat - "$ROOT/build.sh" scripts/cpython-patches/*.patch | sha256sum | cut -c1-64)
+rm -rf "$ROOT/cpython-patches" && cp -a scripts/cpython-patches "$ROOT/cpython-patches"
 if [ "$(cat "$ROOT/work/.build-key" 2>/dev/null)" = "$BUILD_KEY" ] && [ -f "$ROOT/work/pybuild/python.wasm" ]; then
 	log "C build up to date (key ${BUILD_KEY:0:12})"
 else
@@ -217,6 +221,7 @@ $tools
   "cc": "$WASM_CC",
   "opt": "$OPT_FLAGS",
   "wasm_opt": "$WASM_OPT_FLAGS",
+  "cpython_patches": [$(cd scripts/cpython-patches && for p in *.patch; do printf '"%s", ' "$p"; done | sed 's/, $//')],
   "sources_sha256": {
 $sources
   },
