@@ -25,7 +25,8 @@ ZLIB_VER=1:1.3.dfsg+really1.3.1-1
 BZIP2_VER=1.0.8-6
 XZ_VER=5.8.1-1+deb13u1
 SQLITE_VER=3.46.1-7+deb13u2
-TOOLS="clang-19 lld-19 llvm-19 wasi-libc libclang-rt-19-dev-wasm32 python3.13 make pkg-config xz-utils dpkg-dev tcl gcc libc6-dev binaryen patch"
+TOOLS="clang-19 lld-19 llvm-19 wasi-libc libclang-rt-19-dev-wasm32 python3.13 make pkg-config xz-utils dpkg-dev tcl gcc libc6-dev binaryen patch
+	libclang-rt-19-dev zlib1g-dev libsqlite3-dev libbz2-dev liblzma-dev"
 # Debian's runtime library is installed under the wasm32-wasi name, so the
 # target is spelled that way (wasm32-wasip1 fails to link); no --sysroot,
 # Debian's clang finds /usr/include/wasm32-wasi by itself.
@@ -34,6 +35,12 @@ WASM_CC="clang-19 --target=wasm32-wasi"
 # bulk memory turns memcpy/memset into single instructions.
 WASM_FEATURES="-mbulk-memory -mnontrapping-fptoint -msign-ext -mmutable-globals"
 OPT_FLAGS="-DNDEBUG -O3 $WASM_FEATURES"
+# Profile-guided optimisation: a native build of the same sources, with
+# clang-19's instrumentation, runs scripts/pgo_train.py (deterministic, so
+# the profile and python.wasm are the same on every build), and the wasm
+# build compiles with that profile. Functions whose code differs between
+# the two targets (e.g. libmpdec's 32/64-bit paths) go unprofiled.
+PGO_USE="-fprofile-instr-use=/work/python.profdata -Wno-profile-instr-unprofiled -Wno-profile-instr-out-of-date -Wno-backend-plugin"
 # Reproducible __DATE__/__TIME__ in sys.version (2025-06-11, 3.13.5's release).
 SOURCE_DATE_EPOCH=1749600000
 # Link-time flags. Full LTO (configure --with-lto=full) measured no faster
@@ -58,7 +65,7 @@ JOBS="${AIRLOCK_BUILD_JOBS:-2}"
 
 # The cache key covers everything the output depends on: this script
 # (pins and flags included), the stdlib packer and the patches.
-KEY=$(cat scripts/build-python.sh scripts/stdlib_zip.py scripts/stdlib-patches/*.patch scripts/cpython-patches/*.patch | sha256sum | cut -c1-64)
+KEY=$(cat scripts/build-python.sh scripts/stdlib_zip.py scripts/pgo_train.py scripts/stdlib-patches/*.patch scripts/cpython-patches/*.patch | sha256sum | cut -c1-64)
 if [ -f "$OUT/build.json" ] && grep -q "\"key\": \"$KEY\"" "$OUT/build.json" &&
 	(cd "$OUT" && sha256sum --quiet -c SHA256SUMS) 2>/dev/null; then
 	echo "build-python: up to date: $OUT (key ${KEY:0:12})"
@@ -143,6 +150,16 @@ untar $PY_PKG
 # Airlock's changes to the C sources (each patch says why).
 for p in /cpython-patches/*.patch; do patch -s -p1 -d $W/$PY_PKG <"$p"; done
 
+echo "== CPython, native and instrumented, for the PGO profile"
+mkdir -p $W/pgobuild $W/pgo && cd $W/pgobuild
+$W/$PY_PKG/configure -q CC=clang-19 OPT="-DNDEBUG -O3" --disable-test-modules --without-system-libmpdec \
+	--without-system-expat --without-ensurepip --with-pymalloc >$W/pgo-configure.log 2>&1 || { tail -30 $W/pgo-configure.log; exit 1; }
+make -s -j$JOBS CFLAGS_NODIST=-fprofile-instr-generate LDFLAGS_NODIST=-fprofile-instr-generate >$W/pgo-make.log 2>&1 ||
+	{ tail -40 $W/pgo-make.log; exit 1; }
+# No address randomisation, a fixed hash seed, no .pyc written: the same
+# counts on every build.
+setarch -R env PYTHONHASHSEED=0 PYTHONDONTWRITEBYTECODE=1 LLVM_PROFILE_FILE=$W/pgo/%m.profraw ./python /pgo_train.py
+llvm-profdata-19 merge -o $W/python.profdata $W/pgo/*.profraw
 mkdir -p $W/pybuild && cd $W/pybuild
 # CPython's WASI site file turns readv/writev off for wasmtime's own WASI,
 # which uses only the first buffer; Airlock's WASI serves every buffer.
@@ -161,19 +178,19 @@ $W/$PY_PKG/configure -q CC="$CC" OPT="$OPT_FLAGS" \
 	--host=wasm32-wasip1 --build=x86_64-pc-linux-gnu --with-build-python=python3.13 \
 	--disable-test-modules --without-system-libmpdec --without-system-expat --without-ensurepip \
 	--with-pymalloc --prefix=/usr/local >$W/configure.log 2>&1 || { tail -30 $W/configure.log; exit 1; }
-make -s -j$JOBS LDFLAGS_NODIST="$LDFLAGS_OPT" >$W/make.log 2>&1 || { tail -40 $W/make.log; exit 1; }
+make -s -j$JOBS LDFLAGS_NODIST="$LDFLAGS_OPT" CFLAGS_NODIST="$PGO_USE" >$W/make.log 2>&1 || { tail -40 $W/make.log; exit 1; }
 EOS
 # The C build is the slow part: it is skipped when its own inputs (the
 # steps above, flags, source versions) have not changed since it last ran.
-BUILD_KEY=$(printf '%s\n' "$WASM_CC" "$WASM_FEATURES" "$OPT_FLAGS" "$LDFLAGS_OPT" "$SOURCE_DATE_EPOCH" \
-	"$PY_VER" "$ZLIB_VER" "$BZIP2_VER" "$XZ_VER" "$SQLITE_VER" | cat - "$ROOT/build.sh" scripts/cpython-patches/*.patch | sha256sum | cut -c1-64)
-rm -rf "$ROOT/cpython-patches" && cp -a scripts/cpython-patches "$ROOT/cpython-patches"
+BUILD_KEY=$(printf '%s\n' "$WASM_CC" "$WASM_FEATURES" "$OPT_FLAGS" "$LDFLAGS_OPT" "$PGO_USE" "$SOURCE_DATE_EPOCH" \
+	"$PY_VER" "$ZLIB_VER" "$BZIP2_VER" "$XZ_VER" "$SQLITE_VER" | cat - "$ROOT/build.sh" scripts/cpython-patches/*.patch scripts/pgo_train.py | sha256sum | cut -c1-64)
+rm -rf "$ROOT/cpython-patches" && cp -a scripts/cpython-patches "$ROOT/cpython-patches" && cp scripts/pgo_train.py "$ROOT/pgo_train.py"
 if [ "$(cat "$ROOT/work/.build-key" 2>/dev/null)" = "$BUILD_KEY" ] && [ -f "$ROOT/work/pybuild/python.wasm" ]; then
 	log "C build up to date (key ${BUILD_KEY:0:12})"
 else
 	log "building zlib, bzip2, liblzma, sqlite3, then CPython (configure ~3 min, make ~2 min on an idle machine)"
 	chroot "$ROOT" env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root LANG=C.UTF-8 SOURCE_DATE_EPOCH="$SOURCE_DATE_EPOCH" \
-		WASM_CC="$WASM_CC" WASM_FEATURES="$WASM_FEATURES" OPT_FLAGS="$OPT_FLAGS" LDFLAGS_OPT="$LDFLAGS_OPT" \
+		WASM_CC="$WASM_CC" WASM_FEATURES="$WASM_FEATURES" OPT_FLAGS="$OPT_FLAGS" LDFLAGS_OPT="$LDFLAGS_OPT" PGO_USE="$PGO_USE" \
 		PY_PKG="$PY_PKG" JOBS="$JOBS" bash /build.sh
 	echo "$BUILD_KEY" >"$ROOT/work/.build-key"
 fi
@@ -220,6 +237,7 @@ $tools
   },
   "cc": "$WASM_CC",
   "opt": "$OPT_FLAGS",
+  "pgo": "scripts/pgo_train.py, profile sha256 $(sha256sum "$ROOT/work/python.profdata" | cut -c1-64)",
   "wasm_opt": "$WASM_OPT_FLAGS",
   "cpython_patches": [$(cd scripts/cpython-patches && for p in *.patch; do printf '"%s", ' "$p"; done | sed 's/, $//')],
   "sources_sha256": {
