@@ -10,8 +10,9 @@
 # matter. zlib, bzip2, xz and sqlite3 are cross-built from their Debian
 # sources first. Needs root (debootstrap, chroot) and ~3 GB of disk.
 #
-# Takes ~10 minutes on 2 cores the first time; a second call whose inputs
-# (this script, the pins, the flags) are unchanged returns in seconds.
+# Takes ~11 minutes on 2 cores (~13 the first time, making the chroot); a
+# second call whose inputs (this script, the pins, the flags, the patches,
+# the PGO training program) are unchanged returns in seconds.
 # AIRLOCK_BUILD_JOBS sets make's -j (default 2).
 set -euo pipefail
 cd "$(dirname "$0")/.."
