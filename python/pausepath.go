@@ -65,18 +65,17 @@ func PausePath(ctx context.Context, art *Artifact, cacheDir string) ([]string, e
 		return nil, fmt.Errorf("python: pause path: %w", err)
 	}
 	defer mod.Close(ctx)
-	fs := memfs.New(memfs.Options{})
-	if _, err := fs.MkdirAll(Home); err != nil {
+	// The snapshot's filesystem and environment (Capture's): the stdin the
+	// loop reads is then C stdio's unbuffered one, as in every image.
+	spec := ImageSpec{Env: art.Env}
+	if art.Layer != nil {
+		spec.Layers = []*memfs.Layer{art.Layer}
+	}
+	fs, err := spec.fs()
+	if err != nil {
 		return nil, fmt.Errorf("python: pause path: %w", err)
 	}
-	if art.Layer != nil {
-		if err := fs.Mount(art.Layer); err != nil {
-			return nil, fmt.Errorf("python: pause path: %w", err)
-		}
-	}
-	// The snapshot's environment: the stdin the loop reads is then C
-	// stdio's unbuffered one, as in every image.
-	state := wasi.NewState(wasi.Config{Args: Args(), Env: append(SnapshotEnv(), art.Env...), FS: fs, Stdin: stopAtRead{}})
+	state := wasi.NewState(wasi.Config{Args: Args(), Env: spec.env(), FS: fs, Stdin: stopAtRead{}})
 	defer state.Close()
 	_, err = mod.Run(ctx, engine.RunSpec{WASI: state, MemoryLimit: SnapshotMemory})
 	if err == nil || !strings.Contains(err.Error(), errStopAtRead.Error()) {

@@ -250,6 +250,23 @@ type ImageSpec struct {
 // Env is the environment the image is captured with.
 func (s ImageSpec) env() []string { return append(SnapshotEnv(), s.Env...) }
 
+// fs is the filesystem the interpreter starts with before its snapshot:
+// the home and temporary directories, and the spec's layers.
+func (s ImageSpec) fs() (*memfs.FS, error) {
+	fs := memfs.New(memfs.Options{})
+	for _, dir := range []string{Home, "/tmp"} {
+		if _, err := fs.MkdirAll(dir); err != nil {
+			return nil, err
+		}
+	}
+	for _, l := range s.Layers {
+		if err := fs.Mount(l); err != nil {
+			return nil, err
+		}
+	}
+	return fs, nil
+}
+
 // Key is everything an image depends on.
 func (s ImageSpec) Key() engine.ImageKey {
 	h := sha256.New()
@@ -334,16 +351,9 @@ func ImagePath(cacheDir string, key engine.ImageKey) string {
 // Capture starts the prelude in spec's snapshot environment and returns
 // the image of it paused in the interactive loop's first read.
 func Capture(ctx context.Context, mod *engine.Module, spec ImageSpec) (*engine.Image, error) {
-	fs := memfs.New(memfs.Options{})
-	for _, dir := range []string{Home, "/tmp"} {
-		if _, err := fs.MkdirAll(dir); err != nil {
-			return nil, fmt.Errorf("python: snapshot: %w", err)
-		}
-	}
-	for _, l := range spec.Layers {
-		if err := fs.Mount(l); err != nil {
-			return nil, fmt.Errorf("python: snapshot: %w", err)
-		}
+	fs, err := spec.fs()
+	if err != nil {
+		return nil, fmt.Errorf("python: snapshot: %w", err)
 	}
 	var stderr bytes.Buffer
 	state := wasi.NewState(wasi.Config{Args: Args(), Env: spec.env(), FS: fs, Stdout: &stderr, Stderr: &stderr})
