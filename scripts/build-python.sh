@@ -159,7 +159,10 @@ make -s -j$JOBS CFLAGS_NODIST=-fprofile-instr-generate LDFLAGS_NODIST=-fprofile-
 	{ tail -40 $W/pgo-make.log; exit 1; }
 # No address randomisation, a fixed hash seed, no .pyc written: the same
 # counts on every build.
-setarch -R env PYTHONHASHSEED=0 PYTHONDONTWRITEBYTECODE=1 LLVM_PROFILE_FILE=$W/pgo/%m.profraw ./python /pgo_train.py
+# The environment is emptied too: its size moves the heap, and with it
+# the order of sets and dicts of objects hashed by address (a build in
+# which the script's own variables differed gave another profile).
+setarch -R env -i PYTHONHASHSEED=0 PYTHONDONTWRITEBYTECODE=1 LLVM_PROFILE_FILE=$W/pgo/%m.profraw ./python /pgo_train.py
 llvm-profdata-19 merge -o $W/python.profdata $W/pgo/*.profraw
 mkdir -p $W/pybuild && cd $W/pybuild
 # CPython's WASI site file turns readv/writev off for wasmtime's own WASI,
