@@ -123,3 +123,44 @@ new file EROFS
 		t.Fatalf("next run sees: %s", out)
 	}
 }
+
+// The own build brings its own memcpy, memmove and memset
+// (scripts/wasm/airlock_mem.c: short ones inline, long ones with bulk
+// memory): copies, overlapping moves both ways and fills of every length
+// around the 32-byte switch, checked one element at a time.
+func TestOwnBuildMemoryRoutines(t *testing.T) {
+	s := ownSandbox(t)
+	out := mustRunOn(t, s, `
+import random
+r = random.Random(7)
+bad = []
+for n in range(0, 100):
+    data = bytes(r.randrange(256) for _ in range(n + 20))
+    cut = data[5:5 + n]                                   # memcpy
+    if len(cut) != n or any(cut[i] != data[5 + i] for i in range(n)):
+        bad.append(("copy", n))
+    for k in (n, n // 3):
+        ba = bytearray(data)
+        del ba[3:3 + k]                                   # memmove, to a lower address
+        if any(ba[i] != (data[i] if i < 3 else data[i + k]) for i in range(len(ba))):
+            bad.append(("move down", n, k))
+        ba = bytearray(data)
+        ba[2:2] = bytes(k)                                # memmove, to a higher address
+        if any(ba[i] != (data[i] if i < 2 else 0 if i < 2 + k else data[i - k]) for i in range(len(ba))):
+            bad.append(("move up", n, k))
+    lst = list(range(n // 4 + 1))                         # 4-byte pointers
+    lst.insert(0, -1)
+    if lst[0] != -1 or any(lst[i + 1] != i for i in range(n // 4 + 1)):
+        bad.append(("list insert", n))
+    del lst[0]
+    if any(lst[i] != i for i in range(n // 4 + 1)):
+        bad.append(("list delete", n))
+    filled = b"a".ljust(n + 1, b"z")                      # memset
+    if filled[0] != 97 or any(filled[i] != 122 for i in range(1, n + 1)):
+        bad.append(("fill", n))
+print(bad or "ok")
+`)
+	if out != "ok\n" {
+		t.Fatalf("wrong results: %s", out)
+	}
+}
