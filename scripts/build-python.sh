@@ -32,14 +32,9 @@ TOOLS="clang-19 lld-19 llvm-19 wasi-libc libclang-rt-19-dev-wasm32 python3.13 ma
 # target is spelled that way (wasm32-wasip1 fails to link); no --sysroot,
 # Debian's clang finds /usr/include/wasm32-wasi by itself.
 WASM_CC="clang-19 --target=wasm32-wasi"
-# Wasm features every engine Airlock runs on supports (wazero, wasmtime).
-# Not bulk memory: with it clang turns every memcpy and memset (and loops
-# it recognises as one) into memory.copy / memory.fill inline, and wazero
-# runs those through Go's memmove, which makes every function containing
-# one save eight SIMD registers on each call. scripts/wasm/airlock_mem.c
-# supplies memcpy, memmove and memset instead, with bulk memory past 32
-# bytes only, in functions of their own (~1% on wazero, ~3% on wasmtime).
-WASM_FEATURES="-mnontrapping-fptoint -msign-ext -mmutable-globals"
+# Wasm features every engine Airlock runs on supports (wazero, wasmtime):
+# bulk memory turns memcpy/memset into single instructions.
+WASM_FEATURES="-mbulk-memory -mnontrapping-fptoint -msign-ext -mmutable-globals"
 OPT_FLAGS="-DNDEBUG -O3 $WASM_FEATURES"
 # Profile-guided optimisation: a native build of the same sources, with
 # clang-19's instrumentation, runs scripts/pgo_train.py (deterministic, so
@@ -56,8 +51,8 @@ SOURCE_DATE_EPOCH=1749600000
 LDFLAGS_OPT=""
 # -g keeps the name section (asyncify-onlylist and stack traces need it);
 # DWARF is stripped first, as Binaryen holds back optimisations it cannot
-# carry DWARF through. The bulk-memory helpers of airlock_mem.c stay calls.
-WASM_OPT_FLAGS="--no-inline=airlock_bulk_* -O3 -g --enable-bulk-memory --enable-nontrapping-float-to-int --enable-sign-ext --enable-mutable-globals"
+# carry DWARF through.
+WASM_OPT_FLAGS="-O3 -g --enable-bulk-memory --enable-nontrapping-float-to-int --enable-sign-ext --enable-mutable-globals"
 
 [ "$(id -u)" -eq 0 ] || { echo "build-python: needs root (debootstrap and chroot); try sudo" >&2; exit 1; }
 
@@ -71,7 +66,7 @@ JOBS="${AIRLOCK_BUILD_JOBS:-2}"
 
 # The cache key covers everything the output depends on: this script
 # (pins and flags included), the stdlib packer and the patches.
-KEY=$(cat scripts/build-python.sh scripts/stdlib_zip.py scripts/pgo_train.py scripts/wasm/airlock_mem.c scripts/stdlib-patches/*.patch scripts/cpython-patches/*.patch | sha256sum | cut -c1-64)
+KEY=$(cat scripts/build-python.sh scripts/stdlib_zip.py scripts/pgo_train.py scripts/stdlib-patches/*.patch scripts/cpython-patches/*.patch | sha256sum | cut -c1-64)
 if [ -f "$OUT/build.json" ] && grep -q "\"key\": \"$KEY\"" "$OUT/build.json" &&
 	(cd "$OUT" && sha256sum --quiet -c SHA256SUMS) 2>/dev/null; then
 	echo "build-python: up to date: $OUT (key ${KEY:0:12})"
@@ -151,9 +146,6 @@ untar sqlite3
 		-D_WASI_EMULATED_GETPID -D_WASI_EMULATED_MMAN &&
 	$AR rcs $W/deps/lib/libsqlite3.a sqlite3.o && cp sqlite3.h $W/deps/include/)
 
-echo "== memcpy, memmove, memset (linked ahead of wasi-libc's)"
-$CC $DEPFLAGS -mbulk-memory -c /airlock_mem.c -o $W/deps/lib/airlock_mem.o
-
 echo "== CPython"
 untar $PY_PKG
 # Airlock's changes to the C sources (each patch says why).
@@ -190,14 +182,13 @@ $W/$PY_PKG/configure -q CC="$CC" OPT="$OPT_FLAGS" \
 	--host=wasm32-wasip1 --build=x86_64-pc-linux-gnu --with-build-python=python3.13 \
 	--disable-test-modules --without-system-libmpdec --without-system-expat --without-ensurepip \
 	--with-pymalloc --prefix=/usr/local >$W/configure.log 2>&1 || { tail -30 $W/configure.log; exit 1; }
-make -s -j$JOBS LDFLAGS_NODIST="$LDFLAGS_OPT $W/deps/lib/airlock_mem.o" CFLAGS_NODIST="$PGO_USE" >$W/make.log 2>&1 || { tail -40 $W/make.log; exit 1; }
+make -s -j$JOBS LDFLAGS_NODIST="$LDFLAGS_OPT" CFLAGS_NODIST="$PGO_USE" >$W/make.log 2>&1 || { tail -40 $W/make.log; exit 1; }
 EOS
 # The C build is the slow part: it is skipped when its own inputs (the
 # steps above, flags, source versions) have not changed since it last ran.
 BUILD_KEY=$(printf '%s\n' "$WASM_CC" "$WASM_FEATURES" "$OPT_FLAGS" "$LDFLAGS_OPT" "$PGO_USE" "$SOURCE_DATE_EPOCH" \
-	"$PY_VER" "$ZLIB_VER" "$BZIP2_VER" "$XZ_VER" "$SQLITE_VER" | cat - "$ROOT/build.sh" scripts/cpython-patches/*.patch scripts/pgo_train.py scripts/wasm/airlock_mem.c | sha256sum | cut -c1-64)
+	"$PY_VER" "$ZLIB_VER" "$BZIP2_VER" "$XZ_VER" "$SQLITE_VER" | cat - "$ROOT/build.sh" scripts/cpython-patches/*.patch scripts/pgo_train.py | sha256sum | cut -c1-64)
 rm -rf "$ROOT/cpython-patches" && cp -a scripts/cpython-patches "$ROOT/cpython-patches" && cp scripts/pgo_train.py "$ROOT/pgo_train.py"
-cp scripts/wasm/airlock_mem.c "$ROOT/airlock_mem.c"
 if [ "$(cat "$ROOT/work/.build-key" 2>/dev/null)" = "$BUILD_KEY" ] && [ -f "$ROOT/work/pybuild/python.wasm" ]; then
 	log "C build up to date (key ${BUILD_KEY:0:12})"
 else
