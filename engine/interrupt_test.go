@@ -72,7 +72,7 @@ func TestSpinningGuestLetsTheGCRun(t *testing.T) {
 	m := resumable(t)
 	img := captureLoop(t, m)
 	for _, busy := range []string{"while True: pass", "def f(n):\n    return f(n - 1) + f(n - 1) if n else 0\nf(200)"} {
-		ctx, cancel := context.WithTimeout(context.Background(), 4*time.Second)
+		ctx, cancel := context.WithTimeout(context.Background(), 6*time.Second)
 		done := make(chan error, 1)
 		var out bytes.Buffer
 		go func() {
@@ -87,8 +87,8 @@ func TestSpinningGuestLetsTheGCRun(t *testing.T) {
 		if err := <-done; !errors.Is(err, engine.ErrInterrupted) {
 			t.Fatalf("%q: %v, want ErrInterrupted (it should have been spinning)", busy, err)
 		}
-		if took > time.Second {
-			t.Errorf("%q: a GC took %v while the guest spun, want well under its 4s deadline", busy, took)
+		if took > 2*time.Second {
+			t.Errorf("%q: a GC took %v while the guest spun, want well under its 6s deadline", busy, took)
 		}
 	}
 }
