@@ -89,10 +89,7 @@ func New(ctx context.Context, opts ...Option) (*Sandbox, error) {
 	if !cfg.noCache {
 		engOpts.CacheDir = filepath.Join(cfg.cacheDir, "compiled")
 	}
-	var layers []*memfs.Layer
-	if art.Layer != nil {
-		layers = append(layers, art.Layer)
-	}
+	layers := art.Layers()
 	sb := &Sandbox{cfg: cfg, artifact: art, engOpts: engOpts, layers: layers}
 	if sb.pkgs, err = loadSandboxPackages(&sb.pkgCache, cfg); err != nil {
 		return nil, err

@@ -99,6 +99,15 @@ func DefaultPath(cacheDir string) string {
 // and the build's own variables.
 func (a *Artifact) BaseEnv() []string { return append(DefaultEnv(), a.Env...) }
 
+// Layers is Layer as the list every filesystem of this build mounts:
+// empty for a build without one.
+func (a *Artifact) Layers() []*memfs.Layer {
+	if a.Layer == nil {
+		return nil
+	}
+	return []*memfs.Layer{a.Layer}
+}
+
 // Describe is one line telling which build this is, for `airlock version`.
 func (a *Artifact) Describe() string {
 	switch {

@@ -11,7 +11,6 @@ import (
 
 	"github.com/airlock-sandbox/airlock/engine"
 	"github.com/airlock-sandbox/airlock/wasi"
-	"github.com/airlock-sandbox/airlock/wasi/memfs"
 )
 
 // The functions a snapshot's pause goes through. A snapshot (and a session
@@ -67,10 +66,7 @@ func PausePath(ctx context.Context, art *Artifact, cacheDir string) ([]string, e
 	defer mod.Close(ctx)
 	// The snapshot's filesystem and environment (Capture's): the stdin the
 	// loop reads is then C stdio's unbuffered one, as in every image.
-	spec := ImageSpec{Env: art.Env}
-	if art.Layer != nil {
-		spec.Layers = []*memfs.Layer{art.Layer}
-	}
+	spec := ImageSpec{Env: art.Env, Layers: art.Layers()}
 	fs, err := spec.fs()
 	if err != nil {
 		return nil, fmt.Errorf("python: pause path: %w", err)
