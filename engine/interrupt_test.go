@@ -13,6 +13,9 @@ import (
 	"github.com/airlock-sandbox/airlock/python"
 )
 
+// busyRecursion repeats without end through calls alone: no backward jump.
+const busyRecursion = "def f(n):\n    return f(n - 1) + f(n - 1) if n else 0\nf(200)"
+
 // TestPythonLoopsStopAtTheDeadline: python.wasm takes the loop-check
 // rewrite (so wazero's slower close-on-context-done is off), and a busy
 // loop still ends at the deadline, fresh and resumed from a snapshot,
@@ -36,7 +39,7 @@ func TestPythonLoopsStopAtTheDeadline(t *testing.T) {
 	img := captureLoop(t, m)
 	var out bytes.Buffer
 	for _, busy := range []string{"while True: pass", "x = 0\nwhile True:\n    x += 1", "sum(range(10**12))", "sorted(range(10**8))",
-		"def f(n):\n    return f(n - 1) + f(n - 1) if n else 0\nf(200)",
+		busyRecursion,
 		"def g():\n    while True:\n        yield 1\nfor _ in g(): pass",
 		"import collections, itertools\ndef g():\n    yield from itertools.count()\ncollections.deque(g(), maxlen=0)",
 		"while True:\n    try:\n        raise ValueError\n    except ValueError:\n        pass",
@@ -71,7 +74,7 @@ func TestPythonLoopsStopAtTheDeadline(t *testing.T) {
 func TestSpinningGuestLetsTheGCRun(t *testing.T) {
 	m := resumable(t)
 	img := captureLoop(t, m)
-	for _, busy := range []string{"while True: pass", "def f(n):\n    return f(n - 1) + f(n - 1) if n else 0\nf(200)"} {
+	for _, busy := range []string{"while True: pass", busyRecursion} {
 		ctx, cancel := context.WithTimeout(context.Background(), 6*time.Second)
 		done := make(chan error, 1)
 		var out bytes.Buffer
