@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	iofs "io/fs"
 	"math/rand/v2"
 	"os"
 	"path"
@@ -398,21 +399,34 @@ func placeFiles(fs *memfs.FS, files map[string][]byte) (map[string][]byte, *Erro
 
 // changedFiles lists regular files under /home/user that are new or whose
 // content differs from before the run: the request's files, or (in a
-// session) the files the session had.
+// session) the files the session had. A file with several names (hard
+// links) is listed once, under the first name that is new or changed, so
+// the data returned never passes the filesystem's byte quota however many
+// links the guest made. Names longer than a guest path may be (4096
+// bytes, reachable only by renaming directories into each other) are
+// left out, with everything below them.
 func changedFiles(fs *memfs.FS, before func(path string) ([]byte, bool)) []File {
 	var out []File
+	listed := map[*memfs.Inode]bool{}
 	_ = fs.Walk(python.Home, func(p string, n *memfs.Inode) error {
-		if n.Kind() != memfs.KindFile {
+		if len(p) > memfs.MaxPath {
+			if n.Kind() == memfs.KindDir {
+				return iofs.SkipDir
+			}
 			return nil
 		}
-		data, err := fs.ReadFile(p)
+		if n.Kind() != memfs.KindFile || listed[n] {
+			return nil
+		}
+		data, err := fs.View(p)
 		if err != nil {
 			return nil
 		}
 		if old, ok := before(p); ok && bytes.Equal(old, data) {
 			return nil
 		}
-		out = append(out, File{Path: p, Size: int64(len(data)), Data: data})
+		listed[n] = true
+		out = append(out, File{Path: p, Size: int64(len(data)), Data: append([]byte{}, data...)})
 		return nil
 	})
 	return out

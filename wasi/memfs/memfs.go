@@ -55,8 +55,9 @@ type Quota struct {
 	// logical size, so file memory stays within twice MaxBytes.
 	MaxBytes int64
 	// MaxInodes limits files plus directories, the root included. It
-	// also caps hard links: Link fails once the tree holds MaxInodes
-	// names, or extra names would be memory the quota never sees.
+	// also caps names: Link, and creating, fail once the tree holds
+	// MaxInodes names, or extra names would be memory the quota never
+	// sees (and a tree Load refuses).
 	MaxInodes int
 }
 
@@ -210,7 +211,9 @@ func (fs *FS) alloc(kind Kind, now int64) *Inode {
 
 // create makes a new inode named name in the live directory dir.
 func (fs *FS) create(dir *Inode, name string, kind Kind) (*Inode, error) {
-	if q := fs.quota.MaxInodes; q > 0 && fs.inodes >= q {
+	// Names count too, as in Link: after links, a tree could otherwise
+	// hold up to twice MaxInodes names, which Load then refuses.
+	if q := fs.quota.MaxInodes; q > 0 && (fs.inodes >= q || fs.entries >= q) {
 		fs.quotaHit = true
 		return nil, errno.ENOSPC
 	}
@@ -923,9 +926,14 @@ type WalkFunc func(path string, n *Inode) error
 // Walk calls fn for root and everything below it, depth first, each
 // directory's entries in name order, parents before children. Paths are
 // absolute and clean; they can exceed 4096 bytes in trees built through
-// directory handles. Walk is iterative, so depth is limited only by the
-// inode quota, and fn may change the tree: each directory is listed just
-// after fn visits it. It is a host-side helper.
+// directory handles or by renaming directories into each other. Walk is
+// iterative, so depth is limited only by the inode quota, and its paths
+// share one buffer, so the memory it holds grows with the longest path,
+// not with depth times length (a chain of 255-byte names 10000 deep would
+// otherwise pin gigabytes). Each call of fn still gets a string of its
+// own: a caller that cannot afford long ones returns fs.SkipDir for a
+// directory whose path is too long. fn may change the tree: each
+// directory is listed just after fn visits it. It is a host-side helper.
 //
 // # Errors
 //
@@ -936,24 +944,21 @@ func (fs *FS) Walk(root string, fn WalkFunc) error {
 	if err != nil {
 		return err
 	}
-	type item struct {
-		path string
-		n    *Inode
-	}
-	// Each frame is one directory's remaining entries.
+	// Each frame is one directory's remaining entries; its path is
+	// buf[:pathLen].
 	type frame struct {
-		path string
-		ents []DirEntry
+		pathLen int
+		ents    []DirEntry
 	}
-	visit := func(it item) (descend bool, err error) {
-		err = fn(it.path, it.n)
-		if err == iofs.SkipDir && it.n.kind == KindDir {
+	visit := func(p string, n *Inode) (descend bool, err error) {
+		err = fn(p, n)
+		if err == iofs.SkipDir && n.kind == KindDir {
 			return false, nil
 		}
-		return err == nil && it.n.kind == KindDir, err
+		return err == nil && n.kind == KindDir, err
 	}
-	start := item{path.Clean("/" + root), n}
-	descend, err := visit(start)
+	buf := []byte(path.Clean("/" + root))
+	descend, err := visit(string(buf), n)
 	if err != nil {
 		if err == iofs.SkipAll || err == iofs.SkipDir {
 			return nil
@@ -963,8 +968,11 @@ func (fs *FS) Walk(root string, fn WalkFunc) error {
 	if !descend {
 		return nil
 	}
+	if len(buf) == 1 {
+		buf = buf[:0] // the root: children are "/" + name
+	}
 	ents, _ := fs.ReadDir(n)
-	stack := []frame{{start.path, ents}}
+	stack := []frame{{len(buf), ents}}
 	for len(stack) > 0 {
 		top := &stack[len(stack)-1]
 		if len(top.ents) == 0 {
@@ -973,11 +981,8 @@ func (fs *FS) Walk(root string, fn WalkFunc) error {
 		}
 		e := top.ents[0]
 		top.ents = top.ents[1:]
-		p := top.path + "/" + e.Name
-		if top.path == "/" {
-			p = "/" + e.Name
-		}
-		descend, err := visit(item{p, e.Inode})
+		buf = append(append(buf[:top.pathLen], '/'), e.Name...)
+		descend, err := visit(string(buf), e.Inode)
 		switch {
 		case err == iofs.SkipAll:
 			return nil
@@ -989,7 +994,7 @@ func (fs *FS) Walk(root string, fn WalkFunc) error {
 		}
 		if descend {
 			ents, _ := fs.ReadDir(e.Inode)
-			stack = append(stack, frame{p, ents})
+			stack = append(stack, frame{len(buf), ents})
 		}
 	}
 	return nil

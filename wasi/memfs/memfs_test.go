@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"runtime"
 	iofs "io/fs"
 	"slices"
 	"strconv"
@@ -957,6 +958,71 @@ func TestWalk(t *testing.T) {
 	})
 	if err != nil || dump(t, fs) != "/ /d1/ /d1/sub/ /d1/sub/deeper/ /d2/ /d3/" {
 		t.Errorf("deleting walk: %v, %s", err, dump(t, fs))
+	}
+}
+
+// TestWalkMemoryIsLinearInPathLength: renaming directories into each other
+// builds a chain of 255-byte names a thousand deep out of short paths;
+// walking it must not keep every level's full path alive at the bottom
+// (~125 MiB here, gigabytes at the default inode quota).
+func TestWalkMemoryIsLinearInPathLength(t *testing.T) {
+	fs := New(Options{Quota: Quota{MaxBytes: 1 << 20, MaxInodes: 10000}})
+	name := func(i int) string { s := strconv.Itoa(i); return strings.Repeat("n", 255-len(s)) + s }
+	const depth = 1000
+	for i := range depth {
+		if err := fs.Mkdir(fs.Root(), name(i)); err != nil {
+			t.Fatal(err)
+		}
+		if i > 0 {
+			if err := fs.Rename(fs.Root(), name(i-1), fs.Root(), name(i)+"/"+name(i-1)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	heap := func() uint64 {
+		runtime.GC()
+		var ms runtime.MemStats
+		runtime.ReadMemStats(&ms)
+		return ms.HeapAlloc
+	}
+	base, peak, longest := heap(), uint64(0), 0
+	err := fs.Walk("/", func(p string, n *Inode) error {
+		longest = max(longest, len(p))
+		if n.kind == KindDir && len(n.children) == 0 { // the bottom: every level is open
+			peak = heap()
+		}
+		return nil
+	})
+	if err != nil || longest < depth*256 {
+		t.Fatalf("walk: %v, longest path %d", err, longest)
+	}
+	if grown := int64(peak) - int64(base); grown > 8<<20 {
+		t.Fatalf("the walk held %d MiB at the bottom of a %d-deep tree; its longest path is %d KiB", grown>>20, depth, longest>>10)
+	}
+}
+
+// Links fill the name quota before the inode quota: creating must then
+// fail too, or the tree holds names a Load under the same quota refuses.
+func TestCreateCountsNamesAfterLinks(t *testing.T) {
+	opts := Options{Quota: Quota{MaxInodes: 10}}
+	fs := New(opts)
+	if err := fs.WriteFile("/f", []byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; ; i++ {
+		if err := fs.Link(fs.Root(), "f", fs.Root(), "l"+strconv.Itoa(i)); err != nil {
+			wantErr(t, "link past the quota", err, errno.ENOSPC)
+			break
+		}
+	}
+	wantErr(t, "create past the name quota", fs.WriteFile("/g", nil), errno.ENOSPC)
+	wantErr(t, "mkdir past the name quota", fs.Mkdir(fs.Root(), "d"), errno.ENOSPC)
+	var saved bytes.Buffer
+	if err := fs.Save(&saved); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Load(&saved, opts); err != nil {
+		t.Fatalf("a tree the quota admitted does not load under it: %v", err)
 	}
 }
 

@@ -8,7 +8,7 @@ import (
 
 // Linux's limits, so guest code sees the errors it would see natively.
 const (
-	maxPathLen = 4096 // bytes in a whole path
+	MaxPath    = 4096 // bytes in a whole path an operation accepts
 	maxNameLen = 255  // bytes in one component
 )
 
@@ -22,7 +22,7 @@ func checkPath(p string) error {
 	if strings.IndexByte(p, 0) >= 0 {
 		return errno.EILSEQ
 	}
-	if len(p) > maxPathLen {
+	if len(p) > MaxPath {
 		return errno.ENAMETOOLONG
 	}
 	start := 0
