@@ -131,6 +131,10 @@ func (sb *Sandbox) freshModule(ctx context.Context) (*engine.Module, error) {
 	return sb.fresh, sb.freshErr
 }
 
+// Limits are the limits a Request's zero fields take: WithLimits', over
+// DefaultLimits.
+func (sb *Sandbox) Limits() Limits { return sb.cfg.limits }
+
 // Close releases the compiled modules (shared copies stay until their last
 // Sandbox closes).
 func (sb *Sandbox) Close(ctx context.Context) error {

@@ -131,6 +131,11 @@ func (sb *Sandbox) NewSession(ctx context.Context, opts SessionOptions) (*Sessio
 	if verr := checkSessionEnv(opts.Env); verr != nil {
 		return nil, verr
 	}
+	// Tools are checked now, not at the first call: a session that no
+	// call could use would still count against a server's cap.
+	if _, verr := sb.hostDevices(&Request{Tools: opts.Tools}, limits); verr != nil {
+		return nil, verr
+	}
 	fs, _, verr := sb.newFS(limits, opts.Files, nil)
 	if verr != nil {
 		return nil, verr

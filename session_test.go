@@ -170,6 +170,9 @@ func TestSessionRefusals(t *testing.T) {
 	if _, err := snapshotSandbox(t).NewSession(ctx, airlock.SessionOptions{Env: map[string]string{"LANG": "C"}}); !errors.Is(err, airlock.ErrInvalidRequest) {
 		t.Errorf("session with LANG: %v, want invalid_request", err)
 	}
+	if _, err := snapshotSandbox(t).NewSession(ctx, airlock.SessionOptions{Tools: []string{"no_such_tool"}}); !errors.Is(err, airlock.ErrInvalidRequest) {
+		t.Errorf("session with an unknown tool: %v, want invalid_request", err)
+	}
 	// A file left open cannot be carried to the next call: the call fails
 	// and the session keeps its state.
 	call(t, s, airlock.Request{Code: "k = 1"}, "", "")

@@ -77,7 +77,9 @@ func runPython(ctx context.Context, cfg MCPConfig, table *sessions, in RunPython
 	if in.Timeout > 0 {
 		timeout = cfg.MaxLimits.Timeout
 		if in.Timeout < timeout.Seconds() {
-			timeout = time.Duration(in.Timeout * float64(time.Second))
+			// At least a millisecond: a duration that truncates to 0
+			// would mean the Sandbox's default, past the maximum.
+			timeout = max(time.Duration(in.Timeout*float64(time.Second)), time.Millisecond)
 		}
 	}
 	files := make(map[string][]byte, len(in.Files))

@@ -110,6 +110,13 @@ func TestMCPToolsAndTimeoutCap(t *testing.T) {
 	if !strings.Contains(text, "error: timeout: the run exceeded its 3s") || time.Since(begin) > 10*time.Second {
 		t.Fatalf("timeout not capped: %s", text)
 	}
+	// A timeout so small it truncates to zero must not fall back to the
+	// Sandbox's default (10 s), past the maximum.
+	begin = time.Now()
+	text, _ = callText(t, cs, map[string]any{"code": "while True: pass", "timeout": 1e-10})
+	if !strings.Contains(text, "error: timeout") || time.Since(begin) > 5*time.Second {
+		t.Fatalf("timeout 1e-10 after %v: %s", time.Since(begin), text)
+	}
 }
 
 func TestMCPSessions(t *testing.T) {

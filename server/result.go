@@ -96,35 +96,40 @@ func FromLimits(l airlock.Limits) RunLimits {
 }
 
 // clamp turns r into airlock.Limits no larger than maxima, naming the
-// fields it lowered. Negative values pass through for the Sandbox to refuse.
-func (r RunLimits) clamp(maxima airlock.Limits) (airlock.Limits, []string) {
+// fields it lowered that r set. A field left out (zero) takes its value
+// in defaults, the Sandbox's, capped the same: a server's maximum holds
+// for what a client does not send too (a 0 fuel is no cap, so it becomes
+// the maximum). Negative values pass through for the Sandbox to refuse.
+func (r RunLimits) clamp(defaults, maxima airlock.Limits) (airlock.Limits, []string) {
 	var clamped []string
+	files, calls := int64(r.FSFiles), int64(r.HostCalls)
 	fields := []struct {
-		name string
-		v    *int64
-		max  int64
+		name     string
+		v        *int64
+		def, max int64
 	}{
-		{"timeout_ms", &r.TimeoutMS, maxima.Timeout.Milliseconds()},
-		{"memory", &r.Memory, maxima.Memory},
-		{"output", &r.Output, maxima.Output},
-		{"fs_bytes", &r.FSBytes, maxima.FSBytes},
-		{"host_payload", &r.HostPayload, maxima.HostPayload},
-		{"fuel", &r.Fuel, maxima.Fuel},
+		{"timeout_ms", &r.TimeoutMS, defaults.Timeout.Milliseconds(), maxima.Timeout.Milliseconds()},
+		{"memory", &r.Memory, defaults.Memory, maxima.Memory},
+		{"output", &r.Output, defaults.Output, maxima.Output},
+		{"fs_bytes", &r.FSBytes, defaults.FSBytes, maxima.FSBytes},
+		{"fs_files", &files, int64(defaults.FSFiles), int64(maxima.FSFiles)},
+		{"host_calls", &calls, int64(defaults.HostCalls), int64(maxima.HostCalls)},
+		{"host_payload", &r.HostPayload, defaults.HostPayload, maxima.HostPayload},
+		{"fuel", &r.Fuel, defaults.Fuel, maxima.Fuel},
 	}
 	for _, f := range fields {
-		if f.max > 0 && *f.v > f.max {
+		sent := *f.v != 0
+		if !sent {
+			*f.v = f.def
+		}
+		if f.max > 0 && (*f.v > f.max || *f.v == 0) {
 			*f.v = f.max
-			clamped = append(clamped, f.name)
+			if sent {
+				clamped = append(clamped, f.name)
+			}
 		}
 	}
-	if maxima.FSFiles > 0 && r.FSFiles > maxima.FSFiles {
-		r.FSFiles = maxima.FSFiles
-		clamped = append(clamped, "fs_files")
-	}
-	if maxima.HostCalls > 0 && r.HostCalls > maxima.HostCalls {
-		r.HostCalls = maxima.HostCalls
-		clamped = append(clamped, "host_calls")
-	}
+	r.FSFiles, r.HostCalls = int(files), int(calls)
 	// With no server maximum for it, a timeout in milliseconds can still be
 	// too large for a time.Duration; past that it wraps negative.
 	if maxMS := int64(math.MaxInt64 / time.Millisecond); r.TimeoutMS > maxMS {

@@ -34,7 +34,7 @@ type Config struct {
 	// Sandbox runs the requests; required.
 	Sandbox *airlock.Sandbox
 	// MaxLimits caps every request's limits (default airlock.DefaultLimits);
-	// a request's zero limits take the Sandbox's defaults.
+	// a request's zero limits take the Sandbox's defaults, capped the same.
 	MaxLimits airlock.Limits
 	// Concurrency is how many runs go at once (default runtime.NumCPU()).
 	Concurrency int
@@ -226,6 +226,10 @@ func (s *Server) decodeBody(w http.ResponseWriter, r *http.Request, v any) bool 
 	if err == nil {
 		if _, e := dec.Token(); e != io.EOF {
 			err = errors.New("unexpected data after the JSON object")
+			var tooBig *http.MaxBytesError
+			if errors.As(e, &tooBig) {
+				err = e // trailing bytes past the cap: too large, not malformed
+			}
 		}
 	}
 	var tooBig *http.MaxBytesError
@@ -278,7 +282,7 @@ func (s *Server) request(w http.ResponseWriter, in RunRequest) (airlock.Request,
 // clampLimits clamps l to the server's maxima and names what it clamped
 // in the Airlock-Limits-Clamped header.
 func (s *Server) clampLimits(w http.ResponseWriter, l RunLimits) (airlock.Limits, []string) {
-	limits, clamped := l.clamp(s.cfg.MaxLimits)
+	limits, clamped := l.clamp(s.cfg.Sandbox.Limits(), s.cfg.MaxLimits)
 	if len(clamped) > 0 {
 		w.Header().Set("Airlock-Limits-Clamped", strings.Join(clamped, ","))
 	}

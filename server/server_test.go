@@ -138,6 +138,7 @@ func TestBadRequests(t *testing.T) {
 		{"no code", `{}`, 400, `"code" is required`},
 		{"bad base64", `{"code": "pass", "files": {"a": "!!"}}`, 400, "bad request body"},
 		{"oversize", `{"code": "` + strings.Repeat("#", 2<<10) + `"}`, 413, "exceeds 1024 bytes"},
+		{"oversize after the object", `{"code": "pass"}` + strings.Repeat(" ", 2<<10), 413, "exceeds 1024 bytes"},
 		{"negative limit", `{"code": "pass", "limits": {"memory": -1}}`, 400, "must not be negative"},
 	}
 	for _, tc := range cases {
@@ -170,6 +171,14 @@ func TestLimitsClamped(t *testing.T) {
 	if res.Error == nil || res.Error.Kind != "timeout" || time.Since(start) > 5*time.Second ||
 		r.header.Get("Airlock-Limits-Clamped") != "timeout_ms" {
 		t.Fatalf("timeout: after %v, header %q, result %+v", time.Since(start), r.header.Get("Airlock-Limits-Clamped"), res)
+	}
+	// A request without limits gets the maxima where the Sandbox's defaults
+	// are larger (10 s here), and nothing is named as clamped.
+	start = time.Now()
+	r = post(t, url+"/v1/run", "", `{"code": "while True: pass"}`)
+	res = decodeResult(t, r)
+	if res.Error == nil || res.Error.Kind != "timeout" || time.Since(start) > 5*time.Second || r.header.Get("Airlock-Limits-Clamped") != "" {
+		t.Fatalf("no limits: after %v, header %q, result %+v", time.Since(start), r.header.Get("Airlock-Limits-Clamped"), res)
 	}
 	// Within the maxima nothing is clamped.
 	r = post(t, url+"/v1/run", "", runJSON(t, "x = bytearray(16 << 20); print('ok')", RunLimits{Memory: 48 << 20}))
