@@ -32,7 +32,7 @@ import (
 
 const (
 	sessionMagic   = "airlock-session\x00"
-	sessionVersion = 1
+	sessionVersion = 2 // 2: the fuel limit is saved
 	pageSize       = 65536
 	// maxSessionBlob bounds what LoadSession reads: a full 4 GiB memory
 	// plus a filesystem at its largest sensible quota.
@@ -68,7 +68,7 @@ func (s *Session) Save(w io.Writer) error {
 	b.Write(sum[:])
 	binary.Write(&b, binary.LittleEndian, uint64(s.calls))
 	l := s.opts.Limits
-	for _, v := range []int64{int64(l.Timeout), l.Memory, l.Output, l.FSBytes, int64(l.FSFiles), int64(l.HostCalls), l.HostPayload} {
+	for _, v := range []int64{int64(l.Timeout), l.Memory, l.Output, l.FSBytes, int64(l.FSFiles), int64(l.HostCalls), l.HostPayload, l.Fuel} {
 		binary.Write(&b, binary.LittleEndian, v)
 	}
 	putStrings(&b, flattenEnv(s.opts.Env), true)
@@ -176,11 +176,11 @@ func (sb *Sandbox) LoadSession(ctx context.Context, r io.Reader) (*Session, erro
 		return nil, fmt.Errorf("%w (the snapshot image was captured separately)", ErrSessionMismatch)
 	}
 	s := &Session{sb: sb, calls: int(d.u64())}
-	var lim [7]int64
+	var lim [8]int64
 	for i := range lim {
 		lim[i] = int64(d.u64())
 	}
-	s.opts.Limits = Limits{Timeout: time.Duration(lim[0]), Memory: lim[1], Output: lim[2], FSBytes: lim[3], FSFiles: int(lim[4]), HostCalls: int(lim[5]), HostPayload: lim[6]}
+	s.opts.Limits = Limits{Timeout: time.Duration(lim[0]), Memory: lim[1], Output: lim[2], FSBytes: lim[3], FSFiles: int(lim[4]), HostCalls: int(lim[5]), HostPayload: lim[6], Fuel: lim[7]}
 	if env, ok := d.strings(); ok {
 		if len(env)%2 != 0 {
 			d.fail("odd environment")
@@ -193,8 +193,12 @@ func (sb *Sandbox) LoadSession(ctx context.Context, r io.Reader) (*Session, erro
 	if tools, ok := d.strings(); ok {
 		s.opts.Tools = tools
 	}
+	// What NewSession refuses, a file cannot bring in.
 	probe := Request{Env: s.opts.Env, Limits: s.opts.Limits}
 	limits, verr := sb.validate(&probe)
+	if verr == nil {
+		verr = checkSessionEnv(s.opts.Env)
+	}
 	if d.err == nil && verr != nil {
 		d.fail(verr.Error())
 	}
@@ -203,7 +207,7 @@ func (sb *Sandbox) LoadSession(ctx context.Context, r io.Reader) (*Session, erro
 	case 0:
 	case 1:
 		d.base = sb.snap.image
-		img = d.image(sb.snap.image.Memory)
+		img = d.image(limits.Memory)
 	default:
 		d.fail("image marker")
 	}
@@ -298,9 +302,13 @@ func (d *decoder) strings() ([]string, bool) {
 	return out, true
 }
 
-func (d *decoder) image(base []byte) *engine.Image {
+// image reads a delta over d.base whose memory is at most maxMemory
+// bytes: the session's own cap, checked before memory of that size is
+// made (a few bytes of file could otherwise declare 4 GiB).
+func (d *decoder) image(maxMemory int64) *engine.Image {
+	base := d.base.Memory
 	size := d.u64()
-	if d.err != nil || size%pageSize != 0 || size > 1<<32 || size < uint64(len(base)) {
+	if d.err != nil || size%pageSize != 0 || size > 1<<32 || size > uint64(max(maxMemory, 0)) || size < uint64(len(base)) {
 		d.fail("memory size")
 		return nil
 	}
@@ -327,7 +335,7 @@ func (d *decoder) image(base []byte) *engine.Image {
 		}
 	}
 	n := d.u32()
-	if uint64(n)*8 > uint64(len(d.buf)) {
+	if uint64(n)*8 > uint64(len(d.buf)) || int(n) != len(d.base.Globals) {
 		d.fail("globals")
 		return nil
 	}

@@ -4,10 +4,12 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
+	"encoding/binary"
 	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"testing"
 
 	"github.com/airlock-sandbox/airlock"
@@ -131,5 +133,73 @@ func TestSessionLoadRejectsDamage(t *testing.T) {
 	}
 	if sb.Sessions() != 1 {
 		t.Errorf("Sessions() = %d: failed loads left sessions behind", sb.Sessions())
+	}
+}
+
+// Files made to look valid (resealed) must not get past what the sandbox
+// checks elsewhere: an image larger than the session's memory cap (a few
+// bytes can declare 4 GiB, which must not be allocated to find out), an
+// image with the wrong number of globals (every call would crash), or a
+// start-up variable NewSession refuses.
+func TestSessionLoadRejectsCraftedFiles(t *testing.T) {
+	ctx := context.Background()
+	reseal := func(b []byte) []byte {
+		sum := sha256.Sum256(b[:len(b)-32])
+		copy(b[len(b)-32:], sum[:])
+		return b
+	}
+	// A session without env or tools: magic, version, key, memory sum,
+	// calls, 8 limits, env and tools counts, then the image marker.
+	const marker = 16 + 4 + 32 + 32 + 8 + 8*8 + 4 + 4
+	fresh := saved(t, newSession(t, snapshotSandbox(t), airlock.SessionOptions{}))
+	if fresh[marker] != 0 {
+		t.Fatalf("byte %d is %d, not the no-image marker", marker, fresh[marker])
+	}
+	var img bytes.Buffer
+	binary.Write(&img, binary.LittleEndian, uint64(1<<32)) // memory size
+	img.Write(make([]byte, (1<<32/65536)/8))               // bitmap: no page changed
+	binary.Write(&img, binary.LittleEndian, uint32(0))     // globals
+	binary.Write(&img, binary.LittleEndian, uint32(65536)) // unwind buffer
+	huge := append(append(bytes.Clone(fresh[:marker]), 1), img.Bytes()...)
+	huge = reseal(append(huge, fresh[marker+1:]...))
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	if _, err := sb.LoadSession(ctx, bytes.NewReader(huge)); !errors.Is(err, airlock.ErrSessionCorrupt) {
+		t.Errorf("4 GiB image: %v, want ErrSessionCorrupt", err)
+	}
+	runtime.ReadMemStats(&after)
+	if grown := after.TotalAlloc - before.TotalAlloc; grown > 256<<20 {
+		t.Errorf("refusing a %d-byte file allocated %d MiB", len(huge), grown>>20)
+	}
+
+	s := newSession(t, snapshotSandbox(t), airlock.SessionOptions{})
+	call(t, s, airlock.Request{Code: "v = 1"}, "", "")
+	blob := saved(t, s)
+	off := marker + 1
+	size := binary.LittleEndian.Uint64(blob[off:])
+	off += 8
+	bitmap := blob[off : off+int(size/65536+7)/8]
+	off += len(bitmap)
+	for p := range int(size / 65536) {
+		if bitmap[p/8]&(1<<(p%8)) != 0 {
+			off += 65536
+		}
+	}
+	n := int(binary.LittleEndian.Uint32(blob[off:]))
+	if n == 0 {
+		t.Fatal("the image has no globals to drop")
+	}
+	fewer := append(bytes.Clone(blob[:off]), binary.LittleEndian.AppendUint32(nil, uint32(n-1))...)
+	fewer = append(fewer, blob[off+4:off+4+8*(n-1)]...)
+	fewer = reseal(append(fewer, blob[off+4+8*n:]...))
+	if _, err := sb.LoadSession(ctx, bytes.NewReader(fewer)); !errors.Is(err, airlock.ErrSessionCorrupt) {
+		t.Errorf("%d of %d globals: %v, want ErrSessionCorrupt", n-1, n, err)
+	}
+
+	withEnv := saved(t, newSession(t, snapshotSandbox(t), airlock.SessionOptions{Env: map[string]string{"XANG": "xx"}}))
+	i := bytes.Index(withEnv, []byte("XANG"))
+	copy(withEnv[i:], "LANG")
+	if _, err := sb.LoadSession(ctx, bytes.NewReader(reseal(withEnv))); !errors.Is(err, airlock.ErrSessionCorrupt) {
+		t.Errorf("LANG in a saved env: %v, want ErrSessionCorrupt", err)
 	}
 }

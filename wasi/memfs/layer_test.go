@@ -102,6 +102,28 @@ func TestMountSharesBytesReadOnlyAndUncharged(t *testing.T) {
 	}
 }
 
+// The host helpers refuse a layer's directories as the guest's calls do:
+// a file the host placed there would be read by the run but, not being
+// the run's, left out of a session's Save.
+func TestHostHelpersRefuseLayerDirectories(t *testing.T) {
+	fs := New(Options{})
+	if err := fs.Mount(testLayer(t)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := fs.MkdirAll("/usr/lib/new/deeper"); !errors.Is(err, errno.EROFS) {
+		t.Errorf("MkdirAll in a layer's directory: %v, want EROFS", err)
+	}
+	if err := fs.WriteFile("/usr/lib/new/x.txt", []byte("x")); !errors.Is(err, errno.EROFS) {
+		t.Errorf("WriteFile below a layer's directory: %v, want EROFS", err)
+	}
+	if _, err := fs.Lookup(fs.Root(), "/usr/lib/new"); !errors.Is(err, errno.ENOENT) {
+		t.Errorf("a refused call left /usr/lib/new behind: %v", err)
+	}
+	if _, err := fs.MkdirAll("/usr/lib/pkg"); err != nil {
+		t.Errorf("MkdirAll of an existing layer directory: %v", err)
+	}
+}
+
 func TestMountConflicts(t *testing.T) {
 	l := testLayer(t)
 	fs := New(Options{})

@@ -816,6 +816,9 @@ func (fs *FS) ReadDir(dir *Inode) ([]DirEntry, error) {
 //
 // Those of checking a path (ENOENT, EILSEQ, ENAMETOOLONG), and:
 //   - ENOTDIR: a component exists and is a file.
+//   - EROFS: a missing directory would go into a layer's (read-only)
+//     directory, where the guest could not make it either, and where a
+//     session's Save, which keeps only what is not a layer's, would lose it.
 //   - ENOSPC: Quota.MaxInodes would be exceeded; the directories made so
 //     far remain.
 func (fs *FS) MkdirAll(path string) (*Inode, error) {
@@ -833,6 +836,9 @@ func (fs *FS) MkdirAll(path string) (*Inode, error) {
 		}
 		next := cur.children[comp]
 		if next == nil {
+			if cur.readOnly {
+				return nil, errno.EROFS
+			}
 			var err error
 			if next, err = fs.create(cur, comp, KindDir); err != nil {
 				return nil, err
