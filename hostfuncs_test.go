@@ -294,6 +294,27 @@ func TestHostToolDeadline(t *testing.T) {
 	}
 }
 
+// A session call that uses a tool advances the session like any other:
+// the guest keeps no descriptor of the device open past the call.
+func TestHostToolInSession(t *testing.T) {
+	ctx := context.Background()
+	s, err := toolSandbox(t).NewSession(ctx, airlock.SessionOptions{Tools: []string{"add"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	for i, want := range []string{"3\n", "10\n"} {
+		code := "import airlock\nx = airlock.tools.add(1, 2)\nprint(x)"
+		if i > 0 {
+			code = "print(airlock.tools.add(x, 7))"
+		}
+		res, err := s.Run(ctx, code)
+		if err != nil || res.RolledBack || string(res.Stdout) != want {
+			t.Fatalf("call %d: %v, rolled back %v, stdout %q stderr %q", i, err, res.RolledBack, res.Stdout, res.Stderr)
+		}
+	}
+}
+
 func TestHostToolContext(t *testing.T) {
 	ctx := context.WithValue(context.Background(), ctxKey{}, "from-caller")
 	code := `

@@ -71,18 +71,15 @@ _KINDS = {
     "deadline": DeadlineError,
 }
 
-_fd = None
-
-
 def _device():
-    global _fd
-    if _fd is None:
-        try:
-            _fd = os.open(DEVICE, os.O_RDWR)
-        except FileNotFoundError:
-            raise UnknownToolError(
-                "no host tools are available in this run", "unknown_tool") from None
-    return _fd
+    # Opened per call, not kept: a session pauses only with no file open
+    # beyond stdio, so a kept descriptor would roll back every session
+    # call that used a tool.
+    try:
+        return os.open(DEVICE, os.O_RDWR)
+    except FileNotFoundError:
+        raise UnknownToolError(
+            "no host tools are available in this run", "unknown_tool") from None
 
 
 def _default(obj):
@@ -137,20 +134,23 @@ def _roundtrip(request):
     data = payload.encode("utf-8", "surrogatepass")
     if len(data) > 0xFFFFFFFF:
         raise PayloadTooLargeError(f"the request is {len(data)} bytes", "payload_too_large")
-    fd = _fd if _fd is not None else _device()
     frame = b"%08x" % len(data) + data
-    done = os.write(fd, frame)
-    if done < len(frame):
-        view = memoryview(frame)
-        while done < len(frame):
-            done += os.write(fd, view[done:])
-    # Most responses arrive in one read, header and all.
-    buf = os.read(fd, 16384)
-    if len(buf) < 8:
-        buf += _read_exact(fd, 8 - len(buf))
-    size = int(buf[:8], 16)
-    if len(buf) < 8 + size:
-        buf += _read_exact(fd, 8 + size - len(buf))
+    fd = _device()
+    try:
+        done = os.write(fd, frame)
+        if done < len(frame):
+            view = memoryview(frame)
+            while done < len(frame):
+                done += os.write(fd, view[done:])
+        # Most responses arrive in one read, header and all.
+        buf = os.read(fd, 16384)
+        if len(buf) < 8:
+            buf += _read_exact(fd, 8 - len(buf))
+        size = int(buf[:8], 16)
+        if len(buf) < 8 + size:
+            buf += _read_exact(fd, 8 + size - len(buf))
+    finally:
+        os.close(fd)
     text = buf[8:].decode("utf-8", "surrogatepass")
     reply = _decode_bytes(text) if '"$bytes"' in text else _decode(text)
     if "error" in reply:
