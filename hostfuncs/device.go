@@ -249,13 +249,13 @@ func (d *Device) handle(ctx context.Context, body []byte) {
 		d.respond(d.list)
 		return
 	case req.Op != "" && req.Op != "call":
-		d.fail(KindInvalidRequest, fmt.Sprintf("malformed request: unknown op %q", req.Op))
+		d.fail(KindInvalidRequest, fmt.Sprintf("malformed request: unknown op %q", clip(req.Op)))
 		return
 	case req.Name == nil:
 		d.fail(KindInvalidRequest, `malformed request: no "name"`)
 		return
 	}
-	name := *req.Name
+	name := clip(*req.Name) // for messages; the guest chose its length
 	if ctx.Err() != nil {
 		d.fail(KindDeadline, fmt.Sprintf("%s(): the run's deadline has passed (%v)", name, context.Cause(ctx)))
 		return
@@ -265,48 +265,77 @@ func (d *Device) handle(ctx context.Context, body []byte) {
 		return
 	}
 	d.calls++
-	t, ok := d.allowed[name]
+	t, ok := d.allowed[*req.Name]
 	if !ok {
 		d.fail(KindUnknownTool, fmt.Sprintf("no host tool %q in this run (available: %s)", name, d.available()))
 		return
 	}
 	info := d.info
-	info.Tool, info.Call = name, d.calls
-	out, err := invoke(context.WithValue(ctx, infoKey{}, &info), t, req.Args, req.Kwargs)
+	info.Tool, info.Call = t.name, d.calls
+	d.respond(d.call(context.WithValue(ctx, infoKey{}, &info), t, req))
+}
+
+// call runs the tool on a goroutine of its own and returns the response
+// payload, or a deadline error as soon as the run's context ends: a tool
+// that ignores its context cannot keep the run, its Session or its
+// Sandbox's Close waiting past the deadline. Such a tool is left to
+// finish; its answer is dropped.
+func (d *Device) call(ctx context.Context, t *Tool, req request) []byte {
+	done := make(chan []byte, 1)
+	go func() {
+		// runtime.Goexit in the tool skips the assignment but not this.
+		payload := d.errorPayload(KindPanic, fmt.Sprintf("%s(): the host tool exited its goroutine without returning", t.name))
+		defer func() { done <- payload }()
+		payload = d.invoke(ctx, t, req)
+	}()
+	select {
+	case payload := <-done:
+		return payload
+	case <-ctx.Done():
+		return d.errorPayload(KindDeadline, fmt.Sprintf("%s(): the run's deadline passed during the call (%v)", t.name, context.Cause(ctx)))
+	}
+}
+
+// invoke calls the tool and encodes its answer. A panic anywhere in the
+// tool's code, its error's Error or its result's MarshalJSON included,
+// becomes a panic error for the guest.
+func (d *Device) invoke(ctx context.Context, t *Tool, req request) (payload []byte) {
+	defer func() {
+		if v := recover(); v != nil {
+			payload = d.errorPayload(KindPanic, fmt.Sprintf("%s(): the host tool panicked: %v", t.name, v))
+		}
+	}()
+	out, err := t.invoke(ctx, req.Args, req.Kwargs)
 	if err != nil {
 		var ce *callError
 		switch {
 		case errors.As(err, &ce):
-			d.fail(ce.kind, ce.msg)
+			return d.errorPayload(ce.kind, ce.msg)
 		case ctx.Err() != nil && (errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled)):
-			d.fail(KindDeadline, fmt.Sprintf("%s(): the run's deadline passed during the call: %v", name, err))
+			return d.errorPayload(KindDeadline, fmt.Sprintf("%s(): the run's deadline passed during the call: %v", t.name, err))
 		default:
-			d.fail(KindError, err.Error())
+			return d.errorPayload(KindError, err.Error())
 		}
-		return
 	}
 	resp, err := json.Marshal(struct {
 		OK any `json:"ok"`
 	}{out})
 	if err != nil {
-		d.fail(KindError, fmt.Sprintf("%s(): the result cannot be sent as JSON: %v", name, err))
-		return
+		return d.errorPayload(KindError, fmt.Sprintf("%s(): the result cannot be sent as JSON: %v", t.name, err))
 	}
 	if len(resp) > d.maxPayload {
-		d.fail(KindPayloadTooLarge, fmt.Sprintf("%s(): the result is %d bytes; the limit is %d", name, len(resp), d.maxPayload))
-		return
+		return d.errorPayload(KindPayloadTooLarge, fmt.Sprintf("%s(): the result is %d bytes; the limit is %d", t.name, len(resp), d.maxPayload))
 	}
-	d.respond(resp)
+	return resp
 }
 
-// invoke calls the tool, turning a panic into an error.
-func invoke(ctx context.Context, t *Tool, args []json.RawMessage, kwargs map[string]json.RawMessage) (out any, err error) {
-	defer func() {
-		if v := recover(); v != nil {
-			out, err = nil, &callError{kind: KindPanic, msg: fmt.Sprintf("%s(): the host tool panicked: %v", t.name, v)}
-		}
-	}()
-	return t.invoke(ctx, args, kwargs)
+// clip shortens a guest-chosen string for an error message.
+func clip(s string) string {
+	const max = 200
+	if len(s) <= max {
+		return s
+	}
+	return strings.ToValidUTF8(s[:max], "") + "..."
 }
 
 func (d *Device) available() string {
@@ -320,9 +349,21 @@ func (d *Device) available() string {
 	return strings.Join(sortedCopy(names), ", ")
 }
 
-func (d *Device) fail(kind, msg string) {
-	b, _ := json.Marshal(map[string]any{"error": map[string]string{"kind": kind, "message": msg}})
-	d.respond(b)
+func (d *Device) fail(kind, msg string) { d.respond(d.errorPayload(kind, msg)) }
+
+// errorPayload is an error response; one whose message (a tool's error
+// can be anything) would not fit the payload cap is cut to fit it, or to
+// ~1 KiB under a smaller cap.
+func (d *Device) errorPayload(kind, msg string) []byte {
+	limit := max(d.maxPayload, 1<<10)
+	for {
+		b, _ := json.Marshal(map[string]any{"error": map[string]string{"kind": kind, "message": msg}})
+		if len(b) <= limit || len(msg) <= 3 {
+			return b
+		}
+		// Escapes make the encoding longer than msg: cut at least the excess.
+		msg = strings.ToValidUTF8(msg[:max(len(msg)-(len(b)-limit)-3, 0)], "") + "..."
+	}
 }
 
 func (d *Device) respond(payload []byte) {

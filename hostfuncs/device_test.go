@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 )
 
 type pair struct {
@@ -256,5 +257,77 @@ func BenchmarkDeviceCall(b *testing.B) {
 	for b.Loop() {
 		d.Write(ctx, frame)
 		d.Read(ctx, buf)
+	}
+}
+
+type marshalPanics struct{}
+
+func (marshalPanics) MarshalJSON() ([]byte, error) { panic("MarshalJSON exploded") }
+
+type nilDerefError struct{ msg string }
+
+func (e *nilDerefError) Error() string { return e.msg }
+
+// A panic in the tool's code outside the function itself (its result's
+// MarshalJSON, its error's Error) is the guest's panic error too, not a
+// panic out of Device.Write.
+func TestDevicePanicsOutsideTheFunction(t *testing.T) {
+	r, err := NewRegistry(
+		Func("badresult", "", func(context.Context, struct{}) (marshalPanics, error) { return marshalPanics{}, nil }),
+		Func("typednil", "", func(context.Context, struct{}) (int, error) {
+			var e *nilDerefError
+			return 0, e
+		}),
+	)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"badresult", "typednil"} {
+		d, _ := r.NewDevice(RunConfig{})
+		func() {
+			defer func() {
+				if v := recover(); v != nil {
+					t.Errorf("%s: a panic escaped Device.Write: %v", name, v)
+				}
+			}()
+			if got := roundtrip(t, context.Background(), d, `{"name":"`+name+`"}`); !strings.Contains(got, `"kind":"panic"`) {
+				t.Errorf("%s: response %s, want kind panic", name, got)
+			}
+		}()
+	}
+}
+
+// Error responses stay within the payload cap, however the guest's input
+// they quote escapes (U+2028 grows from 3 bytes to 6 in JSON).
+func TestDeviceErrorsFitThePayloadCap(t *testing.T) {
+	const limit = 1 << 16
+	d, _ := testRegistry(t).NewDevice(RunConfig{MaxPayload: limit})
+	name := strings.Repeat("\u2028", (limit-40)/3)
+	for _, payload := range []string{`{"name":"` + name + `"}`, `{"op":"` + name + `"}`} {
+		if got := roundtrip(t, context.Background(), d, payload); len(got) > limit {
+			t.Errorf("a %d-byte response for a %d-byte cap: %.80s", len(got), limit, got)
+		}
+	}
+}
+
+// A tool that ignores its context cannot hold the run past its deadline:
+// the call answers deadline when the context ends.
+func TestDeviceCallEndsWithTheContext(t *testing.T) {
+	release := make(chan struct{})
+	defer close(release)
+	r, err := NewRegistry(Func("stuck", "", func(context.Context, struct{}) (int, error) {
+		<-release
+		return 1, nil
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, _ := r.NewDevice(RunConfig{})
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	got := roundtrip(t, ctx, d, `{"name":"stuck"}`)
+	if !strings.Contains(got, `"kind":"deadline"`) || time.Since(start) > 5*time.Second {
+		t.Fatalf("after %v: %s, want a deadline error", time.Since(start), got)
 	}
 }
