@@ -315,6 +315,21 @@ func TestHostToolInSession(t *testing.T) {
 	}
 }
 
+// The device counts against the file quota: one too small for it is an
+// invalid request, not a run without its tools (or a quota error blamed on
+// a program that never touched the filesystem).
+func TestHostToolDeviceNeedsRoomInTheFileQuota(t *testing.T) {
+	ctx := context.Background()
+	res, err := runTools(t, ctx, airlock.Request{Code: "import sys; sys.exit(2)", Limits: airlock.Limits{FSFiles: 5}})
+	if !errors.Is(err, airlock.ErrInvalidRequest) || !strings.Contains(err.Error(), "no room for /dev/airlock") {
+		t.Fatalf("a 5-file quota: %v (exit %d)", err, res.ExitCode)
+	}
+	res, err = runTools(t, ctx, airlock.Request{Code: "import airlock; print(airlock.tools.add(1, 2))", Limits: airlock.Limits{FSFiles: 6}})
+	if err != nil || string(res.Stdout) != "3\n" {
+		t.Fatalf("a 6-file quota: %v, stdout %q stderr %q", err, res.Stdout, res.Stderr)
+	}
+}
+
 func TestHostToolContext(t *testing.T) {
 	ctx := context.WithValue(context.Background(), ctxKey{}, "from-caller")
 	code := `

@@ -234,6 +234,16 @@ func (sb *Sandbox) runIn(ctx context.Context, start time.Time, req *Request, lim
 	if call != nil {
 		call.prepare(&wcfg, &spec)
 	}
+	// The devices' files count against the file quota like any other: a
+	// quota too small for them is the request's to fix, said so, rather
+	// than tools silently missing and a quota error blamed on the program.
+	for p := range wcfg.Devices {
+		if e := fs.WriteFile(p, nil); e != nil {
+			err = newError(KindInvalidRequest, e, "a file quota of %d leaves no room for %s, which this run needs: %v", limits.FSFiles, p, e)
+			res.Error, res.Duration = err, time.Since(start)
+			return res, err
+		}
+	}
 	wcfg.Stdin = python.Stdin(req.Filename, wcfg.Env, []byte(req.Code), bytes.NewReader(req.Stdin))
 	state := wasi.NewState(wcfg)
 	spec.WASI = state

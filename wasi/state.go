@@ -2,6 +2,7 @@ package wasi
 
 import (
 	"context"
+	"math"
 	"crypto/rand"
 	"io"
 	"time"
@@ -74,17 +75,21 @@ const FakeEpoch = int64(946684800) * int64(time.Second)
 // NewFakeClock returns a clock at FakeEpoch.
 func NewFakeClock() *FakeClock { return &FakeClock{now: FakeEpoch} }
 
-func (c *FakeClock) Realtime() int64 { c.now += int64(time.Microsecond); return c.now }
+func (c *FakeClock) Realtime() int64 { c.advance(int64(time.Microsecond)); return c.now }
 func (c *FakeClock) Monotonic() int64 {
-	c.now += int64(time.Microsecond)
+	c.advance(int64(time.Microsecond))
 	return c.now - FakeEpoch
 }
 func (c *FakeClock) Sleep(ctx context.Context, d time.Duration) error {
 	if d > 0 {
-		c.now += int64(d)
+		c.advance(int64(d))
 	}
 	return ctx.Err()
 }
+
+// advance moves the clock forward, stopping at the largest time rather
+// than wrapping into the past (a guest's sleeps are its to choose).
+func (c *FakeClock) advance(d int64) { c.now += min(d, math.MaxInt64-c.now) }
 
 type fileKind uint8
 

@@ -2220,3 +2220,16 @@ func (w countWriter) Write(p []byte) (int, error) { *w.n += int64(len(p)); retur
 type zeroReader struct{ n *int64 }
 
 func (r zeroReader) Read(p []byte) (int, error) { clear(p); *r.n += int64(len(p)); return len(p), nil }
+
+// A deterministic run's sleeps are the guest's to choose; however long
+// they add up to, the clock stops at its largest time instead of wrapping
+// into the past.
+func TestFakeClockSaturates(t *testing.T) {
+	c := wasi.NewFakeClock()
+	for range 3 {
+		c.Sleep(context.Background(), time.Duration(math.MaxInt64))
+	}
+	if m, r := c.Monotonic(), c.Realtime(); m <= 0 || r <= 0 || r != math.MaxInt64 {
+		t.Fatalf("after long sleeps: monotonic %d, realtime %d", m, r)
+	}
+}
