@@ -2,9 +2,9 @@ package wasi
 
 import (
 	"context"
-	"math"
 	"crypto/rand"
 	"io"
+	"math"
 	"time"
 
 	"github.com/airlock-sandbox/airlock/wasi/errno"
