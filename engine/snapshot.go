@@ -122,9 +122,10 @@ type Image struct {
 	size  int
 	pages []deltaPage
 
-	poolMu sync.Mutex
-	pools  map[uint64]*regionPool // by reservation size (snapshot_pool.go)
-	closed bool
+	poolMu    sync.Mutex
+	pools     map[uint64]*regionPool // by reservation size (snapshot_pool.go)
+	poolClock uint64                 // counts poolFor calls, for regionPool.used
+	closed    bool
 }
 
 // pausePoint is a run's state at the snapshot point, found by fd_read's

@@ -39,7 +39,16 @@ type regionPool struct {
 	pending int
 	max     int
 	closed  bool
+	used    uint64 // img.poolClock when last asked for; under img.poolMu
 }
+
+// maxPoolSizes bounds the reservation sizes (memory limits) an image keeps
+// idle regions for. Each pool holds up to poolMax regions with their own
+// copies of the pages runs wrote, so a client picking a new memory limit
+// for every run grew the process by tens of megabytes a limit (measured:
+// +1.1 GB over 40 limits); the least recently used size's pool is closed
+// to make room for another.
+const maxPoolSizes = 4
 
 // poolMax bounds idle regions per image and size: enough for every core
 // to start a run while the previous ones are being torn down.
@@ -47,17 +56,32 @@ func poolMax() int { return max(2*runtime.GOMAXPROCS(0), 4) }
 
 func (img *Image) poolFor(size uint64) *regionPool {
 	img.poolMu.Lock()
-	defer img.poolMu.Unlock()
 	if img.closed {
+		img.poolMu.Unlock()
 		return nil
 	}
 	if img.pools == nil {
 		img.pools = map[uint64]*regionPool{}
 	}
+	var evicted *regionPool
 	p := img.pools[size]
 	if p == nil {
+		if len(img.pools) >= maxPoolSizes {
+			for _, q := range img.pools {
+				if evicted == nil || q.used < evicted.used {
+					evicted = q
+				}
+			}
+			delete(img.pools, evicted.size)
+		}
 		p = &regionPool{img: img, size: size, max: poolMax(), cow: img.backing != nil && canRestore()}
 		img.pools[size] = p
+	}
+	img.poolClock++
+	p.used = img.poolClock
+	img.poolMu.Unlock()
+	if evicted != nil {
+		evicted.close() // regions out in runs are unmapped when they come back
 	}
 	return p
 }

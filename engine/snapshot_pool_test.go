@@ -60,3 +60,38 @@ func testPoolReset(t *testing.T, img *Image, size int) {
 		free(buf)
 	}
 }
+
+// A client choosing a new memory limit for every run must not make the
+// image keep idle regions for each: past maxPoolSizes sizes the least
+// recently used pool is closed, its regions unmapped.
+func TestPoolSizesAreBounded(t *testing.T) {
+	img := &Image{Memory: testImage().Memory}
+	defer img.Close()
+	first := img.poolFor(uint64(len(img.Memory)) + 65536)
+	for i := range 3 * maxPoolSizes {
+		size := uint64(len(img.Memory)) + uint64(i+2)*65536
+		buf, free := reserveImage(img, size)
+		free(buf)
+		img.poolFor(uint64(len(img.Memory)) + 65536) // first stays in use
+	}
+	img.poolMu.Lock()
+	n := len(img.pools)
+	kept := img.pools[uint64(len(img.Memory))+65536] == first
+	img.poolMu.Unlock()
+	if n > maxPoolSizes || !kept {
+		t.Fatalf("%d pools (at most %d), the one in use kept: %v", n, maxPoolSizes, kept)
+	}
+	closed := 0
+	for i := range 3 * maxPoolSizes {
+		size := uint64(len(img.Memory)) + uint64(i+2)*65536
+		img.poolMu.Lock()
+		_, live := img.pools[size]
+		img.poolMu.Unlock()
+		if !live {
+			closed++
+		}
+	}
+	if closed < 3*maxPoolSizes-(maxPoolSizes-1) {
+		t.Fatalf("only %d of %d sizes were let go", closed, 3*maxPoolSizes)
+	}
+}
