@@ -52,8 +52,12 @@ type Config struct {
 
 // Server is an http.Handler serving the API.
 type Server struct {
-	cfg      Config
-	slots    chan struct{}
+	cfg   Config
+	slots chan struct{}
+	// bodies bounds the request bodies read at once: each may be MaxBody
+	// (and about as much again decoded), while slots and the queue only
+	// bound requests already read.
+	bodies   chan struct{}
 	waiting  atomic.Int64
 	mux      *http.ServeMux
 	nextID   atomic.Uint64
@@ -90,7 +94,7 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	s := &Server{cfg: cfg, slots: make(chan struct{}, cfg.Concurrency), mux: http.NewServeMux()}
+	s := &Server{cfg: cfg, slots: make(chan struct{}, cfg.Concurrency), bodies: make(chan struct{}, cfg.Concurrency+cfg.Queue), mux: http.NewServeMux()}
 	reg := prometheus.NewRegistry()
 	s.runs = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "airlock_runs_total", Help: "Runs by outcome: ok, or the error kind.",
@@ -215,8 +219,24 @@ func (s *Server) acquire(ctx context.Context) (release func(), err error) {
 	}
 }
 
-// decodeBody reads a JSON request body into v, answering a bad one.
+// bodyReadTimeout is how long a request body may take to arrive: a client
+// trickling one must not keep its place among the bodies being read.
+const bodyReadTimeout = time.Minute
+
+// decodeBody reads a JSON request body into v, answering a bad one, or
+// 429 when as many bodies are being read as there are run slots and
+// queue places.
 func (s *Server) decodeBody(w http.ResponseWriter, r *http.Request, v any) bool {
+	select {
+	case s.bodies <- struct{}{}:
+		defer func() { <-s.bodies }()
+	default:
+		s.rejected.WithLabelValues("overloaded").Inc()
+		w.Header().Set("Retry-After", "1")
+		writeError(w, http.StatusTooManyRequests, "overloaded", fmt.Sprintf("%d request bodies are being read; retry later", cap(s.bodies)))
+		return false
+	}
+	_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(bodyReadTimeout)) // not every ResponseWriter can
 	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, s.cfg.MaxBody))
 	dec.DisallowUnknownFields()
 	err := dec.Decode(v)

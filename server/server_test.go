@@ -362,3 +362,35 @@ func TestFuelOverHTTP(t *testing.T) {
 		t.Fatalf("fuel consumed not reported: %+v", res)
 	}
 }
+
+// Bodies are read only while there is room among the slots and the queue:
+// clients trickling large bodies cannot make the server buffer them all.
+func TestBodiesAreAdmittedBeforeTheyAreRead(t *testing.T) {
+	url, _, _ := start(t, Config{Concurrency: 1, Queue: -1})
+	host := strings.TrimPrefix(url, "http://")
+	conn, err := net.Dial("tcp", host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	// A body announced at 1 MiB of which only the start arrives.
+	fmt.Fprintf(conn, "POST /v1/run HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n{\"code\": \"", host, 1<<20)
+	var r response
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if r = post(t, url+"/v1/run", "", `{"code": "pass"}`); r.status == 429 {
+			break
+		}
+	}
+	if r.status != 429 || !bytes.Contains(r.body, []byte("bodies are being read")) {
+		t.Fatalf("while another body arrives: %d %s, want 429", r.status, r.body)
+	}
+	conn.Close()
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if r = post(t, url+"/v1/run", "", `{"code": "print(1)"}`); r.status == 200 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after the trickling client left: %d %s", r.status, r.body)
+		}
+	}
+}
