@@ -531,7 +531,7 @@ func fdReaddir(_ context.Context, s *State, m memory, p []uint64) errno.Errno {
 		if err != nil {
 			return errno.Of(err)
 		}
-		f.dirents = list
+		s.hold(f, list)
 	}
 	total := uint64(len(f.dirents)) + 2
 	used := 0

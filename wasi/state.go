@@ -131,6 +131,33 @@ type State struct {
 	iov  [][]byte
 	// devices maps the inodes of Config.Devices to their devices.
 	devices map[*memfs.Inode]Device
+	// listed counts the entries of descriptors' directory listings (hold).
+	listed int
+}
+
+// maxListed bounds the directory entries open descriptors' listings keep
+// alive in all (see hold): ~7 MB of names and inodes at most, and room to
+// page through a directory at the default quota of 10000 files.
+const maxListed = 1 << 14
+
+// hold gives f the listing list. A listing keeps the names and inodes it
+// saw alive, removed ones too, so a guest repeating create, list (keeping
+// the descriptor), remove would hold host memory past its quota. Past
+// maxListed entries in all, other descriptors' listings are let go: their
+// next read continues at the same position in the directory's current
+// listing (what an open directory shows after changes is unspecified).
+func (s *State) hold(f *openFile, list []memfs.DirEntry) {
+	s.listed += len(list) - len(f.dirents)
+	f.dirents = list
+	for _, g := range s.files {
+		if s.listed <= maxListed {
+			break
+		}
+		if g != nil && g != f && g.dirents != nil {
+			s.listed -= len(g.dirents)
+			g.dirents = nil
+		}
+	}
 }
 
 // NewState prepares a run's WASI world. Fds 0-2 are stdio and fd 3 is the
@@ -211,6 +238,7 @@ func (s *State) closeFile(fd uint32) errno.Errno {
 	if f.node != nil {
 		s.fs.Release(f.node)
 	}
+	s.listed -= len(f.dirents)
 	s.files[fd] = nil
 	s.open--
 	return errno.ESUCCESS

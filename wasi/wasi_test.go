@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"runtime"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -2231,5 +2233,41 @@ func TestFakeClockSaturates(t *testing.T) {
 	}
 	if m, r := c.Monotonic(), c.Realtime(); m <= 0 || r <= 0 || r != math.MaxInt64 {
 		t.Fatalf("after long sleeps: monotonic %d, realtime %d", m, r)
+	}
+}
+
+// A directory listing keeps the names and inodes it saw alive. A guest
+// that fills a directory, lists it through a descriptor it keeps open and
+// empties it, round after round, frees its quota each time; the listings
+// must not keep the host memory it let go.
+func TestDirectoryListingsDoNotPinRemovedFiles(t *testing.T) {
+	const perRound, rounds = 2000, 40
+	fs := newFS(memfs.Quota{MaxBytes: 1 << 20, MaxInodes: perRound + 8})
+	h := newHarness(t, wasi.Config{FS: fs})
+	p, n := h.str(pathPtr, "d")
+	h.ok("path_create_directory", 3, p, n)
+	name := func(i int) string { s := strconv.Itoa(i); return "d/" + strings.Repeat("n", 255-len(s)) + s }
+	heap := func() uint64 {
+		runtime.GC()
+		var ms runtime.MemStats
+		runtime.ReadMemStats(&ms)
+		return ms.HeapAlloc
+	}
+	base := heap()
+	for r := range rounds {
+		for i := range perRound {
+			h.ok("fd_close", uint64(h.open(name(r*perRound+i), oflagCreat, rightFdWrite, 0)))
+		}
+		dfd := h.open("d", oflagDirectory, rightFdRead, 0)
+		h.ok("fd_readdir", uint64(dfd), bufPtr, 512, 0, resPtr)
+		for i := range perRound {
+			p, n := h.str(pathPtr, name(r*perRound+i))
+			h.ok("path_unlink_file", 3, p, n)
+		}
+	}
+	runtime.KeepAlive(h)
+	// 80000 removed entries with 255-byte names held ~35 MiB before.
+	if grown := int64(heap()) - int64(base); grown > 16<<20 {
+		t.Fatalf("%d rounds of list-and-remove left %d MiB held", rounds, grown>>20)
 	}
 }

@@ -24,6 +24,7 @@ package memfs
 
 import (
 	iofs "io/fs"
+	"maps"
 	"math"
 	"path"
 	"slices"
@@ -102,6 +103,7 @@ type Inode struct {
 	// keeps the parent it was removed from so "." and ".." still work.
 	parent   *Inode
 	children map[string]*Inode
+	peak     int        // most children since the map was last made
 	sorted   []DirEntry // ReadDir snapshot, never modified once built
 	sortedOK bool       // sorted matches children
 }
@@ -230,7 +232,8 @@ func (fs *FS) create(dir *Inode, name string, kind Kind) (*Inode, error) {
 // attach adds the entry name -> n to dir and counts the link.
 func (fs *FS) attach(dir *Inode, name string, n *Inode) {
 	dir.children[name] = n
-	dir.sortedOK = false
+	dir.peak = max(dir.peak, len(dir.children))
+	dir.sorted, dir.sortedOK = nil, false // a stale listing would keep removed inodes alive
 	fs.entries++
 	if n.kind == KindDir {
 		n.parent = dir
@@ -244,7 +247,15 @@ func (fs *FS) attach(dir *Inode, name string, n *Inode) {
 // caller frees n if that was its last reference.
 func (fs *FS) detach(dir *Inode, name string, n *Inode) {
 	delete(dir.children, name)
-	dir.sortedOK = false
+	dir.sorted, dir.sortedOK = nil, false
+	// Go maps never shrink: a directory that once held many names would
+	// keep their room, outside the quota, after they are gone.
+	if dir.peak >= 64 && len(dir.children) < dir.peak/4 {
+		// (maps.Clone would keep the old size.)
+		smaller := make(map[string]*Inode, len(dir.children))
+		maps.Copy(smaller, dir.children)
+		dir.children, dir.peak = smaller, len(smaller)
+	}
 	fs.entries--
 	if n.kind == KindDir {
 		dir.nlink--
