@@ -82,11 +82,12 @@ print("done")`, want: strings.Repeat("frame ok\n", 300) + "done\n"},
 for fd in fds: os.close(fd)
 show(airlock.tools.add, 1, 2)`, want: "ok 3\n"},
 	// The device is a file of the run's own filesystem: the run may remove
-	// it (an open descriptor keeps working), which harms that run only.
+	// it (each call opens it, so later calls find no tools), which harms
+	// that run only.
 	{name: "host/remove-device", code: `show(airlock.tools.add, 1, 2)
 attempt("remove", lambda: os.remove("/dev/airlock"))
 show(airlock.tools.add, 2, 2)
-attempt("mkdir", lambda: os.mkdir("/dev/airlock"))`, want: "ok 3\nremove ALLOWED\nok 4\nmkdir ALLOWED\n"},
+attempt("mkdir", lambda: os.mkdir("/dev/airlock"))`, want: "ok 3\nremove ALLOWED\nUnknownToolError unknown_tool | no host tools are available in this run\nmkdir ALLOWED\n"},
 	{name: "host/after-remove-device", code: `print(os.path.isdir("/dev/airlock")); show(airlock.tools.add, 1, 2)`, want: "False\nok 3\n"},
 	{name: "host/poison-guest-module", code: `import airlock as a, sys
 a.call = None; a._encode = a._decode = lambda *x: 1/0; a.tools = None
