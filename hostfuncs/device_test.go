@@ -331,3 +331,48 @@ func TestDeviceCallEndsWithTheContext(t *testing.T) {
 		t.Fatalf("after %v: %s, want a deadline error", time.Since(start), got)
 	}
 }
+
+type checkedLine struct {
+	SKU  string  `json:"sku"`
+	Qty  int     `json:"qty"`
+	Note *string `json:"note"`
+}
+
+type checkedArgs struct {
+	Query string        `json:"query"`
+	Limit int           `json:"limit,omitempty"`
+	Lines []checkedLine `json:"lines,omitempty"`
+	Pair  *[2]int       `json:"pair"`
+	Tags  []string      `json:"tags"`
+}
+
+// Arguments are held to the published schema where encoding/json would
+// let them through: None for a required value, a nested struct's missing
+// or differently spelt keys, a Go array's length.
+func TestDeviceChecksArgumentsAgainstTheSchema(t *testing.T) {
+	r, err := NewRegistry(
+		Func("find", "", func(_ context.Context, in checkedArgs) (string, error) { return fmt.Sprintf("%+v", in), nil }),
+		Func("one", "", func(_ context.Context, n int) (int, error) { return n, nil }),
+	)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, _ := r.NewDevice(RunConfig{})
+	for _, tc := range []struct{ req, want string }{
+		{`{"name":"find","args":[null]}`, `argument \"query\" must not be None`},
+		{`{"name":"one","args":[null]}`, `the argument must not be None`},
+		{`{"name":"find","args":["q"],"kwargs":{"lines":[{"sku":"a"}]}}`, `missing key \"qty\"`},
+		{`{"name":"find","args":["q"],"kwargs":{"lines":[{"SKU":"a","qty":1}]}}`, `key \"SKU\" is spelt \"sku\"`},
+		{`{"name":"find","args":["q"],"kwargs":{"pair":[1,2,3]}}`, `has 3 items; it takes exactly 2`},
+		{`{"name":"find","args":["q"],"kwargs":{"lines":[null]}}`, `[0] must not be None`},
+	} {
+		if got := roundtrip(t, context.Background(), d, tc.req); !strings.Contains(got, `"kind":"invalid_arguments"`) || !strings.Contains(got, tc.want) {
+			t.Errorf("%s: %s, want invalid_arguments with %s", tc.req, got, tc.want)
+		}
+	}
+	// None stays fine where Go has a nil or the field is optional.
+	got := roundtrip(t, context.Background(), d, `{"name":"find","args":["q"],"kwargs":{"limit":null,"pair":null,"tags":null,"lines":[{"sku":"a","qty":1,"note":null}]}}`)
+	if !strings.Contains(got, `"ok":`) || !strings.Contains(got, `Query:q`) {
+		t.Errorf("optional Nones: %s", got)
+	}
+}

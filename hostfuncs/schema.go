@@ -206,16 +206,24 @@ func pyType(s map[string]any) string {
 // binder maps a call's positional and keyword arguments onto In.
 type binder struct {
 	isStruct bool
+	typ      reflect.Type // In, for a single positional argument
 	params   []param
+	types    []reflect.Type // each param's Go type
 	index    map[string]int
 	quoted   [][]byte // the names as JSON strings
 }
 
 func newBinder(t reflect.Type, params []param) *binder {
+	b := &binder{typ: t, params: params, index: map[string]int{}}
 	for t.Kind() == reflect.Pointer {
 		t = t.Elem()
 	}
-	b := &binder{isStruct: t.Kind() == reflect.Struct && t != timeType, params: params, index: map[string]int{}}
+	b.isStruct = t.Kind() == reflect.Struct && t != timeType
+	if b.isStruct {
+		for _, f := range structFields(t) {
+			b.types = append(b.types, f.typ)
+		}
+	}
 	for i, p := range params {
 		b.index[p.Name] = i
 		q, _ := json.Marshal(p.Name)
@@ -228,6 +236,9 @@ func (b *binder) bind(in any, args []json.RawMessage, kwargs map[string]json.Raw
 	if !b.isStruct {
 		if len(args) != 1 || len(kwargs) != 0 {
 			return fmt.Errorf("takes exactly one positional argument (%d positional, %d keyword given)", len(args), len(kwargs))
+		}
+		if err := checkJSON(b.typ, true, args[0], "the argument"); err != nil {
+			return err
 		}
 		return decode(args[0], in)
 	}
@@ -256,6 +267,9 @@ func (b *binder) bind(in any, args []json.RawMessage, kwargs map[string]json.Raw
 			}
 			continue
 		}
+		if err := checkJSON(b.types[i], p.Required, vals[i], fmt.Sprintf("argument %q", p.Name)); err != nil {
+			return err
+		}
 		if !first {
 			buf.WriteByte(',')
 		}
@@ -266,6 +280,126 @@ func (b *binder) bind(in any, args []json.RawMessage, kwargs map[string]json.Raw
 	}
 	buf.WriteByte('}')
 	return decode(buf.Bytes(), in)
+}
+
+// checkJSON holds raw to what the schema published for t says and
+// encoding/json does not enforce: no null where a value is required
+// (json leaves the zero value), every required key of a nested struct
+// present and spelt exactly (json matches keys case-insensitively), and a
+// Go array's exact length (json drops extra items and zero-fills missing
+// ones). Type mismatches are left to json's own errors.
+func checkJSON(t reflect.Type, required bool, raw json.RawMessage, at string) error {
+	if string(bytes.TrimSpace(raw)) == "null" {
+		if required && !nullable(t) {
+			return fmt.Errorf("%s must not be None", at)
+		}
+		return nil
+	}
+	if !hasShape(t) {
+		return nil
+	}
+	var v any
+	if err := json.Unmarshal(raw, &v); err != nil {
+		return nil // json's own error, from decode, says it better
+	}
+	return checkValue(t, required, v, at)
+}
+
+func checkValue(t reflect.Type, required bool, v any, at string) error {
+	if v == nil {
+		if required && !nullable(t) {
+			return fmt.Errorf("%s must not be None", at)
+		}
+		return nil
+	}
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if !hasShape(t) {
+		return nil
+	}
+	switch t.Kind() {
+	case reflect.Struct:
+		obj, ok := v.(map[string]any)
+		if !ok {
+			return nil
+		}
+		fields := structFields(t)
+		for k := range obj {
+			for _, f := range fields {
+				if k != f.name && strings.EqualFold(k, f.name) {
+					return fmt.Errorf("%s: key %q is spelt %q", at, k, f.name)
+				}
+			}
+		}
+		for _, f := range fields {
+			val, present := obj[f.name]
+			if !present {
+				if f.required {
+					return fmt.Errorf("%s: missing key %q", at, f.name)
+				}
+				continue
+			}
+			if err := checkValue(f.typ, f.required, val, fmt.Sprintf("%s[%q]", at, f.name)); err != nil {
+				return err
+			}
+		}
+	case reflect.Array, reflect.Slice:
+		items, ok := v.([]any)
+		if !ok {
+			return nil
+		}
+		if t.Kind() == reflect.Array && len(items) != t.Len() {
+			return fmt.Errorf("%s has %d items; it takes exactly %d", at, len(items), t.Len())
+		}
+		for i, item := range items {
+			if err := checkValue(t.Elem(), true, item, fmt.Sprintf("%s[%d]", at, i)); err != nil {
+				return err
+			}
+		}
+	case reflect.Map:
+		obj, ok := v.(map[string]any)
+		if !ok {
+			return nil
+		}
+		for k, val := range obj {
+			if err := checkValue(t.Elem(), true, val, fmt.Sprintf("%s[%q]", at, k)); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// nullable tells the Go types a JSON null decodes into meaningfully: nil.
+func nullable(t reflect.Type) bool {
+	switch t.Kind() {
+	case reflect.Pointer, reflect.Interface, reflect.Slice, reflect.Map:
+		return true
+	}
+	return t == rawType || implementsUnmarshaler(t)
+}
+
+// hasShape tells the types checkValue looks into: structs, arrays, slices
+// and maps that decode through encoding/json's own rules.
+func hasShape(t reflect.Type) bool {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if t == timeType || t == rawType || t == bytesType || implementsUnmarshaler(t) {
+		return false
+	}
+	switch t.Kind() {
+	case reflect.Struct, reflect.Array, reflect.Slice, reflect.Map:
+		return true
+	}
+	return false
+}
+
+var unmarshalerType = reflect.TypeFor[json.Unmarshaler]()
+
+func implementsUnmarshaler(t reflect.Type) bool {
+	return t.Implements(unmarshalerType) || reflect.PointerTo(t).Implements(unmarshalerType)
 }
 
 func decode(data []byte, v any) error {
