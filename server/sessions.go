@@ -140,7 +140,8 @@ func (s *Server) session(w http.ResponseWriter, r *http.Request) *airlock.Sessio
 
 func (s *Server) handleNewSession(w http.ResponseWriter, r *http.Request) {
 	var in SessionRequest
-	if !s.decodeBody(w, r, &in) {
+	// Every field is optional, so is the body.
+	if r.ContentLength != 0 && !s.decodeBody(w, r, &in) {
 		return
 	}
 	limits, _ := s.clampLimits(w, in.Limits)

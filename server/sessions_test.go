@@ -103,6 +103,14 @@ func TestSessionsHTTP(t *testing.T) {
 	wantStatus(t, do(t, "POST", url+"/v1/sessions/"+id+"/run", "", `{"code": "pass", "env": {"PYTHONHASHSEED": "1"}}`), 400, "invalid_request")
 	wantStatus(t, do(t, "POST", url+"/v1/sessions", "", `{"env": {"LANG": "C"}}`), 400, "invalid_request")
 	wantStatus(t, do(t, "POST", url+"/v1/sessions", "", `{"code": "x"}`), 400, "invalid_request")
+	wantStatus(t, do(t, "POST", url+"/v1/sessions", "", `{"tools": ["no_such_tool"]}`), 400, "invalid_request")
+	// Every field is optional, the body too.
+	empty := do(t, "POST", url+"/v1/sessions", "", "")
+	var made SessionInfo
+	if err := json.Unmarshal(empty.body, &made); empty.status != 201 || err != nil || made.ID == "" {
+		t.Fatalf("a session without a body: %d %s", empty.status, empty.body)
+	}
+	wantStatus(t, do(t, "DELETE", url+"/v1/sessions/"+made.ID, "", ""), 204, "")
 	wantStatus(t, do(t, "DELETE", url+"/v1/sessions/"+id, "", ""), 204, "")
 	for _, r := range []response{
 		do(t, "POST", url+"/v1/sessions/"+id+"/run", "", `{"code": "print(1)"}`),
