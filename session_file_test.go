@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"testing"
+	"time"
 
 	"github.com/airlock-sandbox/airlock"
 )
@@ -201,5 +202,34 @@ func TestSessionLoadRejectsCraftedFiles(t *testing.T) {
 	copy(withEnv[i:], "LANG")
 	if _, err := sb.LoadSession(ctx, bytes.NewReader(reseal(withEnv))); !errors.Is(err, airlock.ErrSessionCorrupt) {
 		t.Errorf("LANG in a saved env: %v, want ErrSessionCorrupt", err)
+	}
+}
+
+// The fuel cap is part of a saved session (wasmtime, which meters; CI
+// runs this with -tags airlock_wasmtime): a loaded session keeps its CPU
+// budget.
+func TestSessionSaveKeepsTheFuelCap(t *testing.T) {
+	ctx := context.Background()
+	w, err := airlock.New(ctx, airlock.WithEngine(airlock.EngineWasmtime))
+	if err != nil {
+		t.Skipf("wasmtime is not built in (-tags airlock_wasmtime): %v", err)
+	}
+	defer w.Close(ctx)
+	s, err := w.NewSession(ctx, airlock.SessionOptions{Limits: airlock.Limits{Fuel: 200_000_000, Timeout: 20 * time.Second}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	var buf bytes.Buffer
+	if err := s.Save(&buf); err != nil {
+		t.Fatal(err)
+	}
+	l, err := w.LoadSession(ctx, &buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	if res, _ := l.Run(ctx, "while True: pass"); res.Error == nil || res.Error.Kind != airlock.KindFuelExhausted {
+		t.Fatalf("a loaded session's endless loop: %v, want fuel_exhausted", res.Error)
 	}
 }
