@@ -20,6 +20,7 @@ import (
 	"github.com/airlock-sandbox/airlock/hostfuncs"
 	"github.com/airlock-sandbox/airlock/python"
 	"github.com/airlock-sandbox/airlock/wasi"
+	"github.com/airlock-sandbox/airlock/wasi/errno"
 	"github.com/airlock-sandbox/airlock/wasi/memfs"
 )
 
@@ -237,8 +238,10 @@ func (sb *Sandbox) runIn(ctx context.Context, start time.Time, req *Request, lim
 	// The devices' files count against the file quota like any other: a
 	// quota too small for them is the request's to fix, said so, rather
 	// than tools silently missing and a quota error blamed on the program.
+	// (Other failures, such as a session's guest having put a directory
+	// there, leave that device out, as wasi.State does.)
 	for p := range wcfg.Devices {
-		if e := fs.WriteFile(p, nil); e != nil {
+		if e := fs.WriteFile(p, nil); errors.Is(e, errno.ENOSPC) {
 			err = newError(KindInvalidRequest, e, "a file quota of %d leaves no room for %s, which this run needs: %v", limits.FSFiles, p, e)
 			res.Error, res.Duration = err, time.Since(start)
 			return res, err
