@@ -46,7 +46,9 @@ type RunConfig struct {
 // The guest writes a request frame: 8 hex digits giving the payload's
 // length, then a JSON payload, either {"name": ..., "args": [...],
 // "kwargs": {...}} or {"op": "list"}. The write that completes the frame
-// runs the call, synchronously. The following reads return the response
+// runs the call and returns with its response, or with a deadline error
+// when the run's context ends first (the tool, on a goroutine of its own,
+// is then left to finish). The following reads return the response
 // frame, in the same format, whose payload is {"ok": result} or
 // {"error": {"kind": ..., "message": ...}}. A read with no response
 // pending returns end of file; a new request drops an unread response.
