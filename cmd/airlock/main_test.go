@@ -42,6 +42,7 @@ func TestRunExitStatuses(t *testing.T) {
 	}{
 		{"ok", []string{"run", "-c", "print(1)"}, 0},
 		{"program status", []string{"run", "-c", "import sys; sys.exit(42)"}, 42},
+		{"status past 255", []string{"run", "-c", "import os; os._exit(256)"}, 1}, // not 256 & 0xff = 0
 		{"exception", []string{"run", "-c", "1/0"}, 1},
 		{"timeout", []string{"run", "--timeout", "1s", "-c", "while True: pass"}, exitTimeout},
 		{"memory", []string{"run", "--memory", "32MiB", "-c", "x = bytearray(64 << 20)"}, exitLimit},
@@ -191,5 +192,35 @@ func TestBenchJSON(t *testing.T) {
 		if w.Name == "" || w.Mode == "" || w.P50MS <= 0 || w.P99MS < w.P50MS || w.RunsPerS <= 0 {
 			t.Fatalf("bad row %+v", w)
 		}
+	}
+}
+
+// A file the host cannot write under --out (the guest picks its name,
+// here one that makes the host path too long) is reported on stderr and
+// costs neither the report nor the program's exit status.
+func TestRunOutUnwritableFile(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "out")
+	code, stdout, stderr := cli(t, "", "run", "--out", out, "--json", "-c", `
+import os, sys
+open('ok.txt', 'w').write('x')
+n = 4096 - len('/home/user/')
+parts = []
+while n > 256:
+    parts.append('d' * 254); n -= 255
+parts.append('f' * n)
+p = '/'.join(parts)
+os.makedirs(os.path.dirname(p))
+open(p, 'w').write('x')
+print('hello')
+sys.exit(3)`)
+	var res map[string]any
+	if err := json.Unmarshal([]byte(stdout), &res); err != nil || res["stdout"] != "hello\n" {
+		t.Fatalf("--json report: %v %q", err, stdout)
+	}
+	if code != 3 || !strings.Contains(stderr, "not written") {
+		t.Fatalf("exit %d, stderr %q; want the program's 3 and the file named", code, stderr)
+	}
+	if got, err := os.ReadFile(filepath.Join(out, "ok.txt")); err != nil || string(got) != "x" {
+		t.Fatalf("the writable file: %q %v", got, err)
 	}
 }

@@ -459,6 +459,8 @@ func setLimit(l, all airlock.Limits, name string) airlock.Limits {
 		l.FSBytes = all.FSBytes
 	case "fs-files":
 		l.FSFiles = all.FSFiles
+	case "fuel":
+		l.Fuel = all.Fuel
 	}
 	return l
 }

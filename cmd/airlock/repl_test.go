@@ -2,11 +2,14 @@ package main
 
 import (
 	"errors"
+	"flag"
 	"io"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/airlock-sandbox/airlock"
 )
 
 func TestReplInputRules(t *testing.T) {
@@ -179,4 +182,23 @@ func TestReplSaveLoad(t *testing.T) {
 	if code, _, stderr = cli(t, "", "repl", "--load", saved); code != 1 || !strings.Contains(stderr, "corrupt") {
 		t.Errorf("damaged --load: exit %d, stderr:\n%s", code, stderr)
 	}
+}
+
+// Every limit flag given with --load overrides the saved limit: setLimit
+// must know each flag limitFlags defines.
+func TestSetLimitCoversEveryLimitFlag(t *testing.T) {
+	fs := flag.NewFlagSet("t", flag.ContinueOnError)
+	var lf limitFlags
+	lf.register(fs)
+	for name, v := range map[string]string{"timeout": "3s", "memory": "7MiB", "output-limit": "5KiB", "fs-bytes": "9MiB", "fs-files": "11", "fuel": "13"} {
+		if err := fs.Set(name, v); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+	}
+	all := lf.limits()
+	fs.VisitAll(func(f *flag.Flag) {
+		if setLimit(airlock.Limits{}, all, f.Name) == (airlock.Limits{}) {
+			t.Errorf("--%s with --load is ignored", f.Name)
+		}
+	})
 }

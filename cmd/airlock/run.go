@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -270,11 +271,6 @@ func cmdRun(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 	}
 	defer sb.Close(context.Background())
 	res, runErr := sb.Run(ctx, req)
-	if *outDir != "" {
-		if err := writeOut(*outDir, res.Files); err != nil {
-			return 1, err
-		}
-	}
 	if *asJSON {
 		printJSON(stdout, server.NewResult(res, false))
 	} else {
@@ -284,15 +280,31 @@ func cmdRun(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 			fmt.Fprintln(stderr, "airlock:", runErr)
 		}
 	}
-	return exitStatus(res), nil
+	// After the report: a file the host cannot write (the guest names
+	// them) must not cost the run's output or exit status; it only keeps
+	// a successful run from exiting 0.
+	status := exitStatus(res)
+	if *outDir != "" && !writeOut(*outDir, res.Files, stderr) && status == 0 {
+		status = 1
+	}
+	return status, nil
 }
 
 // exitStatus maps a Result to the CLI's exit status contract.
 func exitStatus(res *airlock.Result) int {
 	if res.Error == nil {
-		return res.ExitCode
+		return processStatus(res.ExitCode)
 	}
 	return kindStatus(res.Error.Kind)
+}
+
+// processStatus is code as a process exit status: the OS keeps 8 bits, so
+// a failure whose low byte is 0 (os._exit(256)) would read as success.
+func processStatus(code int) int {
+	if code < 0 || code > 255 {
+		return 1
+	}
+	return code
 }
 
 func kindStatus(kind airlock.Kind) int {
@@ -313,22 +325,32 @@ func printJSON(w io.Writer, out server.Result) {
 	_ = enc.Encode(out)
 }
 
-// writeOut saves result files under dir, by their path below /home/user.
-func writeOut(dir string, files []airlock.File) error {
+// writeOut saves result files under dir, by their path below /home/user,
+// and tells whether all were written. One that cannot be (a name too long
+// for the host, say) is reported on stderr, its guest-chosen path quoted,
+// and the others are still written.
+func writeOut(dir string, files []airlock.File, stderr io.Writer) bool {
+	ok := true
 	for _, f := range files {
-		rel, ok := strings.CutPrefix(f.Path, "/home/user/")
-		if !ok || !filepath.IsLocal(rel) {
+		rel, inHome := strings.CutPrefix(f.Path, "/home/user/")
+		if !inHome || !filepath.IsLocal(rel) {
 			continue
 		}
 		dst := filepath.Join(dir, filepath.FromSlash(rel))
-		if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
-			return fmt.Errorf("--out: %w", err)
+		err := os.MkdirAll(filepath.Dir(dst), 0o755)
+		if err == nil {
+			err = os.WriteFile(dst, f.Data, 0o644)
 		}
-		if err := os.WriteFile(dst, f.Data, 0o644); err != nil {
-			return fmt.Errorf("--out: %w", err)
+		if err != nil {
+			var pe *os.PathError
+			if errors.As(err, &pe) {
+				err = pe.Err // its path is the guest's name, quoted below
+			}
+			fmt.Fprintf(stderr, "airlock: --out: %q not written: %v\n", f.Path, err)
+			ok = false
 		}
 	}
-	return nil
+	return ok
 }
 
 // runRemote sends req to an `airlock serve` at url and reports the result
@@ -342,14 +364,9 @@ func runRemote(ctx context.Context, url string, req airlock.Request, outDir stri
 	if err != nil {
 		return 1, err
 	}
-	if outDir != "" {
-		files := make([]airlock.File, len(res.Files))
-		for i, f := range res.Files {
-			files[i] = airlock.File{Path: f.Path, Size: f.Size, Data: f.Data}
-		}
-		if err := writeOut(outDir, files); err != nil {
-			return 1, err
-		}
+	files := make([]airlock.File, len(res.Files))
+	for i, f := range res.Files {
+		files[i] = airlock.File{Path: f.Path, Size: f.Size, Data: f.Data}
 	}
 	if asJSON {
 		for i := range res.Files {
@@ -363,10 +380,14 @@ func runRemote(ctx context.Context, url string, req airlock.Request, outDir stri
 			fmt.Fprintf(stderr, "airlock: %s: %s\n", res.Error.Kind, res.Error.Message)
 		}
 	}
-	if res.Error == nil {
-		return res.ExitCode, nil
+	status := processStatus(res.ExitCode)
+	if res.Error != nil {
+		status = kindStatus(airlock.Kind(res.Error.Kind))
 	}
-	return kindStatus(airlock.Kind(res.Error.Kind)), nil
+	if outDir != "" && !writeOut(outDir, files, stderr) && status == 0 {
+		status = 1
+	}
+	return status, nil
 }
 
 // watchRun runs cmd under watchLoop, holding a Sandbox open meanwhile so

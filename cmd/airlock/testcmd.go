@@ -86,7 +86,7 @@ func cmdTest(ctx context.Context, args []string, stdout, stderr io.Writer) (int,
 	}
 	if m == nil {
 		fmt.Fprintf(stdout, "no summary from the test runner (exit %d)\n", res.ExitCode)
-		return max(res.ExitCode, 1), nil
+		return max(processStatus(res.ExitCode), 1), nil
 	}
 	n := make([]int, 6)
 	for i := range n {
@@ -97,7 +97,7 @@ func cmdTest(ctx context.Context, args []string, stdout, stderr io.Writer) (int,
 	fmt.Fprintf(stdout, "%d passed, %d failed, %d errors, %d skipped (%d tests) in %s\n",
 		passed, failed+n[5], errs, skipped, ran, res.Duration.Round(time.Millisecond))
 	if res.ExitCode != 0 || ran == 0 {
-		return max(res.ExitCode, 1), nil
+		return max(processStatus(res.ExitCode), 1), nil
 	}
 	return 0, nil
 }
