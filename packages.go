@@ -38,7 +38,8 @@ const (
 	// MaxPackageBytes bounds one package's size (a wheel's file size, or
 	// the sum of a directory's files), and the sum of a request's packages.
 	MaxPackageBytes = 256 << 20
-	// maxPackageFiles bounds a directory package's file count.
+	// maxPackageFiles bounds a package's file count: a directory's files,
+	// a zip's entries.
 	maxPackageFiles = 100_000
 	// maxZipUncompressed bounds what checking a zip's entries decompresses.
 	maxZipUncompressed = 1 << 30
@@ -250,6 +251,12 @@ func readZip(abs, name string) (*pkg, error) {
 // checkZip refuses what zipimport could not import from: a corrupt
 // archive, entries it cannot decompress, native code.
 func checkZip(data []byte) error {
+	// zip.NewReader keeps ~260 bytes per entry, and a central directory
+	// entry can take 46: count the entries' signatures before parsing
+	// (an upper bound, as file data may hold the bytes too).
+	if n := bytes.Count(data, []byte("PK\x01\x02")); n > maxPackageFiles {
+		return fmt.Errorf("more than %d entries", maxPackageFiles)
+	}
 	zr, err := zip.NewReader(bytes.NewReader(data), int64(len(data)))
 	if err != nil {
 		return fmt.Errorf("not a readable zip: %w", err)
@@ -262,9 +269,12 @@ func checkZip(data []byte) error {
 		if f.Method != zip.Store && f.Method != zip.Deflate {
 			return fmt.Errorf("entry %s: compression method %d (zipimport reads only stored and deflated entries)", f.Name, f.Method)
 		}
-		if total += f.UncompressedSize64; total > maxZipUncompressed {
+		// Compared with what is left, so a declared size near 2^64 cannot
+		// wrap the total back under the cap.
+		if f.UncompressedSize64 > maxZipUncompressed-total {
 			return fmt.Errorf("entries decompress to more than %d bytes", maxZipUncompressed)
 		}
+		total += f.UncompressedSize64
 	}
 	for _, f := range zr.File {
 		// Reading checks the CRC; archive/zip stops at the declared size.
