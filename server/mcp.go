@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
+	"unicode"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -148,7 +150,13 @@ func FormatText(res *airlock.Result) string {
 	if len(res.Files) > 0 {
 		b.WriteString("--- files written ---\n")
 		for _, f := range res.Files {
-			fmt.Fprintf(&b, "%s (%d bytes)\n", f.Path, f.Size)
+			// The guest names its files: one with a newline or a control
+			// character could pass for lines of this report.
+			name := f.Path
+			if strings.ContainsFunc(name, func(r rune) bool { return !unicode.IsPrint(r) }) {
+				name = strconv.Quote(name)
+			}
+			fmt.Fprintf(&b, "%s (%d bytes)\n", name, f.Size)
 		}
 	}
 	return b.String()
