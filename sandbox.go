@@ -166,13 +166,15 @@ type Info struct {
 	Build, Description string
 	// StdlibSHA256 is the own build's stdlib zip's sha256, "" otherwise.
 	StdlibSHA256 string
+	// Version is CPython's version ("3.13.5"), "" when unknown.
+	Version string
 }
 
 // Info reports the artifact in use.
 func (sb *Sandbox) Info() Info {
 	a := sb.artifact
 	return Info{Path: a.Path, SHA256: a.SHA256, Pinned: a.Pinned, Build: a.Build,
-		Description: a.Describe(), StdlibSHA256: a.StdlibSHA256}
+		Description: a.Describe(), StdlibSHA256: a.StdlibSHA256, Version: a.Version}
 }
 
 // maxCodeBytes bounds a request's source: far above any real program, far

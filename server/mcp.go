@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"strconv"
 	"strings"
 	"time"
@@ -25,11 +26,15 @@ type MCPConfig struct {
 	// MaxLimits caps runs (default airlock.DefaultLimits); the model picks
 	// the timeout below MaxLimits.Timeout.
 	MaxLimits airlock.Limits
+	// Concurrency caps the runs going at once (default: CPUs); further
+	// calls wait for a turn. An agent can send many calls at once, each
+	// entitled to MaxLimits.Memory.
+	Concurrency int
 }
 
 // RunPythonArgs are run_python's arguments.
 type RunPythonArgs struct {
-	Code    string            `json:"code" jsonschema:"Python 3.12 source to run as __main__"`
+	Code    string            `json:"code" jsonschema:"Python source to run as __main__"`
 	Files   map[string]string `json:"files,omitempty" jsonschema:"text files to create first, by path relative to /home/user (the working directory)"`
 	Timeout float64           `json:"timeout,omitempty" jsonschema:"wall-clock limit in seconds"`
 	Session string            `json:"session,omitempty" jsonschema:"omit for a fresh sandbox; \"new\" to start a session that keeps variables, imports and files between calls (its id is in the result); a session id to run in that session"`
@@ -43,10 +48,20 @@ func NewMCP(cfg MCPConfig) *mcp.Server {
 	if cfg.MaxLimits == (airlock.Limits{}) {
 		cfg.MaxLimits = airlock.DefaultLimits
 	}
+	if cfg.Concurrency <= 0 {
+		cfg.Concurrency = runtime.NumCPU()
+	}
 	srv := mcp.NewServer(&mcp.Implementation{Name: "airlock", Version: airlock.Version}, nil)
 	table := &sessions{}
+	turns := make(chan struct{}, cfg.Concurrency)
 	mcp.AddTool(srv, &mcp.Tool{Name: "run_python", Description: mcpDescription(cfg)},
 		func(ctx context.Context, _ *mcp.CallToolRequest, in RunPythonArgs) (*mcp.CallToolResult, any, error) {
+			select {
+			case turns <- struct{}{}:
+				defer func() { <-turns }()
+			case <-ctx.Done():
+				return nil, nil, ctx.Err()
+			}
 			return runPython(ctx, cfg, table, in), nil, nil
 		})
 	return srv
@@ -54,7 +69,11 @@ func NewMCP(cfg MCPConfig) *mcp.Server {
 
 func mcpDescription(cfg MCPConfig) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "Run Python 3.12 code in a fresh, isolated sandbox and return its stdout, stderr, exit code and, "+
+	version := cfg.Sandbox.Info().Version
+	if version == "" {
+		version = "3"
+	}
+	fmt.Fprintf(&b, "Run Python %s code in a fresh, isolated sandbox and return its stdout, stderr, exit code and, "+
 		"if the sandbox stopped it, why (timeout, memory_limit, output_limit, fs_quota). "+
 		"The standard library is available; there is no network and no third-party package. "+
 		"The working directory /home/user and /tmp are in memory and start empty apart from the files you pass; "+
@@ -62,7 +81,7 @@ func mcpDescription(cfg MCPConfig) string {
 		"(printed as \"session: ID\") to run more code with the same variables, imports and files, as in a notebook; "+
 		"a call that hits a limit is rolled back (rolled_back: true) and the session keeps its earlier state; "+
 		"an idle session expires. Limits: %s wall clock (default %s), %d MiB of memory, %d KiB of output per stream.",
-		cfg.MaxLimits.Timeout, min(cfg.MaxLimits.Timeout, airlock.DefaultLimits.Timeout),
+		version, cfg.MaxLimits.Timeout, min(cfg.MaxLimits.Timeout, airlock.DefaultLimits.Timeout),
 		cfg.MaxLimits.Memory>>20, cfg.MaxLimits.Output>>10)
 	if len(cfg.Tools) > 0 {
 		b.WriteString("\n\nHost functions the code can call (`import airlock`, then `airlock.tools.NAME(...)`, " +

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -166,5 +167,19 @@ func TestFormatTextQuotesOddFileNames(t *testing.T) {
 	}
 	if strings.Contains(text, "\nexit_code:") {
 		t.Fatalf("a file name forged a line:\n%s", text)
+	}
+}
+
+// An agent can send many calls at once: past Concurrency they wait.
+func TestMCPConcurrencyCap(t *testing.T) {
+	cs := mcpSession(t, MCPConfig{Sandbox: sb, Concurrency: 1})
+	start := time.Now()
+	var wg sync.WaitGroup
+	for range 3 {
+		wg.Go(func() { callText(t, cs, map[string]any{"code": "import time; time.sleep(0.3)"}) })
+	}
+	wg.Wait()
+	if d := time.Since(start); d < 850*time.Millisecond {
+		t.Fatalf("3 calls of 0.3 s with a concurrency of 1 took %v: they overlapped", d)
 	}
 }

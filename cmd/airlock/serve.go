@@ -171,6 +171,7 @@ func cmdMCP(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 		sessions sessionFlags
 		pkgs     packageFlags
 		tools    = fs.String("tools", "", "expose built-in host tools to Python: demo")
+		parallel = fs.Int("concurrency", 0, "runs at once; further calls wait (default: CPUs)")
 	)
 	common.register(fs)
 	maxima.register(fs)
@@ -197,7 +198,7 @@ func cmdMCP(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 		return 1, err
 	}
 	defer sb.Close(context.Background())
-	srv := server.NewMCP(server.MCPConfig{Sandbox: sb, Tools: toolList, MaxLimits: maxima.limits()})
+	srv := server.NewMCP(server.MCPConfig{Sandbox: sb, Tools: toolList, MaxLimits: maxima.limits(), Concurrency: *parallel})
 	t := &mcp.IOTransport{Reader: io.NopCloser(stdin), Writer: nopWriteCloser{stdout}}
 	if err := srv.Run(ctx, t); err != nil && !errors.Is(err, context.Canceled) && !errors.Is(err, io.EOF) {
 		return 1, err
