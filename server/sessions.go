@@ -50,8 +50,31 @@ type SessionResult struct {
 // sessions are the live sessions by ID. They belong to the Sandbox, which
 // applies its TTL and cap; the table forgets those that ended.
 type sessions struct {
-	mu   sync.Mutex
-	byID map[string]*airlock.Session
+	mu      sync.Mutex
+	byID    map[string]*airlock.Session
+	running map[*airlock.Session]bool // HTTP calls in progress (claim)
+}
+
+// claim marks s as running a call and tells whether it was free: a session
+// runs one call at a time, and a second one waiting for it would hold a
+// run slot doing nothing (one client could so take every slot).
+func (t *sessions) claim(s *airlock.Session) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.running[s] {
+		return false
+	}
+	if t.running == nil {
+		t.running = map[*airlock.Session]bool{}
+	}
+	t.running[s] = true
+	return true
+}
+
+func (t *sessions) release(s *airlock.Session) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	delete(t.running, s)
 }
 
 func (t *sessions) add(s *airlock.Session) {
@@ -166,6 +189,12 @@ func (s *Server) handleSessionRun(w http.ResponseWriter, r *http.Request) {
 	if !s.decodeBody(w, r, &in) || !s.needCode(w, in.Code) {
 		return
 	}
+	if !s.sessions.claim(sess) {
+		s.rejected.WithLabelValues("session_busy").Inc()
+		writeError(w, http.StatusConflict, "session_busy", fmt.Sprintf("session %q is running another call; send the next one after it", sess.ID()))
+		return
+	}
+	defer s.sessions.release(sess)
 	req, clamped := s.request(w, RunRequest{
 		Code: in.Code, Filename: in.Filename, Files: in.Files, Stdin: in.Stdin, Env: in.Env,
 		Limits: in.Limits, Tools: in.Tools,

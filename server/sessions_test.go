@@ -284,3 +284,32 @@ func TestSessionsUnavailable(t *testing.T) {
 		t.Fatalf("without snapshots: %d %s", w.Code, w.Body.String())
 	}
 }
+
+// A session runs one call at a time: a second call while one runs is
+// refused at once, not parked on a run slot.
+func TestSessionBusy(t *testing.T) {
+	url, s, _ := start(t, Config{Concurrency: 2})
+	r := do(t, "POST", url+"/v1/sessions", "", `{}`)
+	var info SessionInfo
+	if err := json.Unmarshal(r.body, &info); r.status != 201 || err != nil {
+		t.Fatalf("new session: %d %s", r.status, r.body)
+	}
+	done := make(chan response)
+	go func() {
+		done <- do(t, "POST", url+"/v1/sessions/"+info.ID+"/run", "", `{"code": "import time; time.sleep(2); x = 1"}`)
+	}()
+	// Until the first call holds the session, a probe could take it first.
+	for deadline := time.Now().Add(5 * time.Second); len(s.slots) == 0; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the first call never started")
+		}
+	}
+	wantStatus(t, do(t, "POST", url+"/v1/sessions/"+info.ID+"/run", "", `{"code": "print(2)"}`), 409, "session_busy")
+	if first := <-done; first.status != 200 {
+		t.Fatalf("the running call: %d %s", first.status, first.body)
+	}
+	wantStatus(t, do(t, "POST", url+"/v1/sessions/"+info.ID+"/run", "", `{"code": "print(x)"}`), 200, "")
+	if len(s.slots) != 0 {
+		t.Fatalf("%d slots left taken", len(s.slots))
+	}
+}
