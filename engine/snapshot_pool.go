@@ -106,6 +106,13 @@ func (p *regionPool) get() []byte {
 // put resets a region after its run and keeps it, or unmaps it when it
 // cannot be reset or the pool is full or closed.
 func (p *regionPool) put(buf []byte) {
+	p.mu.Lock()
+	closed := p.closed
+	p.mu.Unlock()
+	if closed { // the image may be closed too, its backing gone
+		unreserve(buf)
+		return
+	}
 	n := len(p.img.Memory)
 	ok := resetRegion(buf, n)
 	if ok && p.cow {

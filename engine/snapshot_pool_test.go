@@ -95,3 +95,15 @@ func TestPoolSizesAreBounded(t *testing.T) {
 		t.Fatalf("only %d of %d sizes were let go", closed, 3*maxPoolSizes)
 	}
 }
+
+// A region that comes back after its image was closed (Close's contract
+// says not to, but a panic in the host is too high a price) is unmapped.
+func TestRegionBackAfterImageClose(t *testing.T) {
+	img := testImage()
+	if img.backing == nil || !canRestore() {
+		t.Skip("no copy-on-write backing or no pagemap here")
+	}
+	buf, free := reserveImage(img, uint64(len(img.Memory)+4*65536))
+	img.Close()
+	free(buf[:len(img.Memory)])
+}
