@@ -3,6 +3,7 @@
 package engine
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -97,8 +98,11 @@ func loadWasmtimeModule(ctx context.Context, wasm []byte, opts Options) (backend
 }
 
 // compileCached compiles wasm, or loads the code compiled by an earlier
-// process from opts.CacheDir. Only files this function wrote are loaded:
-// deserialising trusts the file as machine code.
+// process from opts.CacheDir. Only files this function wrote are loaded,
+// and only intact: deserialising trusts the file as machine code, and
+// wasmtime checks its structure and version, not its code bytes, so the
+// file ends with the sha256 of the code before it, checked first (a
+// flipped byte would otherwise run as changed instructions).
 func compileCached(eng *wasmtime.Engine, wasm []byte, opts Options) (*wasmtime.Module, error) {
 	path := ""
 	if opts.CacheDir != "" {
@@ -110,8 +114,15 @@ func compileCached(eng *wasmtime.Engine, wasm []byte, opts Options) (*wasmtime.M
 			return nil, fmt.Errorf("engine: create cache dir: %w", err)
 		}
 		path = filepath.Join(dir, hex.EncodeToString(h.Sum(nil))+".cwasm")
-		if mod, err := wasmtime.NewModuleDeserializeFile(eng, path); err == nil {
-			return mod, nil
+		if data, err := os.ReadFile(path); err == nil {
+			if code, ok := verifiedCode(data); ok {
+				if mod, err := wasmtime.NewModuleDeserialize(eng, code); err == nil {
+					return mod, nil
+				}
+			}
+			if opts.Notice != nil {
+				fmt.Fprintf(opts.Notice, "airlock: %s is damaged; compiling again\n", path)
+			}
 		}
 	}
 	if opts.Notice != nil {
@@ -123,10 +134,21 @@ func compileCached(eng *wasmtime.Engine, wasm []byte, opts Options) (*wasmtime.M
 	}
 	if path != "" {
 		if code, err := mod.Serialize(); err == nil {
-			writeAtomic(path, code)
+			sum := sha256.Sum256(code)
+			writeAtomic(path, append(code, sum[:]...))
 		}
 	}
 	return mod, nil
+}
+
+// verifiedCode is a cache file's code when its trailing sha256 matches.
+func verifiedCode(data []byte) ([]byte, bool) {
+	if len(data) < sha256.Size {
+		return nil, false
+	}
+	code, sum := data[:len(data)-sha256.Size], data[len(data)-sha256.Size:]
+	want := sha256.Sum256(code)
+	return code, bytes.Equal(sum, want[:])
 }
 
 // writeAtomic writes data to path through a temporary file in the same
@@ -138,6 +160,9 @@ func writeAtomic(path string, data []byte) {
 		return
 	}
 	_, werr := f.Write(data)
+	if werr == nil {
+		werr = f.Sync() // renamed only once on disk: a crash must not leave a named, half-written file
+	}
 	cerr := f.Close()
 	if werr != nil || cerr != nil || os.Rename(f.Name(), path) != nil {
 		os.Remove(f.Name())

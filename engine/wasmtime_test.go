@@ -6,10 +6,15 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"io"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/airlock-sandbox/airlock/engine"
+	"github.com/airlock-sandbox/airlock/wasi"
+	"github.com/airlock-sandbox/airlock/wasi/memfs"
 )
 
 // An image is engine-neutral: captured on either engine, it resumes on both.
@@ -142,5 +147,76 @@ func TestWasmtimeLateCancelDoesNotStopTheNextRun(t *testing.T) {
 		if err != nil || o.ExitCode != 0 {
 			t.Fatalf("run %d after a cancelled one: %v %+v", i, err, o)
 		}
+	}
+}
+
+// exitModule is a module whose _start calls proc_exit(code).
+func exitModule(code int32) []byte {
+	sleb := func(v int32) []byte {
+		var out []byte
+		for {
+			b := byte(v & 0x7f)
+			v >>= 7
+			if (v == 0 && b&0x40 == 0) || (v == -1 && b&0x40 != 0) {
+				return append(out, b)
+			}
+			out = append(out, b|0x80)
+		}
+	}
+	sec := func(id byte, b ...byte) []byte { return append([]byte{id, byte(len(b))}, b...) }
+	m := []byte{0, 'a', 's', 'm', 1, 0, 0, 0}
+	m = append(m, sec(1, 2, 0x60, 1, 0x7f, 0, 0x60, 0, 0)...)
+	imp := append([]byte{1, 22}, "wasi_snapshot_preview1"...)
+	imp = append(append(append(imp, 9), "proc_exit"...), 0, 0)
+	m = append(m, sec(2, imp...)...)
+	m = append(m, sec(3, 1, 1)...)
+	m = append(m, sec(5, 1, 0, 1)...)
+	exp := append([]byte{2, 6}, "memory"...)
+	exp = append(append(append(exp, 2, 0, 6), "_start"...), 0, 1)
+	m = append(m, sec(7, exp...)...)
+	body := append(append([]byte{0, 0x41}, sleb(code)...), 0x10, 0, 0x0b)
+	return append(m, sec(10, append([]byte{1, byte(len(body))}, body...)...)...)
+}
+
+// wasmtime deserialises cached code after checking its structure only:
+// a flipped byte in the code would run as a changed instruction. The cache
+// refuses a damaged file and compiles again.
+func TestWasmtimeCacheRefusesDamagedCode(t *testing.T) {
+	const want = 0x5A5A1234
+	dir := t.TempDir()
+	opts := engine.Options{CacheDir: dir, Engine: engine.EngineWasmtime}
+	run := func() uint32 {
+		ctx := context.Background()
+		m, err := engine.Load(ctx, exitModule(want), opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer m.Close(ctx)
+		st := wasi.NewState(wasi.Config{FS: memfs.New(memfs.Options{}), Stdout: io.Discard, Stderr: io.Discard})
+		defer st.Close()
+		o, err := m.Run(ctx, engine.RunSpec{WASI: st, MemoryLimit: 16 << 20})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return o.ExitCode
+	}
+	if got := run(); got != want {
+		t.Fatalf("exit %#x", got)
+	}
+	files, _ := filepath.Glob(filepath.Join(dir, "wasmtime", "*.cwasm"))
+	if len(files) != 1 {
+		t.Fatalf("cache files %v", files)
+	}
+	data, _ := os.ReadFile(files[0])
+	i := bytes.Index(data, []byte{0x34, 0x12, 0x5A, 0x5A}) // the immediate, little-endian
+	if i < 0 {
+		t.Fatal("the exit code's immediate is not in the cached code")
+	}
+	data[i]++
+	if err := os.WriteFile(files[0], data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if got := run(); got != want {
+		t.Fatalf("a damaged cache file ran: exit %#x, want %#x", got, want)
 	}
 }
