@@ -97,8 +97,16 @@ func Asyncify(ctx context.Context, art *Artifact, cacheDir string, log io.Writer
 	}
 	asyncifyArgs := asyncifyArgs(path)
 	dst := fmt.Sprintf("%s-%s.wasm", asyncifyStem(cacheDir, art, asyncifyArgs), sanitize(ver))
+	record := strings.TrimSuffix(dst, ".wasm") + ".json"
 	if _, err := os.Stat(dst); err == nil {
-		return dst, nil
+		// Made already, if it matches its record: a damaged file (a crash,
+		// a disk error) is made again rather than refused at every load.
+		if matchesRecord(dst, record, art) {
+			return dst, nil
+		}
+		fmt.Fprintf(log, "airlock: %s does not match its record; asyncifying again\n", dst)
+		os.Remove(dst)
+		os.Remove(record)
 	}
 	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
 		return "", fmt.Errorf("python: asyncify: %w", err)
@@ -110,7 +118,14 @@ func Asyncify(ctx context.Context, art *Artifact, cacheDir string, log io.Writer
 	tmp.Write(art.Wasm)
 	tmp.Close()
 	defer os.Remove(tmp.Name())
-	part := dst + ".part"
+	// This process's own output file: set-ups running at once must not
+	// write into or remove each other's.
+	partFile, err := os.CreateTemp(filepath.Dir(dst), filepath.Base(dst)+".part-*")
+	if err != nil {
+		return "", fmt.Errorf("python: asyncify: %w", err)
+	}
+	partFile.Close()
+	part := partFile.Name()
 	defer os.Remove(part)
 	fmt.Fprintf(log, "airlock: asyncifying python.wasm with %s for snapshots (a minute or two, ~1 GB of memory)...\n", ver)
 	start := time.Now()
@@ -134,7 +149,10 @@ func Asyncify(ctx context.Context, art *Artifact, cacheDir string, log io.Writer
 	rec := AsyncifyRecord{InputSHA256: art.SHA256, OutputSHA256: hex.EncodeToString(sum[:]), Tool: ver,
 		Args: asyncifyArgs, Seconds: time.Since(start).Round(time.Second / 10).Seconds()}
 	meta, _ := json.MarshalIndent(rec, "", "  ")
-	if err := os.WriteFile(strings.TrimSuffix(dst, ".wasm")+".json", append(meta, '\n'), 0o644); err != nil {
+	// The record, then the module, each by rename: a reader sees either
+	// the whole of one or nothing (wasm-opt's output is the same from
+	// every process, so records agree).
+	if err := writeFileAtomic(record, append(meta, '\n')); err != nil {
 		return "", fmt.Errorf("python: asyncify: %w", err)
 	}
 	if err := os.Rename(part, dst); err != nil {
@@ -142,6 +160,46 @@ func Asyncify(ctx context.Context, art *Artifact, cacheDir string, log io.Writer
 	}
 	fmt.Fprintf(log, "airlock: asyncified in %.0fs: %s\n", rec.Seconds, dst)
 	return dst, nil
+}
+
+// matchesRecord tells whether the module at path is what its record
+// says was made from art.
+func matchesRecord(path, record string, art *Artifact) bool {
+	meta, err := os.ReadFile(record)
+	if err != nil {
+		return false
+	}
+	var rec AsyncifyRecord
+	if json.Unmarshal(meta, &rec) != nil || rec.InputSHA256 != art.SHA256 {
+		return false
+	}
+	wasm, err := os.ReadFile(path)
+	if err != nil {
+		return false
+	}
+	sum := sha256.Sum256(wasm)
+	return hex.EncodeToString(sum[:]) == rec.OutputSHA256
+}
+
+// writeFileAtomic writes data to path through a temporary file renamed
+// over it once synced.
+func writeFileAtomic(path string, data []byte) error {
+	f, err := os.CreateTemp(filepath.Dir(path), filepath.Base(path)+".part-*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(f.Name())
+	_, err = f.Write(data)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(f.Name(), path)
+	}
+	return err
 }
 
 func sanitize(s string) string {
