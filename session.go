@@ -86,6 +86,10 @@ type Session struct {
 	over   atomic.Bool // ended is set: Err answers without waiting for a running call
 	timer  *time.Timer
 	active time.Time // end of the last call, or creation
+	// reseed is set on a fork or a loaded session until a call advances
+	// it: that call reseeds random, or two copies would draw the same
+	// numbers from the image's generator.
+	reseed bool
 }
 
 // sharedImage is a session image and the sessions (forks) resuming it.
@@ -243,7 +247,7 @@ func (s *Session) Exec(ctx context.Context, req Request) (*Result, error) {
 	if s.image != nil {
 		from = s.image.img
 	}
-	call := &sessionCall{from: from}
+	call := &sessionCall{from: from, reseed: s.reseed}
 	old := s.fs
 	before := func(p string) ([]byte, bool) {
 		data, err := old.View(p)
@@ -255,6 +259,7 @@ func (s *Session) Exec(ctx context.Context, req Request) (*Result, error) {
 		s.image = newShared(call.next)
 		s.fs = fs
 		s.calls++
+		s.reseed = false
 	}
 	s.active = time.Now()
 	return res, err
@@ -263,6 +268,7 @@ func (s *Session) Exec(ctx context.Context, req Request) (*Result, error) {
 // sessionCall is what runIn needs to run a call in a session.
 type sessionCall struct {
 	from   *engine.Image // resumed
+	reseed bool          // the call reseeds random (Session.reseed)
 	status statusDevice
 	next   *engine.Image // the session's new state, when the call advanced it
 }
@@ -273,6 +279,9 @@ const sessionDevice = "/dev/airlock-session"
 
 func (c *sessionCall) prepare(cfg *wasi.Config, spec *engine.RunSpec) {
 	cfg.Env = append(cfg.Env, "AIRLOCK_SESSION=1")
+	if c.reseed {
+		cfg.Env = append(cfg.Env, "AIRLOCK_RESEED=1") // read by prelude.py
+	}
 	devices := make(map[string]wasi.Device, len(cfg.Devices)+1)
 	for p, d := range cfg.Devices {
 		devices[p] = d
@@ -333,7 +342,7 @@ func (s *Session) Fork() (*Session, error) {
 	if s.ended != nil {
 		return nil, s.ended
 	}
-	f := &Session{sb: s.sb, opts: s.opts, image: s.image.retain(), fs: s.fs.Clone(s.fs.Quota()), calls: s.calls}
+	f := &Session{sb: s.sb, opts: s.opts, image: s.image.retain(), fs: s.fs.Clone(s.fs.Quota()), calls: s.calls, reseed: true}
 	if err := s.sb.addSession(f); err != nil {
 		f.image.release()
 		return nil, err

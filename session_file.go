@@ -175,7 +175,7 @@ func (sb *Sandbox) LoadSession(ctx context.Context, r io.Reader) (*Session, erro
 	if want := sb.snap.memorySum(); d.err == nil && !bytes.Equal(memSum, want[:]) {
 		return nil, fmt.Errorf("%w (the snapshot image was captured separately)", ErrSessionMismatch)
 	}
-	s := &Session{sb: sb, calls: int(d.u64())}
+	s := &Session{sb: sb, calls: int(d.u64()), reseed: true} // a file can be loaded twice
 	var lim [8]int64
 	for i := range lim {
 		lim[i] = int64(d.u64())

@@ -191,3 +191,48 @@ func TestSessionRefusals(t *testing.T) {
 		t.Errorf("without snapshots: %v, want ErrSessionsUnavailable", err)
 	}
 }
+
+// A call's stdin is that call's: input the previous call read ahead and
+// did not use (sys.stdin's buffer lives in the paused image) must not
+// reach the next one.
+func TestSessionCallsHaveTheirOwnStdin(t *testing.T) {
+	s := newSession(t, snapshotSandbox(t), airlock.SessionOptions{})
+	call(t, s, airlock.Request{Code: "print(input())", Stdin: []byte("alice\nbob\n")}, "alice\n", "")
+	call(t, s, airlock.Request{Code: "print(input())", Stdin: []byte("carol\n")}, "carol\n", "")
+	call(t, s, airlock.Request{Code: "import sys; print(repr(sys.stdin.read()))"}, "''\n", "")
+}
+
+// Each session call says which tools it allows: airlock.tools must not
+// keep the list of the first call that used it.
+func TestSessionToolListFollowsTheCall(t *testing.T) {
+	ctx := context.Background()
+	s, err := toolSandbox(t).NewSession(ctx, airlock.SessionOptions{Tools: []string{"add"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	call(t, s, airlock.Request{Code: "import airlock\nprint(airlock.tools.add(1, 2))"}, "3\n", "")
+	call(t, s, airlock.Request{Code: "print(airlock.tools.echo('hi'))", Tools: []string{"add", "echo"}}, "hi\n", "")
+}
+
+// A fork continues its session's state but not its random sequence: the
+// fork's first call reseeds, as os.fork's child does.
+func TestSessionForkDrawsItsOwnRandomNumbers(t *testing.T) {
+	ctx := context.Background()
+	s := newSession(t, snapshotSandbox(t), airlock.SessionOptions{})
+	call(t, s, airlock.Request{Code: "import random"}, "", "")
+	f, err := s.Fork()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	code := "print([random.randrange(1 << 60) for _ in range(3)])"
+	a, err1 := s.Run(ctx, code)
+	b, err2 := f.Run(ctx, code)
+	if err1 != nil || err2 != nil {
+		t.Fatal(err1, err2)
+	}
+	if string(a.Stdout) == string(b.Stdout) {
+		t.Fatalf("the session and its fork drew the same numbers: %s", a.Stdout)
+	}
+}

@@ -238,3 +238,12 @@ class _Tools(types.ModuleType):
 
 tools = _Tools("airlock.tools")
 sys.modules["airlock.tools"] = tools
+
+
+def _forget():
+    """Drop the tool list loaded by an earlier session call: each call
+    has its own (prelude.py calls this)."""
+    d = object.__getattribute__(tools, "__dict__")
+    for e in _Tools._entries or ():
+        d.pop(e["name"], None)
+    _Tools._entries = None

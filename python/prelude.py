@@ -77,11 +77,15 @@ def _airlock_setup():
         text = source.decode("utf-8", "replace")
         linecache.cache[name] = (len(text), None, text.splitlines(True), name)
         main = state["main"]
-        if main is None:
+        if main is None or run_env.get("AIRLOCK_RESEED") == "1":
             # A restored interpreter would otherwise replay the image's
-            # sequence; a session's later calls keep theirs.
+            # sequence, and a fork or a loaded copy its session's; a
+            # session's later calls keep theirs.
             if "random" in sys.modules:
                 sys.modules["random"].seed()
+        if session:
+            _airlock_new_call()
+        if main is None:
             main = state["main"] = types.ModuleType("__main__")
             main.__dict__["__builtins__"] = builtins
             sys.modules["__main__"] = main
@@ -140,6 +144,25 @@ def _airlock_setup():
     sys.__dict__.pop("__interactivehook__", None)
     # Empty prompts: the loop sets its own only where there are none.
     sys.ps1 = sys.ps2 = ""
+
+
+def _airlock_new_call():
+    """What one session call must not leave to the next: input it read
+    ahead and did not use (sys.stdin's buffer, kept in the paused image),
+    and the host tools' list (each call says which tools it allows)."""
+    import io
+    old = sys.__stdin__
+    try:
+        fresh = io.TextIOWrapper(io.BufferedReader(io.FileIO(0, "rb", closefd=False)),
+                                 encoding=old.encoding, errors=old.errors,
+                                 line_buffering=old.line_buffering)
+    except (AttributeError, ValueError, OSError):
+        fresh = io.TextIOWrapper(io.BufferedReader(io.FileIO(0, "rb", closefd=False)))
+    sys.stdin = sys.__stdin__ = fresh
+    try:
+        sys.modules["airlock"]._forget()
+    except BaseException:  # not imported, or replaced by the program
+        pass
 
 
 def _flush():
