@@ -236,3 +236,18 @@ func TestSessionForkDrawsItsOwnRandomNumbers(t *testing.T) {
 		t.Fatalf("the session and its fork drew the same numbers: %s", a.Stdout)
 	}
 }
+
+// A traceback through a function an earlier call defined shows that
+// call's source line, not the line of the same number in the current one.
+func TestSessionTracebacksShowTheRightCall(t *testing.T) {
+	ctx := context.Background()
+	s := newSession(t, snapshotSandbox(t), airlock.SessionOptions{})
+	call(t, s, airlock.Request{Code: "def f():\n    return 1 / 0\n"}, "", "")
+	res, err := s.Run(ctx, "x = 'first line of the second call'\nf()\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tb := string(res.Stderr); !strings.Contains(tb, "return 1 / 0") || !strings.Contains(tb, `File "<main> [2]", line 2`) {
+		t.Fatalf("traceback:\n%s", tb)
+	}
+}

@@ -34,7 +34,7 @@ def _airlock_setup():
             n -= len(chunk)
         return b"".join(parts)
 
-    state = {"main": None}
+    state = {"main": None, "calls": 0}
 
     def call():
         try:
@@ -74,8 +74,17 @@ def _airlock_setup():
         session = run_env.get("AIRLOCK_SESSION") == "1"
         _airlock_packages(run_env)
 
+        # A session's later calls compile under names of their own, so a
+        # traceback through a function an earlier call defined shows that
+        # call's source, not the line of the same number in this one.
+        # (Interactive input keeps its name, as at Python's own prompt.)
+        state["calls"] += 1
+        interactive = run_env.get("AIRLOCK_INTERACTIVE") == "1"
+        code_name = name
+        if state["calls"] > 1 and not interactive:
+            code_name = "%s [%d]" % (name, state["calls"])
         text = source.decode("utf-8", "replace")
-        linecache.cache[name] = (len(text), None, text.splitlines(True), name)
+        linecache.cache[code_name] = (len(text), None, text.splitlines(True), code_name)
         main = state["main"]
         if main is None or run_env.get("AIRLOCK_RESEED") == "1":
             # A restored interpreter would otherwise replay the image's
@@ -100,10 +109,10 @@ def _airlock_setup():
 
         # Interactive input is one statement typed at a prompt: "single"
         # mode prints an expression statement's value, as Python's REPL does.
-        mode = "single" if run_env.get("AIRLOCK_INTERACTIVE") == "1" else "exec"
+        mode = "single" if interactive else "exec"
         status = 0
         try:
-            exec(compile(source, name, mode, dont_inherit=True), main.__dict__)
+            exec(compile(source, code_name, mode, dont_inherit=True), main.__dict__)
         except SystemExit as e:
             status = _exit_status(e.code)
         except BaseException as e:
