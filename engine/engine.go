@@ -134,6 +134,11 @@ func Load(ctx context.Context, wasm []byte, opts Options) (*Module, error) {
 		cfg = cfg.WithCompilationCache(cache)
 		marker = filepath.Join(opts.CacheDir, digest+".compiled")
 	}
+	var cached map[string]bool
+	if marker != "" {
+		checkCacheRecord(opts.CacheDir, marker) // see wazero_cache.go
+		cached = cacheFiles(opts.CacheDir)
+	}
 	if opts.Notice != nil && (marker == "" || !exists(marker)) {
 		fmt.Fprintf(opts.Notice, "airlock: compiling the %d MB module once (takes seconds; cached after)...\n", len(wasm)>>20)
 	}
@@ -148,7 +153,7 @@ func Load(ctx context.Context, wasm []byte, opts Options) (*Module, error) {
 		return nil, fmt.Errorf("engine: compile: %w", err)
 	}
 	if marker != "" {
-		_ = os.WriteFile(marker, nil, 0o644)
+		writeCacheRecord(opts.CacheDir, marker, cached)
 	}
 	m := &Module{key: key, runtime: r, compiled: compiled, refs: 1, interrupt: instrumentErr == nil}
 	for _, mem := range compiled.ExportedMemories() {

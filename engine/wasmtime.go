@@ -151,24 +151,6 @@ func verifiedCode(data []byte) ([]byte, bool) {
 	return code, bytes.Equal(sum, want[:])
 }
 
-// writeAtomic writes data to path through a temporary file in the same
-// directory, so a reader never sees a partial file. Failure only costs a
-// later compile.
-func writeAtomic(path string, data []byte) {
-	f, err := os.CreateTemp(filepath.Dir(path), ".part-*")
-	if err != nil {
-		return
-	}
-	_, werr := f.Write(data)
-	if werr == nil {
-		werr = f.Sync() // renamed only once on disk: a crash must not leave a named, half-written file
-	}
-	cerr := f.Close()
-	if werr != nil || cerr != nil || os.Rename(f.Name(), path) != nil {
-		os.Remove(f.Name())
-	}
-}
-
 // wasmtimeLinker defines package wasi's table once per engine; each call
 // finds its run in the store's data.
 func wasmtimeLinker(eng *wasmtime.Engine) (*wasmtime.Linker, error) {

@@ -150,34 +150,6 @@ func TestWasmtimeLateCancelDoesNotStopTheNextRun(t *testing.T) {
 	}
 }
 
-// exitModule is a module whose _start calls proc_exit(code).
-func exitModule(code int32) []byte {
-	sleb := func(v int32) []byte {
-		var out []byte
-		for {
-			b := byte(v & 0x7f)
-			v >>= 7
-			if (v == 0 && b&0x40 == 0) || (v == -1 && b&0x40 != 0) {
-				return append(out, b)
-			}
-			out = append(out, b|0x80)
-		}
-	}
-	sec := func(id byte, b ...byte) []byte { return append([]byte{id, byte(len(b))}, b...) }
-	m := []byte{0, 'a', 's', 'm', 1, 0, 0, 0}
-	m = append(m, sec(1, 2, 0x60, 1, 0x7f, 0, 0x60, 0, 0)...)
-	imp := append([]byte{1, 22}, "wasi_snapshot_preview1"...)
-	imp = append(append(append(imp, 9), "proc_exit"...), 0, 0)
-	m = append(m, sec(2, imp...)...)
-	m = append(m, sec(3, 1, 1)...)
-	m = append(m, sec(5, 1, 0, 1)...)
-	exp := append([]byte{2, 6}, "memory"...)
-	exp = append(append(append(exp, 2, 0, 6), "_start"...), 0, 1)
-	m = append(m, sec(7, exp...)...)
-	body := append(append([]byte{0, 0x41}, sleb(code)...), 0x10, 0, 0x0b)
-	return append(m, sec(10, append([]byte{1, byte(len(body))}, body...)...)...)
-}
-
 // wasmtime deserialises cached code after checking its structure only:
 // a flipped byte in the code would run as a changed instruction. The cache
 // refuses a damaged file and compiles again.

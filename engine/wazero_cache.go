@@ -1,0 +1,106 @@
+package engine
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// wazero checks a compile-cache file's machine code with a CRC, but not
+// the table of function offsets before it: a damaged offset runs another
+// function's code, with no error. Its file names hash internal CPU
+// feature bits, so Load cannot compute which file is a module's; instead
+// the module's marker records the file that appeared when it was compiled,
+// with its sha256, and a file that no longer matches is removed before
+// wazero reads it, so it compiles again.
+
+// cacheFiles lists the files in cacheDir's wazero directories, by path
+// relative to cacheDir.
+func cacheFiles(cacheDir string) map[string]bool {
+	out := map[string]bool{}
+	dirs, _ := filepath.Glob(filepath.Join(cacheDir, "wazero-*"))
+	for _, d := range dirs {
+		entries, _ := os.ReadDir(d)
+		for _, e := range entries {
+			if e.Type().IsRegular() {
+				out[filepath.Join(filepath.Base(d), e.Name())] = true
+			}
+		}
+	}
+	return out
+}
+
+// checkCacheRecord removes the file marker records, and the marker, when
+// the file's sha256 differs from the recorded one. An empty marker (from
+// an older version, or a compile that could not tell its file) checks
+// nothing.
+func checkCacheRecord(cacheDir, marker string) {
+	data, err := os.ReadFile(marker)
+	if err != nil {
+		return
+	}
+	name, sum, ok := strings.Cut(strings.TrimSpace(string(data)), " ")
+	if !ok || !filepath.IsLocal(name) {
+		return
+	}
+	path := filepath.Join(cacheDir, name)
+	if got, err := fileSHA256(path); err != nil || got != sum {
+		os.Remove(path)
+		os.Remove(marker)
+	}
+}
+
+// writeCacheRecord writes marker, naming the one file that appeared in
+// the cache since before and its sha256, or nothing when that is unclear
+// (the code came from the cache, or another process compiled meanwhile).
+func writeCacheRecord(cacheDir, marker string, before map[string]bool) {
+	var added []string
+	for name := range cacheFiles(cacheDir) {
+		if !before[name] {
+			added = append(added, name)
+		}
+	}
+	record := ""
+	if len(added) == 1 {
+		if sum, err := fileSHA256(filepath.Join(cacheDir, added[0])); err == nil {
+			record = added[0] + " " + sum + "\n"
+		}
+	} else if data, err := os.ReadFile(marker); err == nil {
+		record = string(data) // checked just before compiling: still good
+	}
+	writeAtomic(marker, []byte(record))
+}
+
+func fileSHA256(path string) (string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return "", err
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
+}
+
+// writeAtomic writes data to path through a temporary file in the same
+// directory, so a reader never sees a partial file. Failure only costs a
+// later compile.
+func writeAtomic(path string, data []byte) {
+	f, err := os.CreateTemp(filepath.Dir(path), ".part-*")
+	if err != nil {
+		return
+	}
+	_, werr := f.Write(data)
+	if werr == nil {
+		werr = f.Sync() // renamed only once on disk: a crash must not leave a named, half-written file
+	}
+	cerr := f.Close()
+	if werr != nil || cerr != nil || os.Rename(f.Name(), path) != nil {
+		os.Remove(f.Name())
+	}
+}
