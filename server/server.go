@@ -9,6 +9,7 @@
 package server
 
 import (
+	"bytes"
 	"context"
 	"crypto/subtle"
 	"encoding/json"
@@ -326,7 +327,10 @@ func (s *Server) execute(w http.ResponseWriter, r *http.Request, req airlock.Req
 		s.rejected.WithLabelValues("client_gone").Inc()
 		return
 	}
-	defer release()
+	// The slot is for running: it is given back as soon as the run ends,
+	// before the answer is written to a client that may read it slowly.
+	var giveBack sync.Once
+	defer giveBack.Do(release)
 	id := s.nextID.Add(1)
 	log := s.cfg.Logger.With(slog.Uint64("run", id))
 	stream := r.URL.Query().Get("stream") == "1"
@@ -338,6 +342,7 @@ func (s *Server) execute(w http.ResponseWriter, r *http.Request, req airlock.Req
 	s.inFlight.Inc()
 	res, _ := run(r.Context(), req)
 	s.inFlight.Dec()
+	giveBack.Do(release)
 	outcome := "ok"
 	if res.Error != nil {
 		outcome = string(res.Error.Kind)
@@ -362,14 +367,22 @@ func (s *Server) execute(w http.ResponseWriter, r *http.Request, req airlock.Req
 	if res.Error != nil && res.Error.Kind == airlock.KindInvalidRequest {
 		status = http.StatusBadRequest
 	}
+	_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(responseWriteTimeout))
 	writeJSON(w, status, out)
 }
+
+// responseWriteTimeout bounds each write of an answer: a client that stops
+// reading must not keep its handler, and a graceful drain, waiting.
+const responseWriteTimeout = 30 * time.Second
 
 // sseWriter sends a run's output as server-sent events while it runs:
 // "stdout" and "stderr" events whose data is a JSON string, then one
 // "result" event with the Result. Output is queued by the run and written
-// by a goroutine, so a slow client never stalls the guest (the queue is
-// bounded by the run's output caps).
+// by a goroutine, so a slow client never stalls the guest. Consecutive
+// output of one stream waits as one event, so the queue holds about the
+// bytes the run's output caps allow (one event per write held ~40 times
+// that). Each write has responseWriteTimeout; once one fails, the rest is
+// dropped.
 type sseWriter struct {
 	w    http.ResponseWriter
 	rc   *http.ResponseController
@@ -381,7 +394,8 @@ type sseWriter struct {
 
 type sseEvent struct {
 	name string
-	data []byte
+	raw  []byte // stdout and stderr: the bytes, encoded when written
+	data []byte // result: the JSON
 }
 
 func newSSE(w http.ResponseWriter) *sseWriter {
@@ -397,14 +411,26 @@ func newSSE(w http.ResponseWriter) *sseWriter {
 }
 
 func (s *sseWriter) output(stream string, p []byte) {
-	data, _ := json.Marshal(string(p))
-	s.push(sseEvent{stream, data})
+	s.mu.Lock()
+	if n := len(s.q); n > 0 && s.q[n-1].name == stream {
+		s.q[n-1].raw = append(s.q[n-1].raw, p...)
+		s.mu.Unlock()
+	} else {
+		s.mu.Unlock()
+		s.push(sseEvent{name: stream, raw: bytes.Clone(p)})
+		return
+	}
+	s.signal()
 }
 
 func (s *sseWriter) push(e sseEvent) {
 	s.mu.Lock()
 	s.q = append(s.q, e)
 	s.mu.Unlock()
+	s.signal()
+}
+
+func (s *sseWriter) signal() {
 	select {
 	case s.wake <- struct{}{}:
 	default:
@@ -413,6 +439,7 @@ func (s *sseWriter) push(e sseEvent) {
 
 func (s *sseWriter) loop() {
 	defer close(s.done)
+	failed := false
 	for range s.wake {
 		s.mu.Lock()
 		q := s.q
@@ -420,10 +447,21 @@ func (s *sseWriter) loop() {
 		s.mu.Unlock()
 		last := false
 		for _, e := range q {
-			fmt.Fprintf(s.w, "event: %s\ndata: %s\n\n", e.name, e.data)
 			last = last || e.name == "result"
+			if failed {
+				continue
+			}
+			data := e.data
+			if e.name != "result" {
+				data, _ = json.Marshal(string(e.raw))
+			}
+			_ = s.rc.SetWriteDeadline(time.Now().Add(responseWriteTimeout))
+			_, err := fmt.Fprintf(s.w, "event: %s\ndata: %s\n\n", e.name, data)
+			failed = err != nil
 		}
-		_ = s.rc.Flush()
+		if !failed {
+			failed = s.rc.Flush() != nil
+		}
 		if last {
 			return
 		}
@@ -433,6 +471,6 @@ func (s *sseWriter) loop() {
 // finish sends the result event and waits until everything is written.
 func (s *sseWriter) finish(res any) {
 	data, _ := json.Marshal(res)
-	s.push(sseEvent{"result", data})
+	s.push(sseEvent{name: "result", data: data})
 	<-s.done
 }
