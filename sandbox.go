@@ -48,6 +48,16 @@ type Sandbox struct {
 	sessMu         sync.Mutex
 	sessions       map[*Session]struct{} // live ones (session.go)
 	sessionsClosed bool
+
+	// Close waits for the runs going (runs), having stopped them (life);
+	// freeing the compiled code under a running guest crashes the process.
+	lifeMu    sync.Mutex
+	closed    bool
+	runs      sync.WaitGroup
+	life      context.Context // cancelled by Close
+	endLife   context.CancelFunc
+	closeOnce sync.Once
+	closeErr  error
 }
 
 // New loads python.wasm (see WithPython) and compiles it, or reuses the
@@ -93,6 +103,7 @@ func New(ctx context.Context, opts ...Option) (*Sandbox, error) {
 	}
 	layers := art.Layers()
 	sb := &Sandbox{cfg: cfg, artifact: art, engOpts: engOpts, layers: layers}
+	sb.life, sb.endLife = context.WithCancel(context.Background())
 	if sb.pkgs, err = loadSandboxPackages(&sb.pkgCache, cfg); err != nil {
 		return nil, err
 	}
@@ -115,8 +126,8 @@ func New(ctx context.Context, opts ...Option) (*Sandbox, error) {
 	return sb, nil
 }
 
-// errClosed answers a run on a Sandbox after Close.
-var errClosed = errors.New("airlock: sandbox is closed")
+// ErrClosed answers a run or a session on a Sandbox after Close.
+var ErrClosed = errors.New("airlock: sandbox is closed")
 
 // freshModule loads the module that starts an interpreter from scratch,
 // once per Sandbox (engine.Load shares the compiled code in the process).
@@ -136,17 +147,41 @@ func (sb *Sandbox) freshModule(ctx context.Context) (*engine.Module, error) {
 // DefaultLimits.
 func (sb *Sandbox) Limits() Limits { return sb.cfg.limits }
 
-// Close releases the compiled modules (shared copies stay until their last
-// Sandbox closes).
+// Close stops the runs going (they end as cancelled), ends the sessions,
+// waits for both, and releases the compiled modules (shared copies stay
+// until their last Sandbox closes). A run after Close gets ErrClosed.
+// Closing again returns the first Close's result.
 func (sb *Sandbox) Close(ctx context.Context) error {
-	// No load may start after Close; a run that comes anyway gets an error.
-	sb.freshOnce.Do(func() { sb.freshErr = errClosed })
-	sb.closeSessions()
-	var freshErr error
-	if sb.fresh != nil {
-		freshErr = sb.fresh.Close(ctx)
+	sb.closeOnce.Do(func() {
+		sb.lifeMu.Lock()
+		sb.closed = true
+		sb.lifeMu.Unlock()
+		sb.endLife()
+		// No load may start after Close.
+		sb.freshOnce.Do(func() { sb.freshErr = ErrClosed })
+		sb.closeSessions()
+		sb.runs.Wait()
+		var freshErr error
+		if sb.fresh != nil {
+			freshErr = sb.fresh.Close(ctx)
+		}
+		sb.closeErr = errors.Join(sb.snap.close(ctx), freshErr)
+	})
+	return sb.closeErr
+}
+
+// enter counts a run in, unless the Sandbox is closed, and returns its
+// context: ctx, also cancelled by Close. exit counts it out.
+func (sb *Sandbox) enter(ctx context.Context) (context.Context, func(), bool) {
+	sb.lifeMu.Lock()
+	defer sb.lifeMu.Unlock()
+	if sb.closed {
+		return nil, nil, false
 	}
-	return errors.Join(sb.snap.close(ctx), freshErr)
+	sb.runs.Add(1)
+	ctx, cancel := context.WithCancelCause(ctx)
+	stop := context.AfterFunc(sb.life, func() { cancel(ErrClosed) })
+	return ctx, func() { stop(); cancel(nil); sb.runs.Done() }, true
 }
 
 // Engine names the WebAssembly engine the Sandbox runs on.
@@ -210,6 +245,11 @@ func failed(start time.Time, e *Error) (*Result, error) {
 // session's call resumes from the session's image and pauses again.
 // pkgs are the packages the prelude puts on sys.path (mounted in fs).
 func (sb *Sandbox) runIn(ctx context.Context, start time.Time, req *Request, limits Limits, fs *memfs.FS, before func(string) ([]byte, bool), pkgs *packageSet, call *sessionCall) (*Result, error) {
+	ctx, exit, ok := sb.enter(ctx)
+	if !ok {
+		return failed(start, newError(KindInvalidRequest, ErrClosed, "%v", ErrClosed))
+	}
+	defer exit()
 	res := &Result{}
 	stdout := &capWriter{limit: limits.Output}
 	stderr := &capWriter{limit: limits.Output}

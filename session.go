@@ -78,14 +78,18 @@ type Session struct {
 	id   string
 	opts SessionOptions
 
-	mu     sync.Mutex
-	image  *sharedImage // nil until the first call: the Sandbox's image
-	fs     *memfs.FS
-	calls  int
-	ended  error       // ErrSessionClosed or ErrSessionExpired once ended
-	over   atomic.Bool // ended is set: Err answers without waiting for a running call
-	timer  *time.Timer
-	active time.Time // end of the last call, or creation
+	mu    sync.Mutex
+	image *sharedImage // nil until the first call: the Sandbox's image
+	fs    *memfs.FS
+	calls int
+	ended error       // ErrSessionClosed or ErrSessionExpired once ended
+	over  atomic.Bool // ended is set: Err answers without waiting for a running call
+	timer *time.Timer
+	// timerGen numbers the idle timers (startTimer), so one that fires
+	// after being replaced knows it (a timer cannot read its own variable
+	// without racing the assignment).
+	timerGen uint64
+	active   time.Time // end of the last call, or creation
 	// reseed is set on a fork or a loaded session until a call advances
 	// it: that call reseeds random, or two copies would draw the same
 	// numbers from the image's generator.
@@ -382,16 +386,16 @@ func (s *Session) startTimer() {
 	if ttl == 0 {
 		ttl = DefaultSessionTTL
 	}
-	var t *time.Timer
-	t = time.AfterFunc(ttl, func() { s.expire(t) })
-	s.timer = t
+	s.timerGen++
+	gen := s.timerGen
+	s.timer = time.AfterFunc(ttl, func() { s.expire(gen) })
 }
 
-// expire ends the session if t is still its idle timer: a call that
-// started as t fired has stopped and replaced it.
-func (s *Session) expire(t *time.Timer) {
+// expire ends the session if timer gen is still its idle timer: a call
+// that started as it fired has stopped it, and maybe started another.
+func (s *Session) expire(gen uint64) {
 	s.mu.Lock()
-	current := s.timer == t
+	current := s.timer != nil && s.timerGen == gen
 	s.mu.Unlock()
 	if current {
 		s.end(ErrSessionExpired)
