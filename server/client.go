@@ -22,9 +22,13 @@ type Client struct {
 	// HTTP is the client to use (default http.DefaultClient).
 	HTTP *http.Client
 	// Retries bounds how often a 429 with Retry-After (an overloaded
-	// server) is retried after the delay it names (default 5; negative:
-	// never).
+	// server) is retried after the delay it names, at most 30 s (default
+	// 5; negative: never).
 	Retries int
+	// MaxResponse bounds a response body, in bytes (default 1 GiB: a
+	// result carries a run's output and files); past it, an *APIError of
+	// kind "response_too_large".
+	MaxResponse int64
 }
 
 // APIError is a request the server refused: Status is the HTTP status,
@@ -93,8 +97,13 @@ func (c *Client) runLike(ctx context.Context, path string, req, res any, isResul
 	if err != nil {
 		return err
 	}
-	if err := json.Unmarshal(data, res); err == nil && (status == http.StatusOK || status == http.StatusBadRequest && isResult()) {
+	// Any JSON object decodes into a result; one without "files" (null,
+	// {}) is not one, whatever the status says.
+	if err := json.Unmarshal(data, res); err == nil && (status == http.StatusOK || status == http.StatusBadRequest) && isResult() {
 		return nil
+	}
+	if status == http.StatusOK {
+		return &APIError{Status: status, Kind: "bad_response", Message: "the server's answer is not a run's result"}
 	}
 	return apiError(status, data)
 }
@@ -154,10 +163,17 @@ func (c *Client) do(ctx context.Context, method, path string, req any) (int, []b
 		if err != nil {
 			return 0, nil, err
 		}
-		data, err := io.ReadAll(resp.Body)
+		limit := c.MaxResponse
+		if limit <= 0 {
+			limit = 1 << 30
+		}
+		data, err := io.ReadAll(io.LimitReader(resp.Body, limit+1))
 		resp.Body.Close()
 		if err != nil {
 			return 0, nil, err
+		}
+		if int64(len(data)) > limit {
+			return 0, nil, &APIError{Status: resp.StatusCode, Kind: "response_too_large", Message: fmt.Sprintf("the server's answer passed %d bytes", limit)}
 		}
 		// Only an overloaded server says when to come back; a session cap
 		// does not lift by waiting a second.
@@ -165,7 +181,7 @@ func (c *Client) do(ctx context.Context, method, path string, req any) (int, []b
 		if resp.StatusCode == http.StatusTooManyRequests && after != "" && attempt < retries {
 			wait, _ := strconv.Atoi(after)
 			select {
-			case <-time.After(time.Duration(max(wait, 1)) * time.Second):
+			case <-time.After(time.Duration(min(max(wait, 1), 30)) * time.Second):
 				continue
 			case <-ctx.Done():
 				return 0, nil, ctx.Err()

@@ -5,11 +5,13 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"strings"
 	"sync"
@@ -427,5 +429,31 @@ func TestStalledReadersGiveBackTheirSlot(t *testing.T) {
 			}
 			wantStatus(t, post(t, url+"/v1/run", "", runJSON(t, "print(1)", RunLimits{})), 200, "")
 		})
+	}
+}
+
+// The client holds a server's answers to what a run's result is: a 200
+// that is not a result is an error, not a successful run, and a body past
+// MaxResponse is refused rather than read whole.
+func TestClientDistrustsOddAnswers(t *testing.T) {
+	for _, tc := range []struct {
+		body, kind string
+		max        int64
+	}{
+		{"null", "bad_response", 0},
+		{"{}", "bad_response", 0},
+		{`{"exit_code": 0, "files": []}` + strings.Repeat(" ", 4096), "response_too_large", 1024},
+	} {
+		hostile := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+			w.Header().Set("Content-Type", "application/json")
+			io.WriteString(w, tc.body)
+		}))
+		c := &Client{URL: hostile.URL, MaxResponse: tc.max}
+		_, err := c.Run(context.Background(), RunRequest{Code: "pass"})
+		hostile.Close()
+		var api *APIError
+		if !errors.As(err, &api) || api.Kind != tc.kind {
+			t.Errorf("answer %.20q: %v, want an APIError of kind %s", tc.body, err, tc.kind)
+		}
 	}
 }
