@@ -6,15 +6,12 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"io"
 	"os"
 	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/airlock-sandbox/airlock/engine"
-	"github.com/airlock-sandbox/airlock/wasi"
-	"github.com/airlock-sandbox/airlock/wasi/memfs"
 )
 
 // An image is engine-neutral: captured on either engine, it resumes on both.
@@ -157,21 +154,7 @@ func TestWasmtimeCacheRefusesDamagedCode(t *testing.T) {
 	const want = 0x5A5A1234
 	dir := t.TempDir()
 	opts := engine.Options{CacheDir: dir, Engine: engine.EngineWasmtime}
-	run := func() uint32 {
-		ctx := context.Background()
-		m, err := engine.Load(ctx, exitModule(want), opts)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer m.Close(ctx)
-		st := wasi.NewState(wasi.Config{FS: memfs.New(memfs.Options{}), Stdout: io.Discard, Stderr: io.Discard})
-		defer st.Close()
-		o, err := m.Run(ctx, engine.RunSpec{WASI: st, MemoryLimit: 16 << 20})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return o.ExitCode
-	}
+	run := func() uint32 { return runExit(t, exitModule(want), opts) }
 	if got := run(); got != want {
 		t.Fatalf("exit %#x", got)
 	}
