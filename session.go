@@ -361,9 +361,13 @@ func (s *Session) Close() error {
 	return nil
 }
 
-func (s *Session) end(why error) {
+func (s *Session) end(why error) { s.endIf(why, nil) }
+
+// endIf ends the session when still (under its lock, so no call can slip
+// in between the check and the end) returns true, or is nil.
+func (s *Session) endIf(why error, still func() bool) {
 	s.mu.Lock()
-	if s.ended != nil {
+	if s.ended != nil || still != nil && !still() {
 		s.mu.Unlock()
 		return
 	}
@@ -394,12 +398,7 @@ func (s *Session) startTimer() {
 // expire ends the session if timer gen is still its idle timer: a call
 // that started as it fired has stopped it, and maybe started another.
 func (s *Session) expire(gen uint64) {
-	s.mu.Lock()
-	current := s.timer != nil && s.timerGen == gen
-	s.mu.Unlock()
-	if current {
-		s.end(ErrSessionExpired)
-	}
+	s.endIf(ErrSessionExpired, func() bool { return s.timer != nil && s.timerGen == gen })
 }
 
 func (s *Session) stopTimer() {
