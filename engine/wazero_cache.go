@@ -55,7 +55,9 @@ func checkCacheRecord(cacheDir, marker string) {
 
 // writeCacheRecord writes marker, naming the one file that appeared in
 // the cache since before and its sha256, or nothing when that is unclear
-// (the code came from the cache, or another process compiled meanwhile).
+// (another process compiled meanwhile). When no file appeared the code
+// came from the cache, and a marker already there (checked just before
+// compiling) stays as it is: a load writes nothing.
 func writeCacheRecord(cacheDir, marker string, before map[string]bool) {
 	var added []string
 	for name := range cacheFiles(cacheDir) {
@@ -64,12 +66,13 @@ func writeCacheRecord(cacheDir, marker string, before map[string]bool) {
 		}
 	}
 	record := ""
-	if len(added) == 1 {
+	switch {
+	case len(added) == 1:
 		if sum, err := fileSHA256(filepath.Join(cacheDir, added[0])); err == nil {
 			record = added[0] + " " + sum + "\n"
 		}
-	} else if data, err := os.ReadFile(marker); err == nil {
-		record = string(data) // checked just before compiling: still good
+	case len(added) == 0 && exists(marker):
+		return
 	}
 	writeAtomic(marker, []byte(record))
 }
