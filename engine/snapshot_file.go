@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"bufio"
 	"crypto/sha256"
 	"encoding/binary"
 	"errors"
@@ -9,6 +8,8 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+
+	"github.com/airlock-sandbox/airlock/internal/atomicfile"
 )
 
 // The on-disk image format, version 1. All integers little-endian.
@@ -86,23 +87,14 @@ func WriteImageFile(path string, key ImageKey, img *Image) error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return fmt.Errorf("engine: store image: %w", err)
 	}
-	f, err := os.CreateTemp(filepath.Dir(path), filepath.Base(path)+".part*")
+	err := atomicfile.Write(path, 0o644, func(w io.Writer) error {
+		if _, err := w.Write(head); err != nil {
+			return err
+		}
+		_, err := w.Write(img.Memory)
+		return err
+	})
 	if err != nil {
-		return fmt.Errorf("engine: store image: %w", err)
-	}
-	defer os.Remove(f.Name())
-	w := bufio.NewWriterSize(f, 1<<20)
-	w.Write(head)
-	w.Write(img.Memory)
-	if err := w.Flush(); err != nil {
-		f.Close()
-		return fmt.Errorf("engine: store image: %w", err)
-	}
-	if err := f.Close(); err != nil {
-		return fmt.Errorf("engine: store image: %w", err)
-	}
-	_ = os.Chmod(f.Name(), 0o644) // a cache file like the others (CreateTemp makes 0600)
-	if err := os.Rename(f.Name(), path); err != nil {
 		return fmt.Errorf("engine: store image: %w", err)
 	}
 	return nil

@@ -17,6 +17,7 @@ import (
 
 	wasmtime "github.com/bytecodealliance/wasmtime-go/v39"
 
+	"github.com/airlock-sandbox/airlock/internal/atomicfile"
 	"github.com/airlock-sandbox/airlock/internal/wasmbin"
 	"github.com/airlock-sandbox/airlock/wasi"
 )
@@ -135,7 +136,7 @@ func compileCached(eng *wasmtime.Engine, wasm []byte, opts Options) (*wasmtime.M
 	if path != "" {
 		if code, err := mod.Serialize(); err == nil {
 			sum := sha256.Sum256(code)
-			writeAtomic(path, append(code, sum[:]...))
+			_ = atomicfile.WriteBytes(path, 0o600, append(code, sum[:]...)) // failing costs a later compile
 		}
 	}
 	return mod, nil

@@ -7,6 +7,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/airlock-sandbox/airlock/internal/atomicfile"
 )
 
 // wazero checks a compile-cache file's machine code with a CRC, but not
@@ -74,7 +76,7 @@ func writeCacheRecord(cacheDir, marker string, before map[string]bool) {
 	case len(added) == 0 && exists(marker):
 		return
 	}
-	writeAtomic(marker, []byte(record))
+	_ = atomicfile.WriteBytes(marker, 0o600, []byte(record)) // failing costs a check, not a run
 }
 
 func fileSHA256(path string) (string, error) {
@@ -88,22 +90,4 @@ func fileSHA256(path string) (string, error) {
 		return "", err
 	}
 	return hex.EncodeToString(h.Sum(nil)), nil
-}
-
-// writeAtomic writes data to path through a temporary file in the same
-// directory, so a reader never sees a partial file. Failure only costs a
-// later compile.
-func writeAtomic(path string, data []byte) {
-	f, err := os.CreateTemp(filepath.Dir(path), ".part-*")
-	if err != nil {
-		return
-	}
-	_, werr := f.Write(data)
-	if werr == nil {
-		werr = f.Sync() // renamed only once on disk: a crash must not leave a named, half-written file
-	}
-	cerr := f.Close()
-	if werr != nil || cerr != nil || os.Rename(f.Name(), path) != nil {
-		os.Remove(f.Name())
-	}
 }

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/airlock-sandbox/airlock/engine"
+	"github.com/airlock-sandbox/airlock/internal/atomicfile"
 	"github.com/airlock-sandbox/airlock/wasi"
 	"github.com/airlock-sandbox/airlock/wasi/memfs"
 )
@@ -152,7 +153,7 @@ func Asyncify(ctx context.Context, art *Artifact, cacheDir string, log io.Writer
 	// The record, then the module, each by rename: a reader sees either
 	// the whole of one or nothing (wasm-opt's output is the same from
 	// every process, so records agree).
-	if err := writeFileAtomic(record, append(meta, '\n')); err != nil {
+	if err := atomicfile.WriteBytes(record, 0o644, append(meta, '\n')); err != nil {
 		return "", fmt.Errorf("python: asyncify: %w", err)
 	}
 	if err := os.Rename(part, dst); err != nil {
@@ -179,27 +180,6 @@ func matchesRecord(path, record string, art *Artifact) bool {
 	}
 	sum := sha256.Sum256(wasm)
 	return hex.EncodeToString(sum[:]) == rec.OutputSHA256
-}
-
-// writeFileAtomic writes data to path through a temporary file renamed
-// over it once synced.
-func writeFileAtomic(path string, data []byte) error {
-	f, err := os.CreateTemp(filepath.Dir(path), filepath.Base(path)+".part-*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(f.Name())
-	_, err = f.Write(data)
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(f.Name(), path)
-	}
-	return err
 }
 
 func sanitize(s string) string {

@@ -9,12 +9,12 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"strings"
 
 	"golang.org/x/term"
 
 	"github.com/airlock-sandbox/airlock"
+	"github.com/airlock-sandbox/airlock/internal/atomicfile"
 )
 
 // cmdRepl is an interactive session: each input runs in the same
@@ -481,23 +481,7 @@ func loadSession(ctx context.Context, sb *airlock.Sandbox, path string) (*airloc
 // saveSession writes through a temporary file, so a failed save leaves an
 // earlier one whole.
 func saveSession(sess *airlock.Session, path string) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), filepath.Base(path)+".*.tmp")
-	if err != nil {
-		return fmt.Errorf("--save: %w", err)
-	}
-	defer os.Remove(tmp.Name())
-	w := bufio.NewWriter(tmp)
-	err = sess.Save(w)
-	if err == nil {
-		err = w.Flush()
-	}
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp.Name(), path)
-	}
-	if err != nil {
+	if err := atomicfile.Write(path, 0o600, sess.Save); err != nil {
 		return fmt.Errorf("--save: %w", err)
 	}
 	return nil

@@ -1,0 +1,48 @@
+// Package atomicfile writes files so that a reader sees the old file or
+// the whole new one: through a temporary file in the same directory,
+// synced, then renamed over the target.
+package atomicfile
+
+import (
+	"bufio"
+	"io"
+	"os"
+	"path/filepath"
+)
+
+// Write writes path with what write puts to its writer (buffered), with
+// permissions perm. On any error the target is left as it was and the
+// temporary file removed.
+func Write(path string, perm os.FileMode, write func(io.Writer) error) error {
+	f, err := os.CreateTemp(filepath.Dir(path), filepath.Base(path)+".part-*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(f.Name()) // after a successful rename, nothing to remove
+	w := bufio.NewWriterSize(f, 1<<20)
+	err = write(w)
+	if err == nil {
+		err = w.Flush()
+	}
+	if err == nil {
+		err = f.Sync() // renamed only once on disk: a crash must not leave a named, half-written file
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Chmod(f.Name(), perm) // CreateTemp makes 0600
+	}
+	if err == nil {
+		err = os.Rename(f.Name(), path)
+	}
+	return err
+}
+
+// WriteBytes writes data to path as Write does.
+func WriteBytes(path string, perm os.FileMode, data []byte) error {
+	return Write(path, perm, func(w io.Writer) error {
+		_, err := w.Write(data)
+		return err
+	})
+}

@@ -1,0 +1,36 @@
+package atomicfile
+
+import (
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+// A failed write leaves the old file and no temporary file; a good one
+// replaces it whole, with the permissions asked for.
+func TestWrite(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "f")
+	if err := WriteBytes(path, 0o644, []byte("old")); err != nil {
+		t.Fatal(err)
+	}
+	boom := errors.New("boom")
+	if err := Write(path, 0o644, func(w io.Writer) error { w.Write([]byte("half")); return boom }); !errors.Is(err, boom) {
+		t.Fatalf("failed write: %v", err)
+	}
+	if got, _ := os.ReadFile(path); string(got) != "old" {
+		t.Fatalf("after a failed write: %q", got)
+	}
+	if err := WriteBytes(path, 0o600, []byte("new")); err != nil {
+		t.Fatal(err)
+	}
+	st, _ := os.Stat(path)
+	if got, _ := os.ReadFile(path); string(got) != "new" || st.Mode().Perm() != 0o600 {
+		t.Fatalf("after a write: %q %v", got, st.Mode())
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 1 {
+		t.Fatalf("left behind: %v", entries)
+	}
+}
