@@ -223,6 +223,13 @@ func (s *Server) acquire(ctx context.Context) (release func(), err error) {
 	}
 }
 
+// overloaded answers 429 with Retry-After: the server has no room now.
+func (s *Server) overloaded(w http.ResponseWriter, msg string) {
+	s.rejected.WithLabelValues("overloaded").Inc()
+	w.Header().Set("Retry-After", "1")
+	writeError(w, http.StatusTooManyRequests, "overloaded", msg)
+}
+
 // bodyReadTimeout is how long a request body may take to arrive: a client
 // trickling one must not keep its place among the bodies being read.
 const bodyReadTimeout = time.Minute
@@ -235,9 +242,7 @@ func (s *Server) decodeBody(w http.ResponseWriter, r *http.Request, v any) bool 
 	case s.bodies <- struct{}{}:
 		defer func() { <-s.bodies }()
 	default:
-		s.rejected.WithLabelValues("overloaded").Inc()
-		w.Header().Set("Retry-After", "1")
-		writeError(w, http.StatusTooManyRequests, "overloaded", fmt.Sprintf("%d request bodies are being read; retry later", cap(s.bodies)))
+		s.overloaded(w, fmt.Sprintf("%d request bodies are being read; retry later", cap(s.bodies)))
 		return false
 	}
 	_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(bodyReadTimeout)) // not every ResponseWriter can
@@ -321,10 +326,7 @@ func (s *Server) execute(w http.ResponseWriter, r *http.Request, req airlock.Req
 	release, err := s.acquire(r.Context())
 	switch {
 	case errors.Is(err, errBusy):
-		s.rejected.WithLabelValues("overloaded").Inc()
-		w.Header().Set("Retry-After", "1")
-		writeError(w, http.StatusTooManyRequests, "overloaded",
-			fmt.Sprintf("%d runs in flight and %d queued; retry later", s.cfg.Concurrency, s.cfg.Queue))
+		s.overloaded(w, fmt.Sprintf("%d runs in flight and %d queued; retry later", s.cfg.Concurrency, s.cfg.Queue))
 		return
 	case err != nil: // the client left while queued; no one reads an answer
 		s.rejected.WithLabelValues("client_gone").Inc()
@@ -417,12 +419,10 @@ func (s *sseWriter) output(stream string, p []byte) {
 	s.mu.Lock()
 	if n := len(s.q); n > 0 && s.q[n-1].name == stream {
 		s.q[n-1].raw = append(s.q[n-1].raw, p...)
-		s.mu.Unlock()
 	} else {
-		s.mu.Unlock()
-		s.push(sseEvent{name: stream, raw: bytes.Clone(p)})
-		return
+		s.q = append(s.q, sseEvent{name: stream, raw: bytes.Clone(p)})
 	}
+	s.mu.Unlock()
 	s.signal()
 }
 
