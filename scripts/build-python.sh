@@ -63,6 +63,8 @@ BUILD="$CACHE/build"
 ROOT="$BUILD/trixie-root"
 OUT="$CACHE/python313"
 JOBS="${AIRLOCK_BUILD_JOBS:-2}"
+# The build folder holds the chroot and the logs; a fresh cache has none.
+mkdir -p "$BUILD"
 
 # The cache key covers everything the output depends on: this script
 # (pins and flags included), the stdlib packer and the patches.
