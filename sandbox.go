@@ -196,7 +196,7 @@ type Info struct {
 	Path   string // "" when embedded
 	SHA256 string
 	Pinned bool // the verified default build
-	// Build is "default" (npm), "own" (`make python`) or "custom" (a file
+	// Build is "own" (the default), "npm" (the fallback) or "custom" (a file
 	// given by path); Description says it in a line.
 	Build, Description string
 	// StdlibSHA256 is the own build's stdlib zip's sha256, "" otherwise.

@@ -38,15 +38,15 @@ const (
 )
 
 // EnvPython names a python.wasm to use instead of the default, or a build
-// by name: SelectDefault or SelectOwn.
+// by name: SelectOwn or SelectNPM.
 const EnvPython = "AIRLOCK_PYTHON"
 
 // EnvCacheDir overrides where Airlock keeps fetched artifacts and compiled code.
 const EnvCacheDir = "AIRLOCK_CACHE_DIR"
 
-// ErrNotFetched means no python.wasm was given and the default has not been
-// fetched yet.
-var ErrNotFetched = errors.New("python: python.wasm not found; run `airlock setup` (or scripts/setup.sh) first, or set " + EnvPython)
+// ErrNotFetched means the npm build was asked for (SelectNPM) and has not
+// been fetched yet.
+var ErrNotFetched = errors.New("python: the npm build (" + SelectNPM + ") is not fetched; run `airlock setup --python npm` (scripts/setup.sh --python npm)")
 
 // ErrChecksum means the default artifact's bytes are not the pinned ones.
 var ErrChecksum = errors.New("python: python.wasm checksum mismatch")
@@ -58,9 +58,9 @@ type Artifact struct {
 	SHA256 string
 	// Pinned is true when the bytes are the verified default build.
 	Pinned bool
-	// Build names where the module comes from: "default" (the npm
-	// build, fetched or embedded), "own" (`make python`) or "custom" (a
-	// file given by path, unchecked).
+	// Build names where the module comes from: "own" (Airlock's build,
+	// scripts/build-python.sh, in the cache or embedded), "npm" (the
+	// fallback, fetched) or "custom" (a file given by path, unchecked).
 	Build string
 	// Version is CPython's version, "" when unknown (a custom file).
 	Version string
@@ -121,39 +121,44 @@ func (a *Artifact) Describe() string {
 			extras += "; patched: " + strings.Join(r.CPythonPatches, ", ")
 		}
 		return fmt.Sprintf("own build, CPython %s (%s%s; wasm-opt %s)", a.Version, r.Opt, extras, r.WasmOpt)
-	case a.Build == defaultBuildName:
-		return "npm default, CPython " + a.Version + " (" + DefaultPackage + ")"
+	case a.Build == npmBuildName:
+		return "npm fallback, CPython " + a.Version + " (" + DefaultPackage + ", -O0)"
 	}
 	return "custom file, unchecked"
 }
 
-const defaultBuildName = "default"
+const npmBuildName = SelectNPM
 
 // Load finds the python.wasm to run: path if given, else $AIRLOCK_PYTHON,
-// else an embedded copy (build tag airlock_embed), else the own build in
-// cacheDir (OwnDir) when there is one, else the default fetched into
-// cacheDir ("" means CacheDir()). path (or the variable) may also be
-// SelectDefault or SelectOwn to choose a build by name.
+// else the own build. A name chooses a build: SelectOwn (the own build:
+// the embedded copy in a binary built with -tags airlock_embed, else the
+// one in cacheDir's OwnDir) or SelectNPM (the npm fallback fetched into
+// cacheDir); anything else is a file's path. ("" cacheDir means
+// CacheDir().) The choice never depends on which files happen to be
+// there: a missing build is an error that says how to make it.
 //
 // # Errors
-// ErrNotFetched when nothing is found; ErrChecksum (a *ChecksumError for
-// the own build) when a build's bytes differ from its pin or record: a
-// tampered own build is refused, never replaced by the default behind the
-// caller's back; ErrNoOwnBuild for SelectOwn without one; a read error for
-// an explicit path.
+// ErrNoOwnBuild for the own build not made yet; ErrNotFetched for the npm
+// build not fetched; ErrChecksum (a *ChecksumError for the own build) when
+// a build's bytes differ from its pin or record: a tampered build is
+// refused, never replaced by another behind the caller's back; a read
+// error for an explicit path.
 func Load(path, cacheDir string) (*Artifact, error) {
 	if path == "" {
 		path = os.Getenv(EnvPython)
 	}
-	if path != "" && path != SelectDefault && path != SelectOwn {
+	if path == "" {
+		path = SelectOwn
+	}
+	if path != SelectOwn && path != SelectNPM {
 		wasm, err := os.ReadFile(path)
 		if err != nil {
 			return nil, fmt.Errorf("python: read %s: %w", path, err)
 		}
 		return newArtifact(wasm, path), nil
 	}
-	if len(embedded) > 0 && path != SelectOwn {
-		return verified(embedded, "")
+	if path == SelectOwn && embeddedOwn != nil {
+		return embeddedOwn()
 	}
 	if cacheDir == "" {
 		var err error
@@ -161,8 +166,8 @@ func Load(path, cacheDir string) (*Artifact, error) {
 			return nil, err
 		}
 	}
-	if own := OwnDir(cacheDir); path == SelectOwn || path == "" && OwnPresent(own) {
-		return LoadOwn(own)
+	if path == SelectOwn {
+		return LoadOwn(OwnDir(cacheDir))
 	}
 	p := DefaultPath(cacheDir)
 	wasm, err := os.ReadFile(p)
@@ -178,7 +183,7 @@ func newArtifact(wasm []byte, path string) *Artifact {
 	sum := sha256.Sum256(wasm)
 	a := &Artifact{Wasm: wasm, Path: path, SHA256: hex.EncodeToString(sum[:]), Build: "custom"}
 	if a.SHA256 == StrippedSHA256 {
-		a.Pinned, a.Build, a.Version = true, defaultBuildName, DefaultVersion
+		a.Pinned, a.Build, a.Version = true, npmBuildName, DefaultVersion
 	}
 	return a
 }

@@ -2,5 +2,5 @@
 
 package python
 
-// embedded is empty unless built with -tags airlock_embed.
-var embedded []byte
+// embeddedOwn is nil unless built with -tags airlock_embed.
+var embeddedOwn func() (*Artifact, error)

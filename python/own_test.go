@@ -8,6 +8,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/airlock-sandbox/airlock/wasi/memfs"
@@ -51,7 +52,7 @@ func sha(b []byte) string {
 	return hex.EncodeToString(s[:])
 }
 
-func TestLoadPrefersOwnBuild(t *testing.T) {
+func TestLoadChoosesOwnBuild(t *testing.T) {
 	t.Setenv(EnvPython, "")
 	cache := t.TempDir()
 	wasm, zip := writeOwn(t, cache)
@@ -75,14 +76,14 @@ func TestLoadPrefersOwnBuild(t *testing.T) {
 	if StartupEnvDiffers(a.BaseEnv(), a.BaseEnv()) {
 		t.Fatal("the own build's own environment counts as different from its image's")
 	}
-	// Asked for by name, each build is what was asked for: the default is
+	// Asked for by name, each build is what was asked for: the npm one is
 	// not fetched into this cache, so asking for it fails.
-	if _, err := Load(SelectDefault, cache); !errors.Is(err, ErrNotFetched) {
-		t.Fatalf("Load(default) = %v, want ErrNotFetched", err)
+	if _, err := Load(SelectNPM, cache); !errors.Is(err, ErrNotFetched) {
+		t.Fatalf("Load(npm) = %v, want ErrNotFetched", err)
 	}
-	t.Setenv(EnvPython, SelectDefault)
+	t.Setenv(EnvPython, SelectNPM)
 	if _, err := Load("", cache); !errors.Is(err, ErrNotFetched) {
-		t.Fatalf("AIRLOCK_PYTHON=default: %v, want ErrNotFetched", err)
+		t.Fatalf("AIRLOCK_PYTHON=npm: %v, want ErrNotFetched", err)
 	}
 	t.Setenv(EnvPython, SelectOwn)
 	if a, err := Load("", cache); err != nil || a.Build != "own" {
@@ -90,6 +91,78 @@ func TestLoadPrefersOwnBuild(t *testing.T) {
 	}
 	if _, err := Load(SelectOwn, t.TempDir()); !errors.Is(err, ErrNoOwnBuild) {
 		t.Fatalf("Load(own) without one = %v, want ErrNoOwnBuild", err)
+	}
+}
+
+// Without the own build, the default is an error that says how to make
+// it, even when the npm build is there: a process never changes Python
+// because of which files happen to be in the cache.
+func TestLoadNeverFallsBack(t *testing.T) {
+	t.Setenv(EnvPython, "")
+	cache := t.TempDir()
+	npm := DefaultPath(cache)
+	if err := os.MkdirAll(filepath.Dir(npm), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(npm, []byte("\x00asm\x01\x00\x00\x00"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	a, err := Load("", cache)
+	if !errors.Is(err, ErrNoOwnBuild) || a != nil {
+		t.Fatalf("Load without the own build = %v, %v; want ErrNoOwnBuild", a, err)
+	}
+	for _, hint := range []string{"scripts/setup.sh", "--import", EnvPython + "=" + SelectNPM, OwnDir(cache)} {
+		if !strings.Contains(err.Error(), hint) {
+			t.Errorf("error %q does not mention %q", err, hint)
+		}
+	}
+}
+
+// InstallOwn writes a build aside and swings the link: loads before and
+// after see one whole build each, a bad file changes nothing, and builds
+// no longer linked are pruned.
+func TestInstallOwn(t *testing.T) {
+	t.Setenv(EnvPython, "")
+	cache := t.TempDir()
+	files := func(key string, wasm []byte) map[string][]byte {
+		zip := []byte("PK\x05\x06" + string(make([]byte, 18)))
+		rec, _ := json.Marshal(BuildRecord{Key: key, PythonVersion: "3.13.5", PythonWasmSHA256: sha(wasm), StdlibZipSHA256: sha(zip)})
+		return map[string][]byte{OwnWasm: wasm, OwnStdlib: zip, OwnRecord: rec}
+	}
+	keyA, keyB, keyC := strings.Repeat("a", 64), strings.Repeat("b", 64), strings.Repeat("c", 64)
+	wasmA, wasmB := []byte("\x00asm\x01\x00\x00\x00A"), []byte("\x00asm\x01\x00\x00\x00B")
+	// An older layout's plain directory is replaced.
+	writeOwn(t, cache)
+	if _, err := InstallOwn(cache, files(keyA, wasmA)); err != nil {
+		t.Fatal(err)
+	}
+	if a, err := Load("", cache); err != nil || a.SHA256 != sha(wasmA) || a.Record.Key != keyA {
+		t.Fatalf("after installing A: %+v, %v", a, err)
+	}
+	bad := files(keyB, wasmB)
+	bad[OwnWasm] = append([]byte(nil), wasmA...)
+	var ce *ChecksumError
+	if _, err := InstallOwn(cache, bad); !errors.As(err, &ce) {
+		t.Fatalf("installing a file that is not its record's: %v, want a *ChecksumError", err)
+	}
+	if a, err := Load("", cache); err != nil || a.SHA256 != sha(wasmA) {
+		t.Fatalf("a refused install changed the build in use: %+v, %v", a, err)
+	}
+	if _, err := InstallOwn(cache, files(keyB, wasmB)); err != nil {
+		t.Fatal(err)
+	}
+	if a, err := Load("", cache); err != nil || a.SHA256 != sha(wasmB) {
+		t.Fatalf("after installing B: %+v, %v", a, err)
+	}
+	if _, err := InstallOwn(cache, files(keyC, wasmB)); err != nil {
+		t.Fatal(err)
+	}
+	dirs, _ := filepath.Glob(filepath.Join(cache, "python313-*"))
+	if len(dirs) != 2 {
+		t.Fatalf("installed builds left: %v; want the one in use and the one it replaced", dirs)
+	}
+	if fi, err := os.Lstat(OwnDir(cache)); err != nil || fi.Mode()&os.ModeSymlink == 0 {
+		t.Fatalf("%s: %v, %v; want a symbolic link", OwnDir(cache), fi, err)
 	}
 }
 

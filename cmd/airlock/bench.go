@@ -78,7 +78,7 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) (int
 	fs.BoolVar(&po.setupOnly, "setup-only", false, "with --peers: install Pyodide with npm into the cache dir and stop")
 	fs.StringVar(&po.charts, "charts", "", "with --peers: write PNG charts into this folder")
 	fs.StringVar(&po.nativePython, "native-python", "python3", "with --peers or --compute: the native CPython to run as a subprocess")
-	compute := fs.Bool("compute", false, "time pure-Python workloads inside the interpreter, natively and on each python.wasm (own build, npm default)")
+	compute := fs.Bool("compute", false, "time pure-Python workloads inside the interpreter, natively and on each python.wasm (own build, npm fallback)")
 	reps := fs.Int("reps", 5, "with --compute: timed repetitions of each workload (after one untimed)")
 	workloads := fs.String("workloads", "", "with --compute: only these workloads (comma-separated)")
 	if stop, code, err := flagResult(fs.Parse(args)); stop {

@@ -27,7 +27,7 @@ func TestBenchCompute(t *testing.T) {
 		}
 		runners[r.Runner] = true
 	}
-	if !runners["native"] || !runners["npm default"] || len(rep.GeoMean) != len(runners)-1 {
+	if !runners["native"] || !runners["own"] || !runners["own fresh"] || len(rep.GeoMean) != len(runners)-1 {
 		t.Fatalf("runners %v, geometric means %v", runners, rep.GeoMean)
 	}
 	for name, g := range rep.GeoMean {

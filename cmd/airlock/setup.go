@@ -29,23 +29,21 @@ func cmdSetup(ctx context.Context, args []string, stdout, stderr io.Writer) (int
 			return 1, err
 		}
 	}
-	path, err := python.Fetch(ctx, dir, stderr)
-	if err != nil {
-		return 1, err
+	// Only the build asked for is prepared: the npm one is fetched when it
+	// is the one named, never as a stand-in for a missing own build.
+	build := common.python
+	if build == "" {
+		build = os.Getenv(python.EnvPython)
 	}
-	fmt.Fprintf(stdout, "python.wasm %s (sha256 %s, verified)\n", path, python.DefaultSHA256)
-	// With the own build there (`make python`), both builds are prepared:
-	// the own one runs by default, the npm one when asked for by name.
-	builds := []string{common.python}
-	if common.python == "" && os.Getenv(python.EnvPython) == "" && python.OwnPresent(python.OwnDir(dir)) {
-		builds = []string{python.SelectDefault, python.SelectOwn}
-	}
-	for _, b := range builds {
-		c := common
-		c.python = b
-		if err := prepare(ctx, c, dir, *snapshots, stdout, stderr); err != nil {
+	if build == python.SelectNPM {
+		path, err := python.Fetch(ctx, dir, stderr)
+		if err != nil {
 			return 1, err
 		}
+		fmt.Fprintf(stdout, "python.wasm %s (sha256 %s, verified)\n", path, python.DefaultSHA256)
+	}
+	if err := prepare(ctx, common, dir, *snapshots, stdout, stderr); err != nil {
+		return 1, err
 	}
 	return 0, nil
 }
@@ -75,7 +73,7 @@ func cmdVersion(ctx context.Context, args []string, stdout, stderr io.Writer) (i
 	pin := "custom build"
 	switch {
 	case info.Pinned:
-		pin = "pinned default " + python.DefaultPackage
+		pin = "pinned npm fallback " + python.DefaultPackage
 	case info.Build == "own":
 		pin = "own build, checked against its build.json"
 	}
