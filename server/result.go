@@ -33,11 +33,27 @@ type Result struct {
 	Files      []File     `json:"files"`
 	// Fuel is the fuel the run consumed, on the wasmtime engine only.
 	Fuel int64 `json:"fuel,omitempty"`
+	// Python is the build that ran the code.
+	Python Python `json:"python"`
 }
 
-// NewResult converts res; withData includes the files' contents.
-func NewResult(res *airlock.Result, withData bool) Result {
+// Python names a build in results: Build is "own", "npm" or "custom".
+type Python struct {
+	Build   string `json:"build"`
+	Version string `json:"version,omitempty"`
+	SHA256  string `json:"sha256"`
+}
+
+// PythonOf is the build sb runs.
+func PythonOf(sb *airlock.Sandbox) Python {
+	info := sb.Info()
+	return Python{Build: info.Build, Version: info.Version, SHA256: info.SHA256}
+}
+
+// NewResult converts res, run on py; withData includes the files' contents.
+func NewResult(res *airlock.Result, py Python, withData bool) Result {
 	out := Result{
+		Python:     py,
 		ExitCode:   res.ExitCode,
 		Stdout:     string(res.Stdout),
 		Stderr:     string(res.Stderr),

@@ -64,6 +64,7 @@ type Server struct {
 	mux      *http.ServeMux
 	nextID   atomic.Uint64
 	sessions sessions
+	python   Python // the build runs use, named in every result
 
 	runs     *prometheus.CounterVec
 	rejected *prometheus.CounterVec
@@ -96,7 +97,8 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	s := &Server{cfg: cfg, slots: make(chan struct{}, cfg.Concurrency), bodies: make(chan struct{}, cfg.Concurrency+cfg.Queue), mux: http.NewServeMux()}
+	s := &Server{cfg: cfg, slots: make(chan struct{}, cfg.Concurrency), bodies: make(chan struct{}, cfg.Concurrency+cfg.Queue),
+		mux: http.NewServeMux(), python: PythonOf(cfg.Sandbox)}
 	reg := prometheus.NewRegistry()
 	s.runs = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "airlock_runs_total", Help: "Runs by outcome: ok, or the error kind.",
@@ -117,7 +119,16 @@ func New(cfg Config) (*Server, error) {
 	s.live = prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "airlock_sessions_live", Help: "Sessions of the Sandbox not yet closed or expired.",
 	}, func() float64 { return float64(cfg.Sandbox.Sessions()) })
-	reg.MustRegister(s.runs, s.rejected, s.duration, s.queue, s.inFlight, s.live)
+	// The build in use, as Prometheus' *_info convention has it: a
+	// constant 1 whose labels say which.
+	sb := cfg.Sandbox
+	info := sb.Info()
+	build := prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "airlock_python_info", Help: "The Python build runs use: build (own, npm, custom), CPython version, python.wasm sha256, engine.",
+		ConstLabels: prometheus.Labels{"build": info.Build, "version": info.Version, "sha256": info.SHA256, "engine": sb.Engine()},
+	})
+	build.Set(1)
+	reg.MustRegister(s.runs, s.rejected, s.duration, s.queue, s.inFlight, s.live, build)
 
 	s.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
@@ -296,7 +307,7 @@ func (s *Server) handleRun(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	req, clamped := s.request(w, in)
-	s.execute(w, r, req, clamped, s.cfg.Sandbox.Run, func(res *airlock.Result) any { return NewResult(res, true) })
+	s.execute(w, r, req, clamped, s.cfg.Sandbox.Run, func(res *airlock.Result) any { return NewResult(res, s.python, true) })
 }
 
 // request is the airlock.Request in asks for, with its limits clamped.
@@ -359,7 +370,7 @@ func (s *Server) execute(w http.ResponseWriter, r *http.Request, req airlock.Req
 	out := shape(res)
 	if stream {
 		if out == nil {
-			out = NewResult(res, true)
+			out = NewResult(res, s.python, true)
 		}
 		sse.finish(out)
 		return

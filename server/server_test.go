@@ -97,6 +97,10 @@ func TestRun(t *testing.T) {
 	if len(res.Files) != 1 || res.Files[0].Path != "/home/user/out.txt" || string(res.Files[0].Data) != "x" {
 		t.Fatalf("files %+v", res.Files)
 	}
+	// The result names the build that ran it: the own one by default.
+	if py := res.Python; py.Build != "own" || !strings.HasPrefix(py.Version, "3.13.") || len(py.SHA256) != 64 {
+		t.Fatalf("python %+v, want the own 3.13 build", py)
+	}
 	// A traceback comes back intact, with the kind-free error field.
 	res = decodeResult(t, post(t, url+"/v1/run", "", runJSON(t, "1/0", RunLimits{})))
 	if res.ExitCode != 1 || !strings.Contains(res.Stderr, "ZeroDivisionError") || res.Error != nil {
@@ -118,7 +122,8 @@ func TestRun(t *testing.T) {
 	metrics, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
 	for _, want := range []string{`airlock_runs_total{outcome="ok"} 2`, `airlock_runs_total{outcome="timeout"} 1`,
-		"airlock_run_duration_seconds_count 3", "airlock_queue_depth 0", "airlock_runs_in_flight 0"} {
+		"airlock_run_duration_seconds_count 3", "airlock_queue_depth 0", "airlock_runs_in_flight 0",
+		`airlock_python_info{build="own",engine="` + sb.Engine() + `",sha256="` + res.Python.SHA256 + `",version="` + res.Python.Version + `"} 1`} {
 		if !bytes.Contains(metrics, []byte(want)) {
 			t.Errorf("metrics lack %q:\n%s", want, metrics)
 		}

@@ -203,7 +203,7 @@ func (s *Server) handleSessionRun(w http.ResponseWriter, r *http.Request) {
 		if res.Error != nil && (errors.Is(res.Error, airlock.ErrSessionClosed) || errors.Is(res.Error, airlock.ErrSessionExpired)) {
 			return nil // ended between the look-up and the call
 		}
-		return SessionResult{Result: NewResult(res, true), RolledBack: res.RolledBack}
+		return SessionResult{Result: NewResult(res, s.python, true), RolledBack: res.RolledBack}
 	})
 }
 

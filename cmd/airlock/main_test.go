@@ -106,7 +106,12 @@ print("done")
 			Path string `json:"path"`
 			Size int64  `json:"size"`
 		} `json:"files"`
-		Fuel int64 `json:"fuel"`
+		Fuel   int64 `json:"fuel"`
+		Python struct {
+			Build   string `json:"build"`
+			Version string `json:"version"`
+			SHA256  string `json:"sha256"`
+		} `json:"python"`
 	}
 	dec := json.NewDecoder(strings.NewReader(stdout))
 	dec.DisallowUnknownFields()
@@ -115,6 +120,9 @@ print("done")
 	}
 	if res.Stdout != "done\n" || res.Error != nil || res.DurationMS <= 0 {
 		t.Fatalf("json = %+v", res)
+	}
+	if res.Python.Build != "own" || !strings.HasPrefix(res.Python.Version, "3.13.") || len(res.Python.SHA256) != 64 {
+		t.Fatalf("json names the build %+v, want the own 3.13 one", res.Python)
 	}
 	// Fuel is metered, and reported, on wasmtime only.
 	if metered := os.Getenv(airlock.EnvEngine) == airlock.EngineWasmtime; metered != (res.Fuel > 0) {
@@ -159,7 +167,8 @@ func TestParseSize(t *testing.T) {
 
 func TestVersion(t *testing.T) {
 	code, stdout, stderr := cli(t, "", "version")
-	if code != 0 || !strings.Contains(stdout, "python 3.") || !strings.Contains(stdout, "sha256 ") || !strings.Contains(stdout, "\nengine ") {
+	if code != 0 || !strings.Contains(stdout, "python 3.13.") || !strings.Contains(stdout, "\nbuild own build, CPython 3.13") ||
+		!strings.Contains(stdout, "sha256 ") || !strings.Contains(stdout, "\nengine ") {
 		t.Fatalf("exit %d\n%s%s", code, stdout, stderr)
 	}
 }

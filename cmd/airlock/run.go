@@ -272,7 +272,7 @@ func cmdRun(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 	defer sb.Close(context.Background())
 	res, runErr := sb.Run(ctx, req)
 	if *asJSON {
-		printJSON(stdout, server.NewResult(res, false))
+		printJSON(stdout, server.NewResult(res, server.PythonOf(sb), false))
 	} else {
 		stdout.Write(res.Stdout)
 		stderr.Write(res.Stderr)
