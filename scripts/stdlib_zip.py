@@ -1,12 +1,14 @@
 """Pack CPython's standard library as one zip of precompiled .pyc.
 
-usage: python3.13 stdlib_zip.py LIB_DIR BUILD_DIR OUT_ZIP
+usage: python3.13 stdlib_zip.py LIB_DIR BUILD_DIR OUT_ZIP [EXTRA_DIR]
 
 Run by scripts/build-python.sh with the same CPython minor version as the
 guest (the .pyc magic number must match). Entries are stored, not deflated
 (zipimport then reads them without inflating, which starts faster), with
 fixed dates and in sorted order, so the same inputs give the same bytes.
 Only .pyc are kept: the zip is the guest's read-only stdlib, never edited.
+EXTRA_DIR holds packages added to the standard library (tzdata, the IANA
+time zone database zoneinfo reads): their data files are kept too.
 """
 
 import importlib.util
@@ -35,8 +37,9 @@ def pyc(source: bytes, path: str) -> bytes:
     return bytes(data)
 
 
-def main(lib: str, build: str, out: str) -> None:
+def main(lib: str, build: str, out: str, extra: str = "") -> None:
     entries = {}
+    data = {}
     for dirpath, dirnames, filenames in os.walk(lib):
         dirnames[:] = sorted(d for d in dirnames if d not in SKIP_DIRS)
         for name in filenames:
@@ -52,6 +55,20 @@ def main(lib: str, build: str, out: str) -> None:
                 entries[name] = os.path.join(dirpath, name)
     if not any(k.startswith("_sysconfigdata_") for k in entries):
         sys.exit("stdlib_zip: no _sysconfigdata_*.py under " + build)
+    if extra:
+        for dirpath, dirnames, filenames in os.walk(extra):
+            dirnames[:] = sorted(d for d in dirnames if d != "__pycache__" and not d.endswith(".dist-info"))
+            for name in filenames:
+                full = os.path.join(dirpath, name)
+                rel = os.path.relpath(full, extra).replace(os.sep, "/")
+                if rel in entries or rel in data:
+                    sys.exit("stdlib_zip: " + rel + " is in the standard library already")
+                if name.endswith(".py"):
+                    entries[rel] = full
+                else:
+                    data[rel] = full
+        if not data:
+            sys.exit("stdlib_zip: no data files under " + extra)
     with zipfile.ZipFile(out, "w", zipfile.ZIP_STORED) as zf:
         for rel in sorted(entries):
             with open(entries[rel], "rb") as f:
@@ -59,7 +76,13 @@ def main(lib: str, build: str, out: str) -> None:
             info = zipfile.ZipInfo(rel[:-3] + ".pyc", DATE)
             info.external_attr = 0o644 << 16
             zf.writestr(info, pyc(source, "/usr/local/lib/python3.13/" + rel))
-    print(f"stdlib_zip: {len(entries)} modules, {os.path.getsize(out)} bytes")
+        for rel in sorted(data):
+            with open(data[rel], "rb") as f:
+                content = f.read()
+            info = zipfile.ZipInfo(rel, DATE)
+            info.external_attr = 0o644 << 16
+            zf.writestr(info, content)
+    print(f"stdlib_zip: {len(entries)} modules, {len(data)} data files, {os.path.getsize(out)} bytes")
 
 
 if __name__ == "__main__":

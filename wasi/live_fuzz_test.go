@@ -218,9 +218,6 @@ func FuzzLiveInstance(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
 		live.once.Do(func() { live.err = startLive() })
 		if live.err != nil {
-			if errors.Is(live.err, python.ErrNotFetched) {
-				t.Skip("python.wasm not fetched: run scripts/setup.sh")
-			}
 			t.Fatal(live.err)
 		}
 		reply := make(chan error)
