@@ -26,6 +26,10 @@ ZLIB_VER=1:1.3.dfsg+really1.3.1-1
 BZIP2_VER=1.0.8-6
 XZ_VER=5.8.1-1+deb13u1
 SQLITE_VER=3.46.1-7+deb13u2
+# The IANA time zone database for zoneinfo (WASI has no /usr/share/zoneinfo):
+# PyPI's tzdata wheel, pure data, packed into the stdlib zip.
+TZDATA_VER=2026.6
+TZDATA_SHA256=0a10eec6e13ef16b627fabed9a5f2ba61a62b1c67f327305f4e7e412a70b4aec
 TOOLS="clang-19 lld-19 llvm-19 wasi-libc libclang-rt-19-dev-wasm32 python3.13 make pkg-config xz-utils dpkg-dev tcl gcc libc6-dev binaryen patch
 	libclang-rt-19-dev zlib1g-dev libsqlite3-dev libbz2-dev liblzma-dev"
 # Debian's runtime library is installed under the wasm32-wasi name, so the
@@ -202,6 +206,19 @@ else
 fi
 
 # --- 4. outputs: wasm-opt'd python.wasm, the stdlib zip, build.json
+# With the host's pip: it is set up for this host's network (proxy, CA
+# certificates), which the chroot is not.
+log "tzdata $TZDATA_VER (pip download --require-hashes)"
+if ! python3 -m pip --version >/dev/null 2>&1; then
+	log "installing python3-pip"
+	apt-get update -qq && apt-get install -y -qq python3-pip >/dev/null
+fi
+WHEELS="$BUILD/wheels"
+rm -rf "$WHEELS" "$ROOT/extra" && mkdir -p "$WHEELS"
+printf 'tzdata==%s --hash=sha256:%s\n' "$TZDATA_VER" "$TZDATA_SHA256" >"$BUILD/tzdata-requirements.txt"
+python3 -m pip download --quiet --no-deps --only-binary=:all: -d "$WHEELS" \
+	--require-hashes -r "$BUILD/tzdata-requirements.txt" >"$BUILD/pip.log" 2>&1 || { tail -20 "$BUILD/pip.log" >&2; exit 1; }
+python3 -m zipfile -e "$WHEELS/tzdata-$TZDATA_VER-py2.py3-none-any.whl" "$ROOT/extra"
 log "wasm-opt $WASM_OPT_FLAGS and the stdlib zip"
 cat >"$ROOT/pack.sh" <<'EOS'
 set -euo pipefail
@@ -212,7 +229,7 @@ wasm-opt $WASM_OPT_FLAGS $W/out/nodwarf.wasm -o $W/out/python.wasm
 rm $W/out/nodwarf.wasm
 cp -a $W/$PY_PKG/Lib $W/lib/Lib
 for p in /stdlib-patches/*.patch; do patch -s -p1 -d $W/lib <"$p"; done
-python3.13 /stdlib_zip.py $W/lib/Lib $W/pybuild $W/out/python313.zip
+python3.13 /stdlib_zip.py $W/lib/Lib $W/pybuild $W/out/python313.zip /extra
 EOS
 cp scripts/stdlib_zip.py "$ROOT/stdlib_zip.py"
 rm -rf "$ROOT/stdlib-patches" && cp -a scripts/stdlib-patches "$ROOT/stdlib-patches"
@@ -224,7 +241,7 @@ chroot "$ROOT" env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root LANG=C.UTF-8
 rm -rf "$OUT.part" && mkdir -p "$OUT.part"
 cp "$ROOT/work/out/python.wasm" "$ROOT/work/out/python313.zip" "$OUT.part/"
 (cd "$OUT.part" && sha256sum python.wasm python313.zip >SHA256SUMS)
-sources=$(cd "$ROOT$SRC" && for f in *; do [ -f "$f" ] && printf '    "%s": "%s",\n' "$f" "$(sha256sum "$f" | cut -c1-64)"; done | sed '$ s/,$//')
+sources=$(cd "$ROOT$SRC" && for f in * "$WHEELS"/*; do [ -f "$f" ] && printf '    "%s": "%s",\n' "$(basename "$f")" "$(sha256sum "$f" | cut -c1-64)"; done | sed '$ s/,$//')
 tools=$(chroot "$ROOT" dpkg-query -W -f '    "${Package}": "${Version}",\n' clang-19 lld-19 llvm-19 wasi-libc libclang-rt-19-dev-wasm32 libclang-rt-19-dev python3.13 binaryen | sed '$ s/,$//')
 cat >"$OUT.part/build.json" <<EOF
 {
@@ -236,7 +253,8 @@ cat >"$OUT.part/build.json" <<EOF
     "zlib": "$ZLIB_VER",
     "bzip2": "$BZIP2_VER",
     "xz-utils": "$XZ_VER",
-    "sqlite3": "$SQLITE_VER"
+    "sqlite3": "$SQLITE_VER",
+    "tzdata": "$TZDATA_VER"
   },
   "toolchain": {
 $tools
@@ -254,5 +272,18 @@ $sources
   "build_seconds": $(($(date +%s) - start))
 }
 EOF
-rm -rf "$OUT" && mv "$OUT.part" "$OUT"
-log "done: $OUT ($(du -h "$OUT/python.wasm" | cut -f1) python.wasm, $(du -h "$OUT/python313.zip" | cut -f1) stdlib zip)"
+# Installed as python.InstallOwn does: into a directory of its own, then
+# the python313 link renamed over, so a process loading the build meanwhile
+# reads the old one or the new one, never half of each. Other builds are
+# removed, except the one just replaced (a process may be reading it).
+FINAL="python313-${KEY:0:16}"
+rm -rf "$CACHE/$FINAL" && mv "$OUT.part" "$CACHE/$FINAL"
+previous=$(readlink "$OUT" 2>/dev/null || true)
+if [ -d "$OUT" ] && [ ! -L "$OUT" ]; then rm -rf "$OUT.old" && mv "$OUT" "$OUT.old"; fi
+ln -s "$FINAL" "$OUT.link-$$" && mv -T "$OUT.link-$$" "$OUT"
+rm -rf "$OUT.old"
+for d in "$CACHE"/python313-*; do
+	b=$(basename "$d")
+	[ "$b" = "$FINAL" ] || [ "$b" = "$previous" ] || case "$b" in *.part-*) ;; *) [ -L "$d" ] || rm -rf "$d" ;; esac
+done
+log "done: $OUT -> $FINAL ($(du -h "$OUT/python.wasm" | cut -f1) python.wasm, $(du -h "$OUT/python313.zip" | cut -f1) stdlib zip)"
