@@ -34,19 +34,15 @@ const WasmtimeVersion = "v39.0.1"
 // unlimitedFuel is the fuel of a run without a cap: centuries of CPU.
 const unlimitedFuel = math.MaxUint64 / 2
 
-// wasmtimeStack is the native stack wasm may use: CPython's recursion
-// limit is reached well within it (wasmtime's default, 512 KiB, is not
-// enough for it), and it stays below the 8 MiB of the threads Go runs cgo
-// calls on.
-const wasmtimeStack = 4 << 20
-
-// wasmtimeConfig names the engine settings the compile cache depends on.
+// wasmtimeConfig names the engine settings the compile cache depends on
+// (the wasm stack limit is not one: wasmtime loads code compiled under
+// another).
 func wasmtimeConfig(metered bool) string {
 	fuel := "1"
 	if !metered {
 		fuel = "0"
 	}
-	return "fuel=" + fuel + ";epoch=1;stack=4M;memcreator=1;cow=0"
+	return "fuel=" + fuel + ";epoch=1;memcreator=1;cow=0"
 }
 
 func init() { loadWasmtime = loadWasmtimeModule }
@@ -68,7 +64,7 @@ func loadWasmtimeModule(ctx context.Context, wasm []byte, opts Options) (backend
 	cfg := wasmtime.NewConfig()
 	cfg.SetConsumeFuel(!opts.Unmetered)
 	cfg.SetEpochInterruption(true)
-	cfg.SetMaxWasmStack(wasmtimeStack)
+	cfg.SetMaxWasmStack(wasmtimeStack()) // wasmtime_stack.go
 	// Copy-on-write data initialisation needs wasmtime's own mmap
 	// memories; with ours, wasmtime copies the data segments in.
 	cfg.SetMemoryInitCOWSet(false)

@@ -19,5 +19,5 @@ print("host /etc/passwd visible:", os.path.exists("/etc/passwd"))
 try:
     socket.create_connection(("example.com", 80), timeout=1)
     print("network: reachable")
-except Exception as e:  # this build has no getaddrinfo at all
-    print("network: unreachable ->", type(e).__name__)
+except OSError as e:  # PermissionError, saying why (no network in the sandbox)
+    print("network: unreachable ->", type(e).__name__, e)

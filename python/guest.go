@@ -10,10 +10,22 @@ import (
 //go:embed airlock.py
 var guestModule string
 
+// refusals defines _airlock_refuse, which the prelude calls first: the
+// errors that say what the sandbox refuses (network, processes, threads,
+// installing packages).
+//
+//go:embed refusals.py
+var refusals string
+
 // command is the -c text: a finder that compiles `airlock` from
 // guestModule on its first import (nothing is paid by runs that do not
-// import it), then the prelude.
-var command = guestFinder() + prelude
+// import it), the refusals, then the prelude. The refusals compile under a
+// file name of their own, so that a traceback through them says where it
+// is ("<airlock sandbox>") rather than showing a line of the prelude's
+// "<string>", a name the run's own code may have too.
+var command = guestFinder() +
+	"exec(compile(" + pyBytes(refusals) + ", \"<airlock sandbox>\", \"exec\", dont_inherit=True))\n" +
+	prelude
 
 func guestFinder() string {
 	return `import sys

@@ -24,6 +24,9 @@ def _airlock_setup():
     import linecache
     import traceback
 
+    # Before the warm-up imports: they go through its import hook too.
+    hint = _airlock_refuse()
+
     def read_exact(n):
         parts = []
         while n > 0:
@@ -116,6 +119,10 @@ def _airlock_setup():
         except SystemExit as e:
             status = _exit_status(e.code)
         except BaseException as e:
+            try:
+                hint(e)  # a missing module: what is importable here
+            except BaseException:
+                pass
             # Skip this prelude's own frame: the traceback starts in user code.
             traceback.print_exception(type(e), e, e.__traceback__.tb_next)
             status = 1
@@ -227,4 +234,4 @@ def _exit_status(code):
 
 
 _airlock_setup()
-del _airlock_setup
+del _airlock_setup, _airlock_refuse

@@ -1,0 +1,305 @@
+# What the sandbox refuses, said so that a program (and the model that
+# wrote it) can act on it. python.wasm has no network, no processes and
+# one thread; unpatched, CPython reports that as AttributeErrors about
+# getaddrinfo or os.system, "unknown url type: https" or "can't start new
+# thread". Here each refusal names the restriction and what to do instead.
+#
+# Runs once in the prelude's set-up, so a run resumed from the snapshot
+# pays nothing: os and _thread are patched at once (always imported), the
+# other modules after their first import, through a finder at the front of
+# sys.meta_path that answers None for every name but a few (importing them
+# eagerly would cost every fresh-interpreter run their import). Names that
+# do not exist on WASI (os.fork, os.system) stay absent, so feature tests
+# (hasattr(os, "fork")) still choose their fallbacks; only the
+# AttributeError a use raises says more. Exception types stay those code
+# already catches: OSError subclasses for network and processes (urllib
+# wraps them in URLError, as for any failed connection), RuntimeError for
+# threads, as CPython raises. Everything here affects the guest only.
+
+
+def _airlock_refuse():
+    NET = (
+        "airlock: network access is disabled in this sandbox (no sockets, no DNS, no HTTP); "
+        "work with data the host passes in as files, or call a host tool that fetches it "
+        "if the run has one (import airlock; help(airlock.tools) lists them)"
+    )
+    PROC = (
+        "airlock: this sandbox cannot start processes (subprocess, os.system, os.popen, "
+        "fork, exec, multiprocessing); do the work in Python in this program "
+        "(pip cannot run either: the host mounts packages)"
+    )
+    THREAD = (
+        "airlock: this sandbox runs Python on one thread and cannot start others "
+        "(threading, _thread, ThreadPoolExecutor, asyncio.to_thread); do the work "
+        "sequentially, or use asyncio coroutines to interleave waiting"
+    )
+    PKG = (
+        "airlock: only the standard library and the pure-Python packages the host mounts "
+        "are importable in this sandbox, and nothing can be installed (no pip, no network); "
+        "the host mounts packages with airlock.WithPackages or Request.Packages (Go), "
+        "or --package (CLI)"
+    )
+    INSTALLERS = {"pip", "pip3", "ensurepip", "easy_install", "uv", "pipx", "conda", "mamba", "poetry"}
+
+    def installs(*values):
+        # Whether a command line runs a package installer: any word whose
+        # base name is one (pip3.13 too), or "-m pip".
+        try:
+            for v in values:
+                if isinstance(v, (str, bytes)):
+                    words = v.split()
+                elif isinstance(v, (list, tuple)):
+                    words = v
+                else:
+                    continue
+                for w in words:
+                    if isinstance(w, bytes):
+                        w = w.decode("utf-8", "replace")
+                    if not isinstance(w, str):
+                        w = str(w)
+                    base = w.rsplit("/", 1)[-1]
+                    if base in INSTALLERS or base.startswith("pip3."):
+                        return True
+        except Exception:
+            pass
+        return False
+
+    def refuse(message):
+        def refused(*args, **kwargs):
+            raise PermissionError(message)
+        return refused
+
+    def refuse_process(*args, **kwargs):
+        raise PermissionError(PKG if installs(*args) else PROC)
+
+    def refuse_thread(*args, **kwargs):
+        raise RuntimeError(THREAD)
+
+    # --- processes: os (imported already; os.py defines exec* and popen
+    # even where posix has no execv, and they fail with NameError)
+    import os
+    for name in ("popen", "execl", "execle", "execlp", "execlpe", "execv", "execve",
+                 "execvp", "execvpe", "fork", "forkpty", "system", "posix_spawn",
+                 "posix_spawnp", "spawnl", "spawnle", "spawnlp", "spawnlpe", "spawnv",
+                 "spawnve", "spawnvp", "spawnvpe"):
+        if name in os.__dict__:
+            setattr(os, name, refuse_process)
+    absent = {"system", "fork", "forkpty", "vfork", "execv", "execve", "fexecve", "posix_spawn",
+              "posix_spawnp", "spawnv", "spawnve", "spawnvp", "spawnvpe", "spawnl", "spawnle",
+              "spawnlp", "spawnlpe", "startfile", "wait", "waitpid", "wait3", "wait4", "waitid",
+              "kill", "killpg"}
+
+    def os_getattr(name):
+        # Only reached for a name os lacks (PEP 562).
+        if name in absent:
+            raise AttributeError("module 'os' has no attribute %r: %s" % (name, PROC),
+                                 name=name, obj=os)
+        raise AttributeError("module 'os' has no attribute %r" % name, name=name, obj=os)
+
+    if "__getattr__" not in os.__dict__:
+        os.__getattr__ = os_getattr
+
+    # --- threads: _thread is imported by the import system itself;
+    # threading binds its start function at import, so a later import
+    # binds this one.
+    import _thread
+    for name in ("start_new_thread", "start_new", "start_joinable_thread"):
+        if hasattr(_thread, name):
+            setattr(_thread, name, refuse_thread)
+
+    def patch_threading(m):
+        for name in ("_start_new_thread", "_start_joinable_thread"):
+            if name in m.__dict__:
+                setattr(m, name, refuse_thread)
+
+    # --- modules patched after their first import
+    def patch_socket(m):
+        for name in ("getaddrinfo", "gethostbyname", "gethostbyname_ex", "gethostbyaddr",
+                     "getnameinfo"):
+            # Absent on WASI: create_connection and http.client then fail
+            # with an AttributeError rather than an OSError.
+            setattr(m, name, refuse(NET))
+        init = m.socket.__init__
+
+        def __init__(self, family=-1, type=-1, proto=-1, fileno=None):
+            try:
+                init(self, family, type, proto, fileno)
+            except OSError:
+                if fileno is None:  # a new socket (ENOTSUP), not one for an fd
+                    raise PermissionError(NET) from None
+                raise
+
+        __init__.__doc__ = init.__doc__
+        m.socket.__init__ = __init__
+        if not hasattr(m._socket, "socketpair"):
+            # socket.py's fallback would connect two sockets: say what is
+            # missing (the npm build's asyncio loop asks for a pair), not
+            # that the program tried the network.
+            def socketpair(*args, **kwargs):
+                raise PermissionError("airlock: this sandbox has no sockets, so no socket.socketpair either")
+
+            socketpair.__doc__ = m.socketpair.__doc__
+            m.socketpair = socketpair
+
+    def patch_subprocess(m):
+        # Popen is what run, call, check_output and getoutput use.
+        def __init__(self, args, *rest, **kwargs):
+            refuse_process(args)
+
+        m.Popen.__init__ = __init__
+
+    def patch_http_client(m):
+        def http_client_getattr(name):
+            if name == "HTTPSConnection":
+                raise AttributeError("module 'http.client' has no attribute 'HTTPSConnection': " + NET,
+                                     name=name, obj=m)
+            raise AttributeError("module 'http.client' has no attribute %r" % name, name=name, obj=m)
+
+        m.__getattr__ = http_client_getattr
+
+    def patch_urllib_request(m):
+        # No ssl, so no HTTPSHandler: https would be "unknown url type".
+        if hasattr(m, "HTTPSHandler"):
+            return
+
+        class NoNetworkHandler(m.BaseHandler):
+            def https_open(self, req):
+                raise m.URLError(PermissionError(NET))
+
+        build = m.build_opener
+
+        def build_opener(*handlers):
+            return build(*handlers, NoNetworkHandler)
+
+        build_opener.__doc__ = build.__doc__
+        m.build_opener = build_opener
+
+    def patch_asyncio_base_events(m):
+        # The loop resolves names in a thread: refuse before it tries one.
+        async def getaddrinfo(self, *args, **kwargs):
+            raise PermissionError(NET)
+
+        async def getnameinfo(self, *args, **kwargs):
+            raise PermissionError(NET)
+
+        m.BaseEventLoop.getaddrinfo = getaddrinfo
+        m.BaseEventLoop.getnameinfo = getnameinfo
+
+    def patch_multiprocessing_context(m):
+        # What needs a process, a pipe or a named semaphore (none exist).
+        for name in ("Manager", "Pipe", "Lock", "RLock", "Condition", "Semaphore",
+                     "BoundedSemaphore", "Event", "Barrier", "Queue", "JoinableQueue",
+                     "SimpleQueue", "Pool", "Value", "Array", "RawValue", "RawArray"):
+            if hasattr(m.BaseContext, name):
+                setattr(m.BaseContext, name, refuse(PROC))
+
+    def patch_multiprocessing_process(m):
+        m.BaseProcess.start = refuse(PROC)
+
+    def patch_multiprocessing_pool(m):
+        def __init__(self, *args, **kwargs):
+            self._pool = []  # what __del__ looks at
+            self._state = m.INIT
+            if isinstance(self, m.ThreadPool):
+                raise RuntimeError(THREAD)
+            raise PermissionError(PROC)
+
+        m.Pool.__init__ = __init__
+
+    def patch_process_pool(m):
+        def __init__(self, *args, **kwargs):
+            raise PermissionError(PROC)
+
+        m.ProcessPoolExecutor.__init__ = __init__
+
+    def patch_ensurepip(m):
+        for name in ("bootstrap", "_bootstrap", "_main"):
+            if hasattr(m, name):
+                setattr(m, name, refuse(PKG))
+
+    patches = {
+        "socket": patch_socket,
+        "subprocess": patch_subprocess,
+        "http.client": patch_http_client,
+        "urllib.request": patch_urllib_request,
+        "asyncio.base_events": patch_asyncio_base_events,
+        "multiprocessing.context": patch_multiprocessing_context,
+        "multiprocessing.process": patch_multiprocessing_process,
+        "multiprocessing.pool": patch_multiprocessing_pool,
+        "concurrent.futures.process": patch_process_pool,
+        "ensurepip": patch_ensurepip,
+    }
+
+    import sys
+
+    def apply(patch, module):
+        try:
+            patch(module)
+        except Exception:
+            pass  # another Python's layout: its own error stays
+
+    class Loader:
+        """The real loader, then the patch; gone from the module after."""
+
+        def __init__(self, real, patch):
+            self.real = real
+            self.patch = patch
+
+        def __getattr__(self, name):
+            return getattr(self.real, name)
+
+        def create_module(self, spec):
+            return self.real.create_module(spec)
+
+        def exec_module(self, module):
+            self.real.exec_module(module)
+            spec = module.__spec__
+            if spec is not None and spec.loader is self:
+                spec.loader = self.real
+            if getattr(module, "__loader__", None) is self:
+                module.__loader__ = self.real
+            apply(self.patch, module)
+
+    class Finder:
+        @classmethod
+        def find_spec(cls, name, path=None, target=None):
+            patch = patches.get(name)
+            if patch is None:
+                return None
+            for finder in sys.meta_path:
+                if finder is cls:
+                    continue
+                find = getattr(finder, "find_spec", None)
+                spec = find(name, path, target) if find is not None else None
+                if spec is not None:
+                    break
+            else:
+                return None
+            if spec.loader is not None and hasattr(spec.loader, "exec_module"):
+                spec.loader = Loader(spec.loader, patch)
+            return spec
+
+    if "threading" in sys.modules:  # later imports bind the patched _thread
+        apply(patch_threading, sys.modules["threading"])
+    for name, patch in patches.items():
+        if name in sys.modules:
+            apply(patch, sys.modules[name])
+    sys.meta_path.insert(0, Finder)
+
+    def hint(exc):
+        """The note an uncaught ModuleNotFoundError gets: what is importable."""
+        if not isinstance(exc, ModuleNotFoundError) or not exc.name:
+            return
+        top = exc.name.partition(".")[0]
+        if top in ("ssl", "_ssl"):
+            note = NET
+        elif top in sys.stdlib_module_names and top not in ("ensurepip", "venv"):
+            note = ("airlock: the standard library module %r is not available in this sandbox "
+                    "(CPython for WebAssembly: no native extensions beyond the built-in ones, "
+                    "no threads, processes or network)" % top)
+        else:
+            note = PKG
+        if note not in getattr(exc, "__notes__", ()):
+            exc.add_note(note)
+
+    return hint
