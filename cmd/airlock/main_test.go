@@ -48,6 +48,15 @@ func TestRunExitStatuses(t *testing.T) {
 		{"memory", []string{"run", "--memory", "32MiB", "-c", "x = bytearray(64 << 20)"}, exitLimit},
 		{"output", []string{"run", "--output-limit", "100", "-c", "print('x' * 1000)"}, exitLimit},
 		{"no program", []string{"run"}, exitUsage},
+		// A file named on the command line that cannot be read is the
+		// invocation's fault (python3 says so with 2 too), not a status
+		// the program could have exited with.
+		{"missing script", []string{"run", "/nonexistent/script.py"}, exitUsage},
+		{"script is a directory", []string{"run", os.TempDir()}, exitUsage},
+		{"missing --file", []string{"run", "--file", "/nonexistent/in.txt", "-c", "pass"}, exitUsage},
+		{"missing --stdin", []string{"run", "--stdin", "/nonexistent/in.txt", "-c", "pass"}, exitUsage},
+		{"repl: missing --load", []string{"repl", "--load", "/nonexistent/s.bin"}, exitUsage},
+		{"repl: missing --file", []string{"repl", "--file", "/nonexistent/in.txt"}, exitUsage},
 		{"both programs", []string{"run", "-c", "pass", "x.py"}, exitUsage},
 		{"bad size", []string{"run", "--memory", "lots", "-c", "pass"}, exitUsage},
 		{"bad flag", []string{"run", "--nope", "-c", "pass"}, exitUsage},

@@ -56,7 +56,7 @@ func cmdRepl(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 	}
 	seed, err := files.read()
 	if err != nil {
-		return 1, err
+		return exitUsage, err
 	}
 	sb, err := common.sandbox(ctx, stderr, append(sbOpts, pkgs.options()...)...)
 	if err != nil {
@@ -468,7 +468,7 @@ func setLimit(l, all airlock.Limits, name string) airlock.Limits {
 func loadSession(ctx context.Context, sb *airlock.Sandbox, path string) (*airlock.Session, error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return nil, fmt.Errorf("--load: %w", err)
+		return nil, argFileError("--load", err)
 	}
 	defer f.Close()
 	sess, err := sb.LoadSession(ctx, bufio.NewReader(f))
