@@ -47,12 +47,15 @@ func cmdRepl(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 		return exitUsage, usageError{"repl takes no arguments"}
 	}
 	var sbOpts []airlock.Option
+	var values map[string]any
 	if *tools != "" {
 		opt, err := toolsOption(*tools)
 		if err != nil {
 			return exitUsage, err
 		}
 		sbOpts = append(sbOpts, opt)
+		// The demo store lasts the session, not one input.
+		values = map[string]any{kvValuesKey: newKVStore()}
 	}
 	seed, err := files.read()
 	if err != nil {
@@ -63,7 +66,7 @@ func cmdRepl(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 		return 1, err
 	}
 	defer sb.Close(context.Background())
-	r := &repl{stdout: stdout, stderr: stderr}
+	r := &repl{stdout: stdout, stderr: stderr, values: values}
 	if *load != "" {
 		// The saved session keeps its own limits; those given now override them.
 		r.sess, err = loadSession(ctx, sb, *load)
@@ -147,6 +150,7 @@ type repl struct {
 	sess           *airlock.Session
 	limits         airlock.Limits    // over the session's, for each input
 	files          map[string][]byte // --file with --load: added by the first input that is kept
+	values         map[string]any    // Request.Values of every input (the demo tools' store)
 	stdout, stderr io.Writer
 	sigs           <-chan os.Signal
 }
@@ -168,7 +172,7 @@ func (r *repl) run(ctx context.Context, src string) {
 	}()
 	var streamedErr int
 	res, err := r.sess.Exec(callCtx, airlock.Request{
-		Code: src + "\n", Filename: "<stdin>", Interactive: true, Limits: r.limits, Files: r.files,
+		Code: src + "\n", Filename: "<stdin>", Interactive: true, Limits: r.limits, Files: r.files, Values: r.values,
 		OnOutput: func(stream string, p []byte) {
 			if stream == "stdout" {
 				r.stdout.Write(p)
