@@ -68,8 +68,10 @@ func cmdRepl(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 	defer sb.Close(context.Background())
 	r := &repl{stdout: stdout, stderr: stderr, values: values}
 	if *load != "" {
-		// The saved session keeps its own limits; those given now override them.
-		r.sess, err = loadSession(ctx, sb, *load)
+		// The saved session keeps its own limits where they are lower than
+		// those of this invocation (its flags, or their defaults): a file
+		// cannot raise them. Those given now override them for each input.
+		r.sess, err = loadSession(ctx, sb, *load, limits.limits())
 		if err != nil {
 			return 1, err
 		}
@@ -469,13 +471,13 @@ func setLimit(l, all airlock.Limits, name string) airlock.Limits {
 	return l
 }
 
-func loadSession(ctx context.Context, sb *airlock.Sandbox, path string) (*airlock.Session, error) {
+func loadSession(ctx context.Context, sb *airlock.Sandbox, path string, max airlock.Limits) (*airlock.Session, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, argFileError("--load", err)
 	}
 	defer f.Close()
-	sess, err := sb.LoadSession(ctx, bufio.NewReader(f))
+	sess, err := sb.LoadSessionWith(ctx, bufio.NewReader(f), airlock.LoadOptions{MaxLimits: max})
 	if err != nil {
 		return nil, fmt.Errorf("--load %s: %w", path, err)
 	}
