@@ -14,7 +14,14 @@ import (
 	"github.com/airlock-sandbox/airlock"
 )
 
+// envExecMain makes the test binary run as the airlock command (for tests
+// that need it as a separate process, such as an MCP client's server).
+const envExecMain = "AIRLOCK_TEST_EXEC_MAIN"
+
 func TestMain(m *testing.M) {
+	if os.Getenv(envExecMain) == "1" {
+		os.Exit(dispatch(context.Background(), os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
+	}
 	// Hold one Sandbox for the whole test process: every command's own
 	// Sandbox then shares its compiled module instead of reloading it.
 	sb, err := airlock.New(context.Background(), airlock.WithNotice(os.Stderr))

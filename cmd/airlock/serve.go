@@ -14,8 +14,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/modelcontextprotocol/go-sdk/mcp"
-
 	"github.com/airlock-sandbox/airlock"
 	"github.com/airlock-sandbox/airlock/hostfuncs"
 	"github.com/airlock-sandbox/airlock/server"
@@ -166,13 +164,15 @@ func cmdMCP(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 	fs := flag.NewFlagSet("airlock mcp", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var (
-		common   commonFlags
-		maxima   maxFlags
-		sessions sessionFlags
-		pkgs     packageFlags
-		tools    = fs.String("tools", "", "expose built-in host tools to Python: demo")
-		parallel = fs.Int("concurrency", 0, "runs at once; further calls wait (default: CPUs)")
+		common     commonFlags
+		maxima     maxFlags
+		sessions   sessionFlags
+		pkgs       packageFlags
+		tools      = fs.String("tools", "", "expose built-in host tools to Python: demo")
+		parallel   = fs.Int("concurrency", 0, "runs at once; further calls wait (default: CPUs)")
+		maxMessage = sizeFlag{server.DefaultMaxMessage}
 	)
+	fs.Var(&maxMessage, "max-message", "largest message (one line) a client may send; longer ones are refused")
 	common.register(fs)
 	maxima.register(fs)
 	sessions.register(fs)
@@ -199,13 +199,11 @@ func cmdMCP(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 	}
 	defer sb.Close(context.Background())
 	srv := server.NewMCP(server.MCPConfig{Sandbox: sb, Tools: toolList, MaxLimits: maxima.limits(), Concurrency: *parallel})
-	t := &mcp.IOTransport{Reader: io.NopCloser(stdin), Writer: nopWriteCloser{stdout}}
+	// Not the SDK's IOTransport: one bad line there ends the server, and
+	// the calls in flight with it.
+	t := &server.LineTransport{Reader: stdin, Writer: stdout, MaxMessage: int(maxMessage.n), Logger: slog.New(slog.NewTextHandler(stderr, nil))}
 	if err := srv.Run(ctx, t); err != nil && !errors.Is(err, context.Canceled) && !errors.Is(err, io.EOF) {
 		return 1, err
 	}
 	return 0, nil
 }
-
-type nopWriteCloser struct{ io.Writer }
-
-func (nopWriteCloser) Close() error { return nil }
