@@ -8,7 +8,6 @@ import (
 	"io"
 	"log/slog"
 	"net"
-	"net/http"
 	"os"
 	"os/signal"
 	"syscall"
@@ -91,6 +90,8 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) (int
 		tools       = fs.String("tools", "", "expose built-in host tools to Python: demo")
 		logJSON     = fs.Bool("log-json", false, "log JSON records instead of text")
 		drain       = fs.Duration("drain-timeout", 2*time.Minute, "on SIGINT/SIGTERM, how long to let admitted runs finish")
+		maxConns    = fs.Int("max-conns", server.DefaultMaxConns, "open connections at most; more are answered 503 and closed")
+		maxPerAddr  = fs.Int("max-conns-per-client", server.DefaultMaxConnsPerClient, "open connections at most from one client address")
 	)
 	common.register(fs)
 	maxima.register(fs)
@@ -132,6 +133,7 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) (int
 	srv, err := server.New(server.Config{
 		Sandbox: sb, MaxLimits: maxima.limits(), Concurrency: *concurrency, Queue: *queue,
 		MaxBody: maxBody.n, Token: os.Getenv("AIRLOCK_TOKEN"), Logger: logger,
+		MaxConns: *maxConns, MaxConnsPerClient: *maxPerAddr,
 	})
 	if err != nil {
 		return 1, err
@@ -140,11 +142,10 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) (int
 	if err != nil {
 		return 1, err
 	}
-	hs := &http.Server{Handler: srv, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(h, slog.LevelWarn)}
 	logger.Info("serving", slog.String("addr", "http://"+ln.Addr().String()), slog.Bool("snapshots", sb.Snapshots()),
 		slog.Bool("auth", os.Getenv("AIRLOCK_TOKEN") != ""))
 	errc := make(chan error, 1)
-	go func() { errc <- hs.Serve(ln) }()
+	go func() { errc <- srv.Serve(ln) }()
 	select {
 	case err := <-errc:
 		return 1, err
@@ -153,7 +154,7 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) (int
 	logger.Info("shutting down: draining admitted runs", slog.Duration("timeout", *drain))
 	dctx, cancel := context.WithTimeout(context.Background(), *drain)
 	defer cancel()
-	if err := hs.Shutdown(dctx); err != nil {
+	if err := srv.Shutdown(dctx); err != nil {
 		return 1, fmt.Errorf("shutdown: %w", err)
 	}
 	logger.Info("stopped")
