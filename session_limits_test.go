@@ -37,7 +37,7 @@ func rewriteLimits(b []byte, l airlock.Limits) []byte {
 // Sandbox's timeout and its files at the Sandbox's quota. (Before, the
 // blob's limits were honoured: a call wrote 160 MiB of files into host
 // memory where the untouched blob stops at 64 MiB.)
-func TestLoadedSessionCannotRaiseItsLimits(t *testing.T) {
+func TestSessionLoadCannotRaiseItsLimits(t *testing.T) {
 	ctx := context.Background()
 	sandbox, err := airlock.New(ctx, airlock.WithLimits(airlock.Limits{Timeout: time.Second, FSBytes: 8 << 20}))
 	if err != nil {
@@ -82,7 +82,7 @@ func TestLoadedSessionCannotRaiseItsLimits(t *testing.T) {
 
 // A blob whose memory or files do not fit the loading limits is refused
 // with ErrSessionOverLimits, and loads nothing.
-func TestLoadSessionOverLimits(t *testing.T) {
+func TestSessionLoadOverLimits(t *testing.T) {
 	ctx := context.Background()
 	sandbox := snapshotSandbox(t)
 	before := sandbox.Sessions()
@@ -124,7 +124,7 @@ func (c *countingReader) Read(p []byte) (int, error) {
 
 // LoadOptions.Tools narrows the tools a loaded session may call, whatever
 // the blob's allow-list says.
-func TestLoadSessionCapsTools(t *testing.T) {
+func TestSessionLoadCapsTools(t *testing.T) {
 	ctx := context.Background()
 	echo := hostfuncs.Func("echo", "Echo.", func(_ context.Context, v json.RawMessage) (json.RawMessage, error) { return v, nil })
 	secret := hostfuncs.Func("secret", "A secret.", func(context.Context, struct{}) (string, error) { return "s3cret", nil })

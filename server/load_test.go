@@ -171,7 +171,9 @@ func TestLoadQueueOverflow(t *testing.T) {
 // past their address's share) within BodyTimeout; stalled readers give
 // back their slots when their runs end.
 func TestLoadSlowClients(t *testing.T) {
-	url, s, _ := start(t, Config{Concurrency: 2, Queue: 8, BodyTimeout: time.Second})
+	// Queue 16: the stalled readers' ten runs and the two connections'
+	// fit in the slots and the queue, so no run need be refused.
+	url, s, _ := start(t, Config{Concurrency: 2, Queue: 16, BodyTimeout: time.Second})
 	spec := loadSpec{Seconds: loadSeconds(loadDefault), Conns: 2, Mix: "light", Trickle: 10, Stalled: 10}
 	rep := runLoad(t, url, spec)
 	t.Logf("%.0f s: %d runs from 2 connections, status %v, p50 %.1f ms, p99 %.1f ms, max %.1f ms; %d stalled readers; trickles answered %v, held at most %.0f ms",

@@ -339,17 +339,22 @@ func (s *Server) decodeBody(w http.ResponseWriter, r *http.Request, v any) bool 
 		return false
 	}
 	rc := http.NewResponseController(w)
-	ok := false
+	ok, late := false, false
 	defer func() {
-		if ok {
+		switch {
+		case ok:
 			// The run may outlast any deadline the body had, and the
 			// connection's read past the body (which notices a client
 			// that left) must not end it: no deadline once the body is in.
 			_ = rc.SetReadDeadline(time.Time{})
-		} else {
-			// What is left of a refused body is not read (after the
-			// handler, to keep the connection) at the sender's pace.
-			_ = rc.SetReadDeadline(time.Now())
+		case !late:
+			// What is left of a refused body is read after the handler
+			// (to keep the connection) within BodyTimeout, not at the
+			// sender's pace. Not a deadline already passed: the read past
+			// a body that was all there would fail at once, and its error
+			// cancels the context of every later request on the
+			// connection.
+			_ = rc.SetReadDeadline(time.Now().Add(s.cfg.BodyTimeout))
 		}
 	}()
 	body := &rateReader{r: r.Body, rc: rc, start: time.Now(), grace: s.cfg.BodyTimeout, rate: s.cfg.MinBodyRate}
@@ -371,6 +376,7 @@ func (s *Server) decodeBody(w http.ResponseWriter, r *http.Request, v any) bool 
 	var tooBig *http.MaxBytesError
 	switch {
 	case isTimeout(err):
+		late = true // its deadline has passed: the connection closes
 		s.bodyTimeout(w)
 		return false
 	case errors.As(err, &tooBig):
