@@ -181,6 +181,7 @@ type config struct {
 
 	sessionTTL  time.Duration // session.go
 	maxSessions int
+	sessionKey  []byte // WithSessionKey (session_file.go)
 	engine      string // "" : $AIRLOCK_ENGINE, else wazero
 	unmetered   bool   // WithFuelMetering(false)
 }

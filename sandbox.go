@@ -78,6 +78,9 @@ func New(ctx context.Context, opts ...Option) (*Sandbox, error) {
 		}
 		cfg.cacheDir = dir
 	}
+	if cfg.sessionKey != nil && len(cfg.sessionKey) < minSessionKey {
+		return nil, fmt.Errorf("airlock: WithSessionKey: the key is %d bytes; it must be at least %d", len(cfg.sessionKey), minSessionKey)
+	}
 	reg, err := hostfuncs.NewRegistry(cfg.tools...)
 	if err != nil {
 		return nil, fmt.Errorf("airlock: %w", err)

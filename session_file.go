@@ -3,14 +3,17 @@ package airlock
 import (
 	"bytes"
 	"context"
+	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"time"
 
 	"github.com/airlock-sandbox/airlock/engine"
+	"github.com/airlock-sandbox/airlock/wasi/errno"
 	"github.com/airlock-sandbox/airlock/wasi/memfs"
 )
 
@@ -23,17 +26,29 @@ import (
 //	  64 KiB pages that differ from the Sandbox's image, those pages,
 //	  globals (counted u64s), the unwind buffer's address (u32)
 //	the writable filesystem (memfs.Save), prefixed by its size (u64)
-//	sha256 of everything above
+//	sha256 of everything above (version 2), or its HMAC-SHA256 under the
+//	  Sandbox's WithSessionKey (version 3: the same layout, signed)
 //
 // Pages equal to the Sandbox's image are left out, so a session that
 // built little state saves little. The blob resumes only where the same
 // image is: the same python.wasm, prelude, layers and captured image.
 // Request.Values and OnOutput are not saved (they are the host's).
+//
+// The checksum catches damage, not an attacker, who can recompute it: so
+// a blob is never trusted for what it could raise. Its limits are capped
+// by the loader's (LoadOptions.MaxLimits, by default the Sandbox's), its
+// tools by LoadOptions.Tools, and it is read no larger than those limits
+// allow. With WithSessionKey, only blobs signed with the key load.
 
 const (
 	sessionMagic   = "airlock-session\x00"
 	sessionVersion = 2 // 2: the fuel limit is saved
-	pageSize       = 65536
+	// sessionSigned is version 2's layout with an HMAC-SHA256 trailer.
+	sessionSigned = 3
+	pageSize      = 65536
+	// minSessionKey is the shortest key WithSessionKey takes: HMAC is only
+	// as strong as its key.
+	minSessionKey = 16
 	// maxSessionBlob bounds what LoadSession reads: a full 4 GiB memory
 	// plus a filesystem at its largest sensible quota.
 	maxSessionBlob = 4<<30 + 1<<30
@@ -46,7 +61,37 @@ var (
 	// ErrSessionMismatch: a saved session from another python.wasm,
 	// prelude, package set or snapshot image than this Sandbox's.
 	ErrSessionMismatch = errors.New("airlock: saved session was made by a different sandbox image")
+	// ErrSessionUnauthenticated: a Sandbox with WithSessionKey was given a
+	// blob not signed with its key (unsigned, signed with another key, or
+	// changed since), or a Sandbox without a key a signed one.
+	ErrSessionUnauthenticated = errors.New("airlock: saved session is not signed with this sandbox's key")
+	// ErrSessionOverLimits: a saved session whose memory or files do not
+	// fit the limits it is loaded under (LoadOptions.MaxLimits).
+	ErrSessionOverLimits = errors.New("airlock: saved session does not fit the loading limits")
 )
+
+// WithSessionKey signs saved sessions (Session.Save) with HMAC-SHA256
+// under key, and has LoadSession refuse any blob not signed with it
+// (ErrSessionUnauthenticated): then only blobs this program (or another
+// holding the key) saved can be loaded. New fails for a key shorter than
+// 16 bytes. Keep the key as secret as the blobs are to be trusted.
+func WithSessionKey(key []byte) Option {
+	return func(c *config) { c.sessionKey = bytes.Clone(key) }
+}
+
+// LoadOptions bound what a loaded session may do.
+type LoadOptions struct {
+	// MaxLimits cap the saved session's limits: each is the lower of the
+	// blob's and this one (zero fields: the Sandbox's, Sandbox.Limits).
+	// A session whose memory or files do not fit is refused with
+	// ErrSessionOverLimits. Calls may still raise a limit in their
+	// Request, as for any session: that is the host's choice, not the
+	// blob's.
+	MaxLimits Limits
+	// Tools, if non-nil, caps the tools the session may call: those it
+	// saved (all, if it saved none) that are also in Tools.
+	Tools []string
+}
 
 // Save writes the session's state (interpreter image, files, options) for
 // LoadSession, in this process or another. It waits for a running call.
@@ -62,7 +107,12 @@ func (s *Session) Save(w io.Writer) error {
 	snap := s.sb.snap
 	var b bytes.Buffer
 	b.WriteString(sessionMagic)
-	binary.Write(&b, binary.LittleEndian, uint32(sessionVersion))
+	version := uint32(sessionVersion)
+	key := s.sb.cfg.sessionKey
+	if key != nil {
+		version = sessionSigned
+	}
+	binary.Write(&b, binary.LittleEndian, version)
 	b.Write(snap.key[:])
 	sum := snap.memorySum()
 	b.Write(sum[:])
@@ -85,12 +135,23 @@ func (s *Session) Save(w io.Writer) error {
 	}
 	binary.Write(&b, binary.LittleEndian, uint64(fsBytes.Len()))
 	b.Write(fsBytes.Bytes())
-	check := sha256.Sum256(b.Bytes())
-	b.Write(check[:])
+	b.Write(seal(key, b.Bytes()))
 	if _, err := w.Write(b.Bytes()); err != nil {
 		return fmt.Errorf("airlock: save session: %w", err)
 	}
 	return nil
+}
+
+// seal is a blob's trailer: the HMAC-SHA256 of body under key, or its
+// sha256 without one.
+func seal(key, body []byte) []byte {
+	if key == nil {
+		sum := sha256.Sum256(body)
+		return sum[:]
+	}
+	mac := hmac.New(sha256.New, key)
+	mac.Write(body)
+	return mac.Sum(nil)
 }
 
 func flattenEnv(env map[string]string) []string {
@@ -140,36 +201,65 @@ func putImage(b *bytes.Buffer, img *engine.Image, base []byte) {
 }
 
 // LoadSession resumes a session saved by Session.Save as a new live
-// session of this Sandbox (counted against its cap, with a new ID).
+// session of this Sandbox (counted against its cap, with a new ID): it is
+// LoadSessionWith with no options, so the blob's limits are capped by the
+// Sandbox's.
+func (sb *Sandbox) LoadSession(ctx context.Context, r io.Reader) (*Session, error) {
+	return sb.LoadSessionWith(ctx, r, LoadOptions{})
+}
+
+// LoadSessionWith resumes a saved session under opts: its limits are the
+// lower of the blob's and opts.MaxLimits (or the Sandbox's), its tools
+// those opts.Tools allow. A blob cannot raise what it was saved with, nor
+// above what the loader allows; it only ever becomes guest memory, files
+// and limits within those. r is read up to what opts allow (the memory
+// cap, the filesystem quota and a margin), not further.
 //
 // # Errors
-// ErrSessionsUnavailable without snapshots; ErrSessionCorrupt for bytes
-// that are not an intact saved session; ErrSessionMismatch for one made
-// with another image; ErrTooManySessions at the cap; r's errors.
-func (sb *Sandbox) LoadSession(ctx context.Context, r io.Reader) (*Session, error) {
+// ErrSessionsUnavailable without snapshots; ErrSessionUnauthenticated
+// for a blob not signed with WithSessionKey's key (or a signed one
+// without a key); ErrSessionCorrupt for bytes that are not an intact saved
+// session; ErrSessionMismatch for one made with another image;
+// ErrSessionOverLimits for one that does not fit the limits;
+// ErrTooManySessions at the cap; r's errors.
+func (sb *Sandbox) LoadSessionWith(ctx context.Context, r io.Reader, opts LoadOptions) (*Session, error) {
 	if sb.snap == nil {
 		return nil, ErrSessionsUnavailable
 	}
-	blob, err := io.ReadAll(io.LimitReader(r, maxSessionBlob+1))
+	caps := opts.MaxLimits.withDefaults(sb.cfg.limits)
+	readCap := blobCap(caps)
+	blob, err := io.ReadAll(io.LimitReader(r, readCap+1))
 	if err != nil {
 		return nil, fmt.Errorf("airlock: load session: %w", err)
 	}
-	if len(blob) > maxSessionBlob {
+	if int64(len(blob)) > readCap {
+		if readCap < maxSessionBlob {
+			return nil, fmt.Errorf("%w: larger than the %d bytes a session within these limits saves to", ErrSessionOverLimits, readCap)
+		}
 		return nil, fmt.Errorf("%w: larger than %d bytes", ErrSessionCorrupt, int64(maxSessionBlob))
 	}
 	if len(blob) < len(sessionMagic)+4+64+sha256.Size || string(blob[:len(sessionMagic)]) != sessionMagic {
 		return nil, fmt.Errorf("%w: not a saved session", ErrSessionCorrupt)
 	}
 	body, trailer := blob[:len(blob)-sha256.Size], blob[len(blob)-sha256.Size:]
-	if sum := sha256.Sum256(body); !bytes.Equal(sum[:], trailer) {
+	version := binary.LittleEndian.Uint32(body[len(sessionMagic):])
+	key := sb.cfg.sessionKey
+	switch {
+	case key != nil && version != sessionSigned:
+		return nil, fmt.Errorf("%w: it is not signed (format version %d)", ErrSessionUnauthenticated, version)
+	case key != nil && !hmac.Equal(seal(key, body), trailer):
+		return nil, fmt.Errorf("%w: signed with another key, or changed since", ErrSessionUnauthenticated)
+	case key == nil && version == sessionSigned:
+		return nil, fmt.Errorf("%w: it is signed, and this sandbox has no key to check it (WithSessionKey)", ErrSessionUnauthenticated)
+	case key == nil && !bytes.Equal(seal(nil, body), trailer):
 		return nil, fmt.Errorf("%w: checksum mismatch", ErrSessionCorrupt)
 	}
 	d := &decoder{buf: body[len(sessionMagic):]}
-	if v := d.u32(); v != sessionVersion {
-		return nil, fmt.Errorf("%w: format version %d, this build reads %d", ErrSessionCorrupt, v, sessionVersion)
+	if v := d.u32(); v != sessionVersion && v != sessionSigned {
+		return nil, fmt.Errorf("%w: format version %d, this build reads %d and %d", ErrSessionCorrupt, v, sessionVersion, sessionSigned)
 	}
-	key, memSum := d.bytes(32), d.bytes(32)
-	if d.err == nil && !bytes.Equal(key, sb.snap.key[:]) {
+	key2, memSum := d.bytes(32), d.bytes(32)
+	if d.err == nil && !bytes.Equal(key2, sb.snap.key[:]) {
 		return nil, fmt.Errorf("%w (python.wasm, prelude, layers or snapshot environment differ)", ErrSessionMismatch)
 	}
 	if want := sb.snap.memorySum(); d.err == nil && !bytes.Equal(memSum, want[:]) {
@@ -180,7 +270,8 @@ func (sb *Sandbox) LoadSession(ctx context.Context, r io.Reader) (*Session, erro
 	for i := range lim {
 		lim[i] = int64(d.u64())
 	}
-	s.opts.Limits = Limits{Timeout: time.Duration(lim[0]), Memory: lim[1], Output: lim[2], FSBytes: lim[3], FSFiles: int(lim[4]), HostCalls: int(lim[5]), HostPayload: lim[6], Fuel: lim[7]}
+	saved := Limits{Timeout: time.Duration(lim[0]), Memory: lim[1], Output: lim[2], FSBytes: lim[3], FSFiles: int(lim[4]), HostCalls: int(lim[5]), HostPayload: lim[6], Fuel: lim[7]}
+	s.opts.Limits = capLimits(saved, caps)
 	if env, ok := d.strings(); ok {
 		if len(env)%2 != 0 {
 			d.fail("odd environment")
@@ -193,7 +284,11 @@ func (sb *Sandbox) LoadSession(ctx context.Context, r io.Reader) (*Session, erro
 	if tools, ok := d.strings(); ok {
 		s.opts.Tools = tools
 	}
-	// What NewSession refuses, a file cannot bring in.
+	if opts.Tools != nil {
+		s.opts.Tools = capTools(s.opts.Tools, opts.Tools)
+	}
+	// What NewSession refuses, a file cannot bring in. (Negative limits
+	// are refused here: capLimits keeps them, as they are below any cap.)
 	probe := Request{Env: s.opts.Env, Limits: s.opts.Limits}
 	limits, verr := sb.validate(&probe)
 	if verr == nil {
@@ -219,12 +314,18 @@ func (sb *Sandbox) LoadSession(ctx context.Context, r io.Reader) (*Session, erro
 		if img != nil {
 			img.Close()
 		}
+		if errors.Is(d.err, ErrSessionOverLimits) {
+			return nil, d.err
+		}
 		return nil, fmt.Errorf("%w: %v", ErrSessionCorrupt, d.err)
 	}
 	fs, err := memfs.Load(bytes.NewReader(fsBlob), memfs.Options{Quota: memfs.Quota{MaxBytes: limits.FSBytes, MaxInodes: limits.FSFiles}}, sb.layers...)
 	if err != nil {
 		if img != nil {
 			img.Close()
+		}
+		if errors.Is(err, errno.ENOSPC) {
+			return nil, fmt.Errorf("%w: its files exceed the quota of %d bytes and %d files: %w", ErrSessionOverLimits, limits.FSBytes, limits.FSFiles, err)
 		}
 		return nil, fmt.Errorf("%w: filesystem: %w", ErrSessionCorrupt, err)
 	}
@@ -239,6 +340,53 @@ func (sb *Sandbox) LoadSession(ctx context.Context, r io.Reader) (*Session, erro
 	return s, nil
 }
 
+// capLimits is l with each limit no higher than max's: zero (the
+// default) takes max's; Fuel, where max has none, stays the blob's.
+func capLimits(l, max Limits) Limits {
+	low := func(v, m int64) int64 {
+		if v == 0 || v > m {
+			return m
+		}
+		return v
+	}
+	out := Limits{
+		Timeout:     time.Duration(low(int64(l.Timeout), int64(max.Timeout))),
+		Memory:      low(l.Memory, max.Memory),
+		Output:      low(l.Output, max.Output),
+		FSBytes:     low(l.FSBytes, max.FSBytes),
+		FSFiles:     int(low(int64(l.FSFiles), int64(max.FSFiles))),
+		HostCalls:   int(low(int64(l.HostCalls), int64(max.HostCalls))),
+		HostPayload: low(l.HostPayload, max.HostPayload),
+		Fuel:        l.Fuel,
+	}
+	if max.Fuel > 0 {
+		out.Fuel = low(l.Fuel, max.Fuel)
+	}
+	return out
+}
+
+// capTools is the saved allow-list (nil: every tool) narrowed to allow.
+func capTools(saved, allow []string) []string {
+	if saved == nil {
+		return slices.Clone(allow)
+	}
+	out := []string{}
+	for _, t := range saved {
+		if slices.Contains(allow, t) {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+// blobCap is the largest blob a session within l saves to: its memory and
+// the bitmap of its pages, its files with a generous allowance per file
+// for names, links and times, and a margin for the header, env and tools.
+func blobCap(l Limits) int64 {
+	n := max(l.Memory, 0) + max(l.Memory, 0)/pageSize/8 + max(l.FSBytes, 0) + int64(max(l.FSFiles, 0))*4096 + 64<<20
+	return min(n, maxSessionBlob)
+}
+
 // decoder reads a saved session's fields, remembering the first error so
 // the caller checks once.
 type decoder struct {
@@ -247,9 +395,11 @@ type decoder struct {
 	base *engine.Image // what a loaded image is a delta over
 }
 
-func (d *decoder) fail(what string) {
+func (d *decoder) fail(what string) { d.failWith(errors.New(what)) }
+
+func (d *decoder) failWith(err error) {
 	if d.err == nil {
-		d.err = errors.New(what)
+		d.err = err
 	}
 	d.buf = nil
 }
@@ -308,8 +458,12 @@ func (d *decoder) strings() ([]string, bool) {
 func (d *decoder) image(maxMemory int64) *engine.Image {
 	base := d.base.Memory
 	size := d.u64()
-	if d.err != nil || size%pageSize != 0 || size > 1<<32 || size > uint64(max(maxMemory, 0)) || size < uint64(len(base)) {
+	if d.err != nil || size%pageSize != 0 || size > 1<<32 || size < uint64(len(base)) {
 		d.fail("memory size")
+		return nil
+	}
+	if size > uint64(max(maxMemory, 0)) {
+		d.failWith(fmt.Errorf("%w: its memory is %d bytes, over the %d-byte limit", ErrSessionOverLimits, size, maxMemory))
 		return nil
 	}
 	pages := int(size / pageSize)

@@ -165,8 +165,8 @@ func TestSessionLoadRejectsCraftedFiles(t *testing.T) {
 	huge = reseal(append(huge, fresh[marker+1:]...))
 	var before, after runtime.MemStats
 	runtime.ReadMemStats(&before)
-	if _, err := sb.LoadSession(ctx, bytes.NewReader(huge)); !errors.Is(err, airlock.ErrSessionCorrupt) {
-		t.Errorf("4 GiB image: %v, want ErrSessionCorrupt", err)
+	if _, err := sb.LoadSession(ctx, bytes.NewReader(huge)); !errors.Is(err, airlock.ErrSessionOverLimits) {
+		t.Errorf("4 GiB image: %v, want ErrSessionOverLimits", err)
 	}
 	runtime.ReadMemStats(&after)
 	if grown := after.TotalAlloc - before.TotalAlloc; grown > 256<<20 {

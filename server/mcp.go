@@ -43,7 +43,9 @@ type RunPythonArgs struct {
 // NewMCP returns a Model Context Protocol server with one tool, run_python.
 // Its optional session argument keeps state between calls: "new" starts a
 // session of cfg.Sandbox (whose TTL and cap apply), an ID runs in one.
-// Serve it with (*mcp.Server).Run, e.g. over &mcp.StdioTransport{}.
+// Serve it with (*mcp.Server).Run over a LineTransport (on stdin and
+// stdout, say), which survives bad input; the SDK's StdioTransport ends
+// at the first line that does not decode.
 func NewMCP(cfg MCPConfig) *mcp.Server {
 	if cfg.MaxLimits == (airlock.Limits{}) {
 		cfg.MaxLimits = airlock.DefaultLimits

@@ -45,6 +45,34 @@ type Config struct {
 	Queue int
 	// MaxBody caps a request body in bytes (default 32 MiB).
 	MaxBody int64
+	// MaxBodyReads caps the request bodies being read at once (default
+	// 2 × (Concurrency + Queue), at least 16) and MaxBodyReadsPerClient
+	// those from one client address (default a quarter of that, at least
+	// 1); past either, 429. Bodies are read before a run slot is taken, so
+	// these, not the slots, bound the memory bodies hold (each up to
+	// MaxBody) and the clients uploading them.
+	MaxBodyReads, MaxBodyReadsPerClient int
+	// BodyTimeout and MinBodyRate bound how slowly a body may arrive: one
+	// of n bytes must be whole within BodyTimeout + n/MinBodyRate seconds
+	// (defaults 5 s and 32 KiB/s), else it is answered 408 and its
+	// connection closed. A client trickling a body holds its place among
+	// the bodies being read for about BodyTimeout, not indefinitely.
+	BodyTimeout time.Duration
+	MinBodyRate int64
+	// MaxConns and MaxConnsPerClient cap open connections in all and from
+	// one client address (defaults 1024 and 64); a connection past either
+	// is answered 503 and closed. IdleTimeout closes a kept-alive
+	// connection idle that long (default 30 s), ReadHeaderTimeout one
+	// whose request headers take longer (default 10 s); MaxHeaderBytes
+	// caps them (default 64 KiB; past it, 431). They apply to Serve.
+	MaxConns, MaxConnsPerClient    int
+	IdleTimeout, ReadHeaderTimeout time.Duration
+	MaxHeaderBytes                 int
+	// ReleaseIdle is how long the server runs nothing before it hands the
+	// Go heap's free memory back to the OS (debug.FreeOSMemory; default
+	// 5 s, negative: never). Without it a burst of runs leaves the process
+	// tens of MiB above its baseline for good (README, HTTP API).
+	ReleaseIdle time.Duration
 	// Token, if set, is required as "Authorization: Bearer TOKEN" on
 	// /v1/ and /metrics (not on /healthz).
 	Token string
@@ -56,10 +84,13 @@ type Config struct {
 type Server struct {
 	cfg   Config
 	slots chan struct{}
-	// bodies bounds the request bodies read at once: each may be MaxBody
-	// (and about as much again decoded), while slots and the queue only
-	// bound requests already read.
-	bodies   chan struct{}
+	// bodies bounds the request bodies read at once, in all and per
+	// client: each may be MaxBody (and about as much again decoded), while
+	// slots and the queue only bound requests already read.
+	bodies   perClient
+	conns    perClient // open connections (Serve)
+	hs       *http.Server
+	idle     idleRelease
 	waiting  atomic.Int64
 	mux      *http.ServeMux
 	nextID   atomic.Uint64
@@ -97,8 +128,42 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	s := &Server{cfg: cfg, slots: make(chan struct{}, cfg.Concurrency), bodies: make(chan struct{}, cfg.Concurrency+cfg.Queue),
-		mux: http.NewServeMux(), python: PythonOf(cfg.Sandbox)}
+	if cfg.MaxBodyReads <= 0 {
+		cfg.MaxBodyReads = max(2*(cfg.Concurrency+cfg.Queue), 16)
+	}
+	if cfg.MaxBodyReadsPerClient <= 0 {
+		cfg.MaxBodyReadsPerClient = max(cfg.MaxBodyReads/4, 1)
+	}
+	defaults := []struct {
+		v *time.Duration
+		d time.Duration
+	}{{&cfg.BodyTimeout, DefaultBodyTimeout}, {&cfg.IdleTimeout, DefaultIdleTimeout}, {&cfg.ReadHeaderTimeout, DefaultReadHeaderTimeout}}
+	for _, f := range defaults {
+		if *f.v <= 0 {
+			*f.v = f.d
+		}
+	}
+	if cfg.MinBodyRate <= 0 {
+		cfg.MinBodyRate = DefaultMinBodyRate
+	}
+	if cfg.MaxConns <= 0 {
+		cfg.MaxConns = DefaultMaxConns
+	}
+	if cfg.MaxConnsPerClient <= 0 {
+		cfg.MaxConnsPerClient = DefaultMaxConnsPerClient
+	}
+	if cfg.MaxHeaderBytes <= 0 {
+		cfg.MaxHeaderBytes = DefaultMaxHeaderBytes
+	}
+	if cfg.ReleaseIdle == 0 {
+		cfg.ReleaseIdle = DefaultReleaseIdle
+	}
+	s := &Server{cfg: cfg, slots: make(chan struct{}, cfg.Concurrency),
+		bodies: perClient{max: cfg.MaxBodyReads, each: cfg.MaxBodyReadsPerClient},
+		conns:  perClient{max: cfg.MaxConns, each: cfg.MaxConnsPerClient},
+		mux:    http.NewServeMux(), python: PythonOf(cfg.Sandbox)}
+	s.hs = &http.Server{Handler: s, ReadHeaderTimeout: cfg.ReadHeaderTimeout, IdleTimeout: cfg.IdleTimeout,
+		MaxHeaderBytes: cfg.MaxHeaderBytes, ErrorLog: slog.NewLogLogger(cfg.Logger.Handler(), slog.LevelWarn)}
 	reg := prometheus.NewRegistry()
 	s.runs = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "airlock_runs_total", Help: "Runs by outcome: ok, or the error kind.",
@@ -119,6 +184,16 @@ func New(cfg Config) (*Server, error) {
 	s.live = prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "airlock_sessions_live", Help: "Sessions of the Sandbox not yet closed or expired.",
 	}, func() float64 { return float64(cfg.Sandbox.Sessions()) })
+	openConns := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "airlock_open_connections", Help: "Connections open (Serve), within MaxConns.",
+	}, func() float64 { return float64(s.conns.count()) })
+	bodyReads := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "airlock_body_reads", Help: "Request bodies being read, within MaxBodyReads.",
+	}, func() float64 { return float64(s.bodies.count()) })
+	releases := prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "airlock_memory_releases_total", Help: "Times the idle server handed free heap memory back to the OS.",
+	})
+	s.idle = idleRelease{after: cfg.ReleaseIdle, done: releases.Inc}
 	// The build in use, as Prometheus' *_info convention has it: a
 	// constant 1 whose labels say which.
 	sb := cfg.Sandbox
@@ -128,7 +203,7 @@ func New(cfg Config) (*Server, error) {
 		ConstLabels: prometheus.Labels{"build": info.Build, "version": info.Version, "sha256": info.SHA256, "engine": sb.Engine()},
 	})
 	build.Set(1)
-	reg.MustRegister(s.runs, s.rejected, s.duration, s.queue, s.inFlight, s.live, build)
+	reg.MustRegister(s.runs, s.rejected, s.duration, s.queue, s.inFlight, s.live, openConns, bodyReads, releases, build)
 
 	s.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
@@ -166,6 +241,13 @@ func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 // ServeHTTP logs each request with log/slog.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
+	if r.ContentLength != 0 {
+		// A body no handler reads is still read after it (to keep the
+		// connection), with whatever deadline is set: bound it as any
+		// body. decodeBody sets its own.
+		n := max(r.ContentLength, 0)
+		_ = http.NewResponseController(w).SetReadDeadline(start.Add(s.cfg.BodyTimeout + time.Duration(n/s.cfg.MinBodyRate)*time.Second))
+	}
 	sw := &statusWriter{ResponseWriter: w}
 	s.mux.ServeHTTP(sw, r)
 	s.cfg.Logger.LogAttrs(r.Context(), slog.LevelInfo, "request",
@@ -241,23 +323,42 @@ func (s *Server) overloaded(w http.ResponseWriter, msg string) {
 	writeError(w, http.StatusTooManyRequests, "overloaded", msg)
 }
 
-// bodyReadTimeout is how long a request body may take to arrive: a client
-// trickling one must not keep its place among the bodies being read.
-const bodyReadTimeout = time.Minute
-
-// decodeBody reads a JSON request body into v, answering a bad one, or
-// 429 when as many bodies are being read as there are run slots and
-// queue places.
+// decodeBody reads a JSON request body into v, answering a bad one, 408
+// for one that arrives too slowly, or 429 when MaxBodyReads bodies (or
+// MaxBodyReadsPerClient of this client's) are being read.
 func (s *Server) decodeBody(w http.ResponseWriter, r *http.Request, v any) bool {
-	select {
-	case s.bodies <- struct{}{}:
-		defer func() { <-s.bodies }()
+	addr := clientAddr(r.RemoteAddr)
+	switch s.bodies.take(addr) {
+	case "":
+		defer s.bodies.give(addr)
+	case "client":
+		s.overloaded(w, fmt.Sprintf("%d request bodies from %s are being read; retry later", s.cfg.MaxBodyReadsPerClient, addr))
+		return false
 	default:
-		s.overloaded(w, fmt.Sprintf("%d request bodies are being read; retry later", cap(s.bodies)))
+		s.overloaded(w, fmt.Sprintf("%d request bodies are being read; retry later", s.cfg.MaxBodyReads))
 		return false
 	}
-	_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(bodyReadTimeout)) // not every ResponseWriter can
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, s.cfg.MaxBody))
+	rc := http.NewResponseController(w)
+	ok, late := false, false
+	defer func() {
+		switch {
+		case ok:
+			// The run may outlast any deadline the body had, and the
+			// connection's read past the body (which notices a client
+			// that left) must not end it: no deadline once the body is in.
+			_ = rc.SetReadDeadline(time.Time{})
+		case !late:
+			// What is left of a refused body is read after the handler
+			// (to keep the connection) within BodyTimeout, not at the
+			// sender's pace. Not a deadline already passed: the read past
+			// a body that was all there would fail at once, and its error
+			// cancels the context of every later request on the
+			// connection.
+			_ = rc.SetReadDeadline(time.Now().Add(s.cfg.BodyTimeout))
+		}
+	}()
+	body := &rateReader{r: r.Body, rc: rc, start: time.Now(), grace: s.cfg.BodyTimeout, rate: s.cfg.MinBodyRate}
+	dec := json.NewDecoder(http.MaxBytesReader(w, io.NopCloser(body), s.cfg.MaxBody))
 	dec.DisallowUnknownFields()
 	err := dec.Decode(v)
 	if err == nil && dec.More() {
@@ -274,6 +375,10 @@ func (s *Server) decodeBody(w http.ResponseWriter, r *http.Request, v any) bool 
 	}
 	var tooBig *http.MaxBytesError
 	switch {
+	case isTimeout(err):
+		late = true // its deadline has passed: the connection closes
+		s.bodyTimeout(w)
+		return false
 	case errors.As(err, &tooBig):
 		s.rejected.WithLabelValues("too_large").Inc()
 		writeError(w, http.StatusRequestEntityTooLarge, "too_large", fmt.Sprintf("request body exceeds %d bytes", tooBig.Limit))
@@ -283,6 +388,7 @@ func (s *Server) decodeBody(w http.ResponseWriter, r *http.Request, v any) bool 
 		writeError(w, http.StatusBadRequest, string(airlock.KindInvalidRequest), "bad request body: "+err.Error())
 		return false
 	}
+	ok = true
 	return true
 }
 
@@ -334,6 +440,9 @@ func (s *Server) clampLimits(w http.ResponseWriter, l RunLimits) (airlock.Limits
 // result that means the target is gone (404).
 func (s *Server) execute(w http.ResponseWriter, r *http.Request, req airlock.Request, clamped []string,
 	run func(context.Context, airlock.Request) (*airlock.Result, error), shape func(*airlock.Result) any) {
+	s.idle.start()
+	var idle sync.Once
+	defer idle.Do(s.idle.end)
 	release, err := s.acquire(r.Context())
 	switch {
 	case errors.Is(err, errBusy):
@@ -359,6 +468,7 @@ func (s *Server) execute(w http.ResponseWriter, r *http.Request, req airlock.Req
 	res, _ := run(r.Context(), req)
 	s.inFlight.Dec()
 	giveBack.Do(release)
+	idle.Do(s.idle.end)
 	outcome := "ok"
 	if res.Error != nil {
 		outcome = string(res.Error.Kind)

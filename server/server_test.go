@@ -51,10 +51,9 @@ func start(t *testing.T, cfg Config) (string, *Server, *http.Server) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	hs := &http.Server{Handler: s}
-	go hs.Serve(ln)
-	t.Cleanup(func() { hs.Close() })
-	return "http://" + ln.Addr().String(), s, hs
+	go s.Serve(ln) // with its connection caps and timeouts, as airlock serve
+	t.Cleanup(func() { s.Close() })
+	return "http://" + ln.Addr().String(), s, s.hs
 }
 
 type response struct {
@@ -371,10 +370,10 @@ func TestFuelOverHTTP(t *testing.T) {
 	}
 }
 
-// Bodies are read only while there is room among the slots and the queue:
-// clients trickling large bodies cannot make the server buffer them all.
+// Bodies are read only while there is room among MaxBodyReads: clients
+// trickling large bodies cannot make the server buffer them all.
 func TestBodiesAreAdmittedBeforeTheyAreRead(t *testing.T) {
-	url, _, _ := start(t, Config{Concurrency: 1, Queue: -1})
+	url, s, _ := start(t, Config{Concurrency: 1, Queue: -1, MaxBodyReads: 1})
 	host := strings.TrimPrefix(url, "http://")
 	conn, err := net.Dial("tcp", host)
 	if err != nil {
@@ -383,6 +382,11 @@ func TestBodiesAreAdmittedBeforeTheyAreRead(t *testing.T) {
 	defer conn.Close()
 	// A body announced at 1 MiB of which only the start arrives.
 	fmt.Fprintf(conn, "POST /v1/run HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n{\"code\": \"", host, 1<<20)
+	// Once it is being read (a request sent before might take the one
+	// place first, and the trickle be refused instead).
+	for deadline := time.Now().Add(5 * time.Second); s.bodies.count() == 0 && time.Now().Before(deadline); {
+		time.Sleep(5 * time.Millisecond)
+	}
 	var r response
 	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
 		if r = post(t, url+"/v1/run", "", `{"code": "pass"}`); r.status == 429 {

@@ -126,7 +126,7 @@ func TestSessionsHTTP(t *testing.T) {
 	}
 	// The fork outlives its parent.
 	if res := run(fork, SessionRunRequest{Code: "print(total + 1)"}); res.Stdout != "1\n" {
-		t.Fatalf("fork after the parent's deletion: %+v", res)
+		t.Fatalf("fork after the parent's deletion: %+v %+v", res, res.Error)
 	}
 	if err := c.DeleteSession(ctx, fork); err != nil {
 		t.Fatal(err)

@@ -54,6 +54,25 @@ type usageError struct{ msg string }
 
 func (e usageError) Error() string { return e.msg }
 
+// fileArgError is a file named on the command line that cannot be read: a
+// usage error too (python3 exits 2 for it), so the status cannot be taken
+// for one the program exited with, as it never ran.
+type fileArgError struct {
+	flag string // "" for the script
+	err  error
+}
+
+func (e fileArgError) Error() string {
+	if e.flag == "" {
+		return e.err.Error()
+	}
+	return e.flag + ": " + e.err.Error()
+}
+
+func (e fileArgError) Unwrap() error { return e.err }
+
+func argFileError(flag string, err error) error { return fileArgError{flag, err} }
+
 // flagResult tells whether a command stops after parsing its flags with
 // err, and with what: -h prints the usage and succeeds; any other error is
 // a usage error.
@@ -103,7 +122,8 @@ func dispatch(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 	if err != nil {
 		fmt.Fprintln(stderr, "airlock:", err)
 		var ue usageError
-		if errors.As(err, &ue) {
+		var fe fileArgError
+		if errors.As(err, &ue) || errors.As(err, &fe) {
 			return exitUsage
 		}
 		if code == 0 {

@@ -14,7 +14,14 @@ import (
 	"github.com/airlock-sandbox/airlock"
 )
 
+// envExecMain makes the test binary run as the airlock command (for tests
+// that need it as a separate process, such as an MCP client's server).
+const envExecMain = "AIRLOCK_TEST_EXEC_MAIN"
+
 func TestMain(m *testing.M) {
+	if os.Getenv(envExecMain) == "1" {
+		os.Exit(dispatch(context.Background(), os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
+	}
 	// Hold one Sandbox for the whole test process: every command's own
 	// Sandbox then shares its compiled module instead of reloading it.
 	sb, err := airlock.New(context.Background(), airlock.WithNotice(os.Stderr))
@@ -48,6 +55,15 @@ func TestRunExitStatuses(t *testing.T) {
 		{"memory", []string{"run", "--memory", "32MiB", "-c", "x = bytearray(64 << 20)"}, exitLimit},
 		{"output", []string{"run", "--output-limit", "100", "-c", "print('x' * 1000)"}, exitLimit},
 		{"no program", []string{"run"}, exitUsage},
+		// A file named on the command line that cannot be read is the
+		// invocation's fault (python3 says so with 2 too), not a status
+		// the program could have exited with.
+		{"missing script", []string{"run", "/nonexistent/script.py"}, exitUsage},
+		{"script is a directory", []string{"run", os.TempDir()}, exitUsage},
+		{"missing --file", []string{"run", "--file", "/nonexistent/in.txt", "-c", "pass"}, exitUsage},
+		{"missing --stdin", []string{"run", "--stdin", "/nonexistent/in.txt", "-c", "pass"}, exitUsage},
+		{"repl: missing --load", []string{"repl", "--load", "/nonexistent/s.bin"}, exitUsage},
+		{"repl: missing --file", []string{"repl", "--file", "/nonexistent/in.txt"}, exitUsage},
 		{"both programs", []string{"run", "-c", "pass", "x.py"}, exitUsage},
 		{"bad size", []string{"run", "--memory", "lots", "-c", "pass"}, exitUsage},
 		{"bad flag", []string{"run", "--nope", "-c", "pass"}, exitUsage},

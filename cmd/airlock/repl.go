@@ -47,26 +47,31 @@ func cmdRepl(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 		return exitUsage, usageError{"repl takes no arguments"}
 	}
 	var sbOpts []airlock.Option
+	var values map[string]any
 	if *tools != "" {
 		opt, err := toolsOption(*tools)
 		if err != nil {
 			return exitUsage, err
 		}
 		sbOpts = append(sbOpts, opt)
+		// The demo store lasts the session, not one input.
+		values = map[string]any{kvValuesKey: newKVStore()}
 	}
 	seed, err := files.read()
 	if err != nil {
-		return 1, err
+		return exitUsage, err
 	}
 	sb, err := common.sandbox(ctx, stderr, append(sbOpts, pkgs.options()...)...)
 	if err != nil {
 		return 1, err
 	}
 	defer sb.Close(context.Background())
-	r := &repl{stdout: stdout, stderr: stderr}
+	r := &repl{stdout: stdout, stderr: stderr, values: values}
 	if *load != "" {
-		// The saved session keeps its own limits; those given now override them.
-		r.sess, err = loadSession(ctx, sb, *load)
+		// The saved session keeps its own limits where they are lower than
+		// those of this invocation (its flags, or their defaults): a file
+		// cannot raise them. Those given now override them for each input.
+		r.sess, err = loadSession(ctx, sb, *load, limits.limits())
 		if err != nil {
 			return 1, err
 		}
@@ -147,6 +152,7 @@ type repl struct {
 	sess           *airlock.Session
 	limits         airlock.Limits    // over the session's, for each input
 	files          map[string][]byte // --file with --load: added by the first input that is kept
+	values         map[string]any    // Request.Values of every input (the demo tools' store)
 	stdout, stderr io.Writer
 	sigs           <-chan os.Signal
 }
@@ -168,7 +174,7 @@ func (r *repl) run(ctx context.Context, src string) {
 	}()
 	var streamedErr int
 	res, err := r.sess.Exec(callCtx, airlock.Request{
-		Code: src + "\n", Filename: "<stdin>", Interactive: true, Limits: r.limits, Files: r.files,
+		Code: src + "\n", Filename: "<stdin>", Interactive: true, Limits: r.limits, Files: r.files, Values: r.values,
 		OnOutput: func(stream string, p []byte) {
 			if stream == "stdout" {
 				r.stdout.Write(p)
@@ -465,13 +471,13 @@ func setLimit(l, all airlock.Limits, name string) airlock.Limits {
 	return l
 }
 
-func loadSession(ctx context.Context, sb *airlock.Sandbox, path string) (*airlock.Session, error) {
+func loadSession(ctx context.Context, sb *airlock.Sandbox, path string, max airlock.Limits) (*airlock.Session, error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return nil, fmt.Errorf("--load: %w", err)
+		return nil, argFileError("--load", err)
 	}
 	defer f.Close()
-	sess, err := sb.LoadSession(ctx, bufio.NewReader(f))
+	sess, err := sb.LoadSessionWith(ctx, bufio.NewReader(f), airlock.LoadOptions{MaxLimits: max})
 	if err != nil {
 		return nil, fmt.Errorf("--load %s: %w", path, err)
 	}

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"crypto/sha256"
+	"encoding/binary"
 	"errors"
 	"flag"
 	"io"
@@ -8,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/airlock-sandbox/airlock"
 )
@@ -201,4 +204,31 @@ func TestSetLimitCoversEveryLimitFlag(t *testing.T) {
 			t.Errorf("--%s with --load is ignored", f.Name)
 		}
 	})
+}
+
+// A saved session rewritten to raise its own limits (its checksum is no
+// MAC: anyone can recompute it) loads with this invocation's: writing
+// 80 MiB of files stops at the default 64 MiB quota, as in the untouched
+// session. (Before, the blob's 1 TiB quota was honoured.)
+func TestReplLoadCannotRaiseLimits(t *testing.T) {
+	saved := filepath.Join(t.TempDir(), "s.airlock")
+	if code, _, stderr := cli(t, "x = 1\n", "repl", "--save", saved); code != 0 {
+		t.Fatalf("save: exit %d\n%s", code, stderr)
+	}
+	b, err := os.ReadFile(saved)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const limitsAt = 16 + 4 + 32 + 32 + 8 // magic, version, image key, memory sum, calls
+	binary.LittleEndian.PutUint64(b[limitsAt:], uint64(time.Hour))
+	binary.LittleEndian.PutUint64(b[limitsAt+3*8:], 1<<40) // fs bytes
+	sum := sha256.Sum256(b[:len(b)-32])
+	copy(b[len(b)-32:], sum[:])
+	if err := os.WriteFile(saved, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, stdout, stderr := cli(t, "for i in range(80):\n    _ = open(f'f{i}', 'wb').write(b'x' * (1 << 20))\n\nprint(x)\n", "repl", "--load", saved)
+	if code != 0 || stdout != "1\n" || !strings.Contains(stderr, "filesystem quota (67108864 bytes") {
+		t.Fatalf("exit %d, stdout %q, stderr:\n%s", code, stdout, stderr)
+	}
 }

@@ -98,7 +98,7 @@ func (m *fileFlags) read() (map[string][]byte, error) {
 		}
 		data, err := os.ReadFile(host)
 		if err != nil {
-			return nil, fmt.Errorf("--file: %w", err)
+			return nil, argFileError("--file", err)
 		}
 		files[guest] = data
 	}
@@ -240,7 +240,7 @@ func cmdRun(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 	case *code == "" && len(positional) == 1:
 		src, err := os.ReadFile(positional[0])
 		if err != nil {
-			return 1, err
+			return exitUsage, argFileError("", err)
 		}
 		req.Code, req.Filename = string(src), filepath.Base(positional[0])
 	default:
@@ -248,7 +248,7 @@ func cmdRun(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 		return exitUsage, usageError{"give exactly one of FILE.py or -c CODE"}
 	}
 	if req.Files, err = files.read(); err != nil {
-		return 1, err
+		return exitUsage, err
 	}
 	switch *stdinFile {
 	case "":
@@ -258,7 +258,7 @@ func cmdRun(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 		}
 	default:
 		if req.Stdin, err = os.ReadFile(*stdinFile); err != nil {
-			return 1, fmt.Errorf("--stdin: %w", err)
+			return exitUsage, argFileError("--stdin", err)
 		}
 	}
 

@@ -8,13 +8,10 @@ import (
 	"io"
 	"log/slog"
 	"net"
-	"net/http"
 	"os"
 	"os/signal"
 	"syscall"
 	"time"
-
-	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/airlock-sandbox/airlock"
 	"github.com/airlock-sandbox/airlock/hostfuncs"
@@ -93,6 +90,8 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) (int
 		tools       = fs.String("tools", "", "expose built-in host tools to Python: demo")
 		logJSON     = fs.Bool("log-json", false, "log JSON records instead of text")
 		drain       = fs.Duration("drain-timeout", 2*time.Minute, "on SIGINT/SIGTERM, how long to let admitted runs finish")
+		maxConns    = fs.Int("max-conns", server.DefaultMaxConns, "open connections at most; more are answered 503 and closed")
+		maxPerAddr  = fs.Int("max-conns-per-client", server.DefaultMaxConnsPerClient, "open connections at most from one client address")
 	)
 	common.register(fs)
 	maxima.register(fs)
@@ -134,6 +133,7 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) (int
 	srv, err := server.New(server.Config{
 		Sandbox: sb, MaxLimits: maxima.limits(), Concurrency: *concurrency, Queue: *queue,
 		MaxBody: maxBody.n, Token: os.Getenv("AIRLOCK_TOKEN"), Logger: logger,
+		MaxConns: *maxConns, MaxConnsPerClient: *maxPerAddr,
 	})
 	if err != nil {
 		return 1, err
@@ -142,11 +142,10 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) (int
 	if err != nil {
 		return 1, err
 	}
-	hs := &http.Server{Handler: srv, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(h, slog.LevelWarn)}
 	logger.Info("serving", slog.String("addr", "http://"+ln.Addr().String()), slog.Bool("snapshots", sb.Snapshots()),
 		slog.Bool("auth", os.Getenv("AIRLOCK_TOKEN") != ""))
 	errc := make(chan error, 1)
-	go func() { errc <- hs.Serve(ln) }()
+	go func() { errc <- srv.Serve(ln) }()
 	select {
 	case err := <-errc:
 		return 1, err
@@ -155,7 +154,7 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) (int
 	logger.Info("shutting down: draining admitted runs", slog.Duration("timeout", *drain))
 	dctx, cancel := context.WithTimeout(context.Background(), *drain)
 	defer cancel()
-	if err := hs.Shutdown(dctx); err != nil {
+	if err := srv.Shutdown(dctx); err != nil {
 		return 1, fmt.Errorf("shutdown: %w", err)
 	}
 	logger.Info("stopped")
@@ -166,13 +165,15 @@ func cmdMCP(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 	fs := flag.NewFlagSet("airlock mcp", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var (
-		common   commonFlags
-		maxima   maxFlags
-		sessions sessionFlags
-		pkgs     packageFlags
-		tools    = fs.String("tools", "", "expose built-in host tools to Python: demo")
-		parallel = fs.Int("concurrency", 0, "runs at once; further calls wait (default: CPUs)")
+		common     commonFlags
+		maxima     maxFlags
+		sessions   sessionFlags
+		pkgs       packageFlags
+		tools      = fs.String("tools", "", "expose built-in host tools to Python: demo")
+		parallel   = fs.Int("concurrency", 0, "runs at once; further calls wait (default: CPUs)")
+		maxMessage = sizeFlag{server.DefaultMaxMessage}
 	)
+	fs.Var(&maxMessage, "max-message", "largest message (one line) a client may send; longer ones are refused")
 	common.register(fs)
 	maxima.register(fs)
 	sessions.register(fs)
@@ -199,13 +200,11 @@ func cmdMCP(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 	}
 	defer sb.Close(context.Background())
 	srv := server.NewMCP(server.MCPConfig{Sandbox: sb, Tools: toolList, MaxLimits: maxima.limits(), Concurrency: *parallel})
-	t := &mcp.IOTransport{Reader: io.NopCloser(stdin), Writer: nopWriteCloser{stdout}}
+	// Not the SDK's IOTransport: one bad line there ends the server, and
+	// the calls in flight with it.
+	t := &server.LineTransport{Reader: stdin, Writer: stdout, MaxMessage: int(maxMessage.n), Logger: slog.New(slog.NewTextHandler(stderr, nil))}
 	if err := srv.Run(ctx, t); err != nil && !errors.Is(err, context.Canceled) && !errors.Is(err, io.EOF) {
 		return 1, err
 	}
 	return 0, nil
 }
-
-type nopWriteCloser struct{ io.Writer }
-
-func (nopWriteCloser) Close() error { return nil }
