@@ -79,10 +79,15 @@ func asyncifyPrefix(cacheDir string, art *Artifact) string {
 // build's functions are named (PausePath), else every function that could
 // reach a read. The file is keyed by the input's sha256, the arguments and
 // the tool's version; a record of how it was made sits beside it (.json).
+// A build that carries its asyncified module (the embedded one) needs
+// nothing: the path is then "".
 //
 // # Errors
 // wasm-opt missing or failing.
 func Asyncify(ctx context.Context, art *Artifact, cacheDir string, log io.Writer) (string, error) {
+	if art.asyncified != nil {
+		return "", nil
+	}
 	tool := os.Getenv("AIRLOCK_WASM_OPT")
 	if tool == "" {
 		tool = "wasm-opt"
@@ -192,11 +197,16 @@ func sanitize(s string) string {
 }
 
 // LoadAsyncified returns the asyncified form of art made by Asyncify (the
-// newest, if several tool versions made one), checked against its record.
+// newest, if several tool versions made one), checked against its record;
+// for a build that carries its own (the embedded one, checked when it was
+// loaded), that one, whatever the cache holds.
 //
 // # Errors
 // ErrNotAsyncified when there is none; a read error; a checksum mismatch.
 func LoadAsyncified(art *Artifact, cacheDir string) ([]byte, *AsyncifyRecord, error) {
+	if art.asyncified != nil {
+		return art.asyncified, art.asyncRecord, nil
+	}
 	matches, _ := filepath.Glob(asyncifyPrefix(cacheDir, art) + "-args*-*.wasm")
 	if len(matches) == 0 {
 		return nil, nil, ErrNotAsyncified
