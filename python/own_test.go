@@ -139,6 +139,9 @@ func TestInstallOwn(t *testing.T) {
 	if a, err := Load("", cache); err != nil || a.SHA256 != sha(wasmA) || a.Record.Key != keyA {
 		t.Fatalf("after installing A: %+v, %v", a, err)
 	}
+	if fi, err := os.Stat(OwnDir(cache)); err != nil || fi.Mode().Perm() != 0o755 {
+		t.Fatalf("installed build's directory: %v, %v; want mode 0755, for users other than the installer", fi.Mode(), err)
+	}
 	bad := files(keyB, wasmB)
 	bad[OwnWasm] = append([]byte(nil), wasmA...)
 	var ce *ChecksumError
