@@ -48,6 +48,9 @@ func asyncifyArgs(path []string) []string {
 // missingName is wasm-opt's warning for a list entry the module lacks.
 const missingName = "non-existing function name"
 
+// ErrNoWasmOpt means Asyncify found no wasm-opt to run.
+var ErrNoWasmOpt = errors.New("python: asyncify needs Binaryen's wasm-opt (scripts/setup.sh installs it; or set AIRLOCK_WASM_OPT)")
+
 // ErrNotAsyncified means set-up has not produced the asyncified module
 // for this python.wasm, so snapshots are unavailable.
 var ErrNotAsyncified = errors.New("python: no asyncified python.wasm for snapshots; run `airlock setup` (needs Binaryen's wasm-opt)")
@@ -83,7 +86,7 @@ func asyncifyPrefix(cacheDir string, art *Artifact) string {
 // nothing: the path is then "".
 //
 // # Errors
-// wasm-opt missing or failing.
+// ErrNoWasmOpt when wasm-opt is missing; its failure.
 func Asyncify(ctx context.Context, art *Artifact, cacheDir string, log io.Writer) (string, error) {
 	if art.asyncified != nil {
 		return "", nil
@@ -94,7 +97,7 @@ func Asyncify(ctx context.Context, art *Artifact, cacheDir string, log io.Writer
 	}
 	version, err := exec.CommandContext(ctx, tool, "--version").Output()
 	if err != nil {
-		return "", fmt.Errorf("python: asyncify needs Binaryen's wasm-opt (scripts/setup.sh installs it): %w", err)
+		return "", fmt.Errorf("%w: %w", ErrNoWasmOpt, err)
 	}
 	ver := strings.TrimSpace(string(version))
 	path, err := PausePath(ctx, art, cacheDir)
