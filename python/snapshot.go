@@ -136,6 +136,11 @@ func Asyncify(ctx context.Context, art *Artifact, cacheDir string, log io.Writer
 	partFile.Close()
 	part := partFile.Name()
 	defer os.Remove(part)
+	// CreateTemp makes it 0600: a module asyncified by root (an image's
+	// set-up) must be readable by the user who runs it.
+	if err := os.Chmod(part, 0o644); err != nil {
+		return "", fmt.Errorf("python: asyncify: %w", err)
+	}
 	fmt.Fprintf(log, "airlock: asyncifying python.wasm with %s for snapshots (a minute or two, ~1 GB of memory)...\n", ver)
 	start := time.Now()
 	args := append(slices.Clone(asyncifyArgs), tmp.Name(), "-o", part)
