@@ -297,11 +297,12 @@ func readBundle(r io.Reader, data []byte) (*bundle, error) {
 			}
 			return data[off : off+h.Size : off+h.Size], nil
 		}
-		buf := make([]byte, h.Size)
-		if _, err := io.ReadFull(tr, buf); err != nil {
-			if errors.Is(err, io.ErrUnexpectedEOF) || err == io.EOF {
-				return nil, &BundleError{Kind: ErrBundleTruncated, Entry: h.Name, Err: io.ErrUnexpectedEOF}
-			}
+		// Read as it comes, not allocated at the header's word: a header
+		// that promises more than follows costs only what does follow.
+		buf, err := io.ReadAll(io.LimitReader(tr, h.Size))
+		if errors.Is(err, io.ErrUnexpectedEOF) || err == nil && int64(len(buf)) < h.Size {
+			return nil, &BundleError{Kind: ErrBundleTruncated, Entry: h.Name, Err: io.ErrUnexpectedEOF}
+		} else if err != nil {
 			return nil, &BundleError{Kind: ErrBundleFormat, Entry: h.Name, Err: err}
 		}
 		return buf, nil
