@@ -311,6 +311,9 @@ func readBundle(r io.Reader, data []byte) (*bundle, error) {
 	h, err := next()
 	if err == io.EOF {
 		return nil, bundleErr(ErrBundleFormat, "", "empty")
+	} else if errors.Is(err, ErrBundleTruncated) {
+		// Not even one header: less a cut bundle than something else.
+		return nil, &BundleError{Kind: ErrBundleFormat, Detail: "not a tar file", Err: io.ErrUnexpectedEOF}
 	} else if err != nil {
 		return nil, err
 	}

@@ -246,6 +246,7 @@ func TestImportBundleRefuses(t *testing.T) {
 	}{
 		{"not a tar", []byte(strings.Repeat("this is no bundle\n", 100)), ErrBundleFormat, ""},
 		{"empty", nil, ErrBundleFormat, ""},
+		{"shorter than a header", []byte("junk\n"), ErrBundleFormat, ""},
 		{"foreign tar", writeTar(t, []tarEntry{{name: "README", data: []byte("hi")}}), ErrBundleFormat, "README"},
 		{"newer version", edited(func(c []tarEntry) []tarEntry {
 			return remanifest(t, c, func(m *BundleManifest) { m.Version = 2 })
