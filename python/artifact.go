@@ -75,6 +75,14 @@ type Artifact struct {
 	// (a build whose stdlib is not packed into the module); nil for none.
 	// It is mounted read-only into every run's filesystem.
 	Layer *memfs.Layer
+
+	// The own build's files as loaded, kept for ExportBundle.
+	recordJSON, stdlibZip []byte
+	// asyncified is the asyncified module carried with the build (the
+	// embedded one), with its record; LoadAsyncified returns it instead
+	// of looking in the cache. nil for a build asyncified into the cache.
+	asyncified  []byte
+	asyncRecord *AsyncifyRecord
 }
 
 // CacheDir is where artifacts and compiled code live: $AIRLOCK_CACHE_DIR,

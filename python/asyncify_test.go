@@ -50,6 +50,9 @@ func TestAsyncifyRepairsADamagedModule(t *testing.T) {
 	if _, _, err := python.LoadAsyncified(art, dir); err != nil {
 		t.Fatalf("fresh load: %v", err)
 	}
+	if fi, err := os.Stat(dst); err != nil || fi.Mode().Perm() != 0o644 {
+		t.Fatalf("asyncified module: %v, %v; want mode 0644, for users other than set-up's", fi.Mode(), err)
+	}
 	// Damage: the file is cut short.
 	data, _ := os.ReadFile(dst)
 	if err := os.WriteFile(dst, data[:len(data)/2], 0o644); err != nil {

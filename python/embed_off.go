@@ -2,5 +2,5 @@
 
 package python
 
-// embeddedOwn is nil unless built with -tags airlock_embed.
+// embeddedOwn is nil unless built with -tags airlock_embed (embed_on.go).
 var embeddedOwn func() (*Artifact, error)

@@ -2,10 +2,26 @@
 
 package python
 
-import _ "embed"
+import (
+	_ "embed"
+	"fmt"
+	"sync"
+)
 
-// embedded is the default python.wasm, copied next to this file by
-// `make embed` (scripts/embed.sh) and git-ignored: one binary for the edge.
+// embeddedBundle is the own build as a bundle (ExportBundle), written next
+// to this file by `make embed` (scripts/embed.sh) and git-ignored: one
+// binary for the edge, which needs no cache to start and no wasm-opt for
+// snapshots.
 //
-//go:embed embedded_python.wasm
-var embedded []byte
+//go:embed embedded_bundle.tar
+var embeddedBundle []byte
+
+// embeddedOwn is the embedded build, checked once per process (~50 ms of
+// sha256); its files are slices of the binary's data, not copies.
+var embeddedOwn = sync.OnceValues(func() (*Artifact, error) {
+	art, err := LoadBundle(embeddedBundle)
+	if err != nil {
+		return nil, fmt.Errorf("python: the embedded build: %w", err)
+	}
+	return art, nil
+})

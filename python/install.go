@@ -49,6 +49,11 @@ func InstallOwn(cacheDir string, files map[string][]byte) (string, error) {
 			return "", fmt.Errorf("python: install own build: %w", err)
 		}
 		defer os.RemoveAll(part)
+		// MkdirTemp makes it 0700: a build installed by root (an image's
+		// set-up) must be readable by the user who runs it.
+		if err := os.Chmod(part, 0o755); err != nil {
+			return "", fmt.Errorf("python: install own build: %w", err)
+		}
 		for _, name := range []string{OwnWasm, OwnStdlib, OwnRecord} {
 			if err := atomicfile.WriteBytes(filepath.Join(part, name), 0o644, files[name]); err != nil {
 				return "", fmt.Errorf("python: install own build: %w", err)

@@ -115,18 +115,25 @@ func LoadOwn(dir string) (*Artifact, error) {
 	if err != nil {
 		return nil, err
 	}
+	return ownArtifact(&rec, meta, wasm, wasmSHA, zip, zipSHA, filepath.Join(dir, OwnWasm))
+}
+
+// ownArtifact is the own build from its files, already checked against
+// rec: from the cache (LoadOwn) or from a bundle (path "").
+func ownArtifact(rec *BuildRecord, meta, wasm []byte, wasmSHA string, zip []byte, zipSHA, path string) (*Artifact, error) {
 	layer, err := stdlibLayer(zipSHA, zip)
 	if err != nil {
 		return nil, err
 	}
 	return &Artifact{
-		Wasm: wasm, Path: filepath.Join(dir, OwnWasm), SHA256: wasmSHA,
+		Wasm: wasm, Path: path, SHA256: wasmSHA,
 		Build: ownBuildName, Version: rec.PythonVersion,
 		Layer: layer, StdlibSHA256: zipSHA,
 		// Without PYTHONHOME, CPython looks for its prefix beside the
 		// executable, finds none and warns before falling back to /usr/local.
-		Env:    []string{"PYTHONHOME=" + OwnHome},
-		Record: &rec,
+		Env:        []string{"PYTHONHOME=" + OwnHome},
+		Record:     rec,
+		recordJSON: meta, stdlibZip: zip,
 	}, nil
 }
 

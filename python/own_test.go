@@ -39,6 +39,15 @@ func writeOwn(t *testing.T, cacheDir string) (wasm, zip []byte) {
 	return wasm, zip
 }
 
+// cacheOnly makes Load look for the own build in the cache, as a binary
+// without an embedded one does, for tests of that choice: under -tags
+// airlock_embed Load takes the embedded build (TestEmbeddedOwnBuild).
+func cacheOnly(t *testing.T) {
+	saved := embeddedOwn
+	embeddedOwn = nil
+	t.Cleanup(func() { embeddedOwn = saved })
+}
+
 func mustCacheDir(t *testing.T) string {
 	d, err := CacheDir()
 	if err != nil {
@@ -53,6 +62,7 @@ func sha(b []byte) string {
 }
 
 func TestLoadChoosesOwnBuild(t *testing.T) {
+	cacheOnly(t)
 	t.Setenv(EnvPython, "")
 	cache := t.TempDir()
 	wasm, zip := writeOwn(t, cache)
@@ -98,6 +108,7 @@ func TestLoadChoosesOwnBuild(t *testing.T) {
 // it, even when the npm build is there: a process never changes Python
 // because of which files happen to be in the cache.
 func TestLoadNeverFallsBack(t *testing.T) {
+	cacheOnly(t)
 	t.Setenv(EnvPython, "")
 	cache := t.TempDir()
 	npm := DefaultPath(cache)
@@ -122,6 +133,7 @@ func TestLoadNeverFallsBack(t *testing.T) {
 // after see one whole build each, a bad file changes nothing, and builds
 // no longer linked are pruned.
 func TestInstallOwn(t *testing.T) {
+	cacheOnly(t)
 	t.Setenv(EnvPython, "")
 	cache := t.TempDir()
 	files := func(key string, wasm []byte) map[string][]byte {
@@ -138,6 +150,9 @@ func TestInstallOwn(t *testing.T) {
 	}
 	if a, err := Load("", cache); err != nil || a.SHA256 != sha(wasmA) || a.Record.Key != keyA {
 		t.Fatalf("after installing A: %+v, %v", a, err)
+	}
+	if fi, err := os.Stat(OwnDir(cache)); err != nil || fi.Mode().Perm() != 0o755 {
+		t.Fatalf("installed build's directory: %v, %v; want mode 0755, for users other than the installer", fi.Mode(), err)
 	}
 	bad := files(keyB, wasmB)
 	bad[OwnWasm] = append([]byte(nil), wasmA...)
@@ -167,6 +182,7 @@ func TestInstallOwn(t *testing.T) {
 }
 
 func TestLoadRefusesTamperedOwnBuild(t *testing.T) {
+	cacheOnly(t)
 	t.Setenv(EnvPython, "")
 	for _, file := range []string{OwnWasm, OwnStdlib} {
 		t.Run(file, func(t *testing.T) {

@@ -48,6 +48,9 @@ func asyncifyArgs(path []string) []string {
 // missingName is wasm-opt's warning for a list entry the module lacks.
 const missingName = "non-existing function name"
 
+// ErrNoWasmOpt means Asyncify found no wasm-opt to run.
+var ErrNoWasmOpt = errors.New("python: asyncify needs Binaryen's wasm-opt (scripts/setup.sh installs it; or set AIRLOCK_WASM_OPT)")
+
 // ErrNotAsyncified means set-up has not produced the asyncified module
 // for this python.wasm, so snapshots are unavailable.
 var ErrNotAsyncified = errors.New("python: no asyncified python.wasm for snapshots; run `airlock setup` (needs Binaryen's wasm-opt)")
@@ -79,17 +82,22 @@ func asyncifyPrefix(cacheDir string, art *Artifact) string {
 // build's functions are named (PausePath), else every function that could
 // reach a read. The file is keyed by the input's sha256, the arguments and
 // the tool's version; a record of how it was made sits beside it (.json).
+// A build that carries its asyncified module (the embedded one) needs
+// nothing: the path is then "".
 //
 // # Errors
-// wasm-opt missing or failing.
+// ErrNoWasmOpt when wasm-opt is missing; its failure.
 func Asyncify(ctx context.Context, art *Artifact, cacheDir string, log io.Writer) (string, error) {
+	if art.asyncified != nil {
+		return "", nil
+	}
 	tool := os.Getenv("AIRLOCK_WASM_OPT")
 	if tool == "" {
 		tool = "wasm-opt"
 	}
 	version, err := exec.CommandContext(ctx, tool, "--version").Output()
 	if err != nil {
-		return "", fmt.Errorf("python: asyncify needs Binaryen's wasm-opt (scripts/setup.sh installs it): %w", err)
+		return "", fmt.Errorf("%w: %w", ErrNoWasmOpt, err)
 	}
 	ver := strings.TrimSpace(string(version))
 	path, err := PausePath(ctx, art, cacheDir)
@@ -128,6 +136,11 @@ func Asyncify(ctx context.Context, art *Artifact, cacheDir string, log io.Writer
 	partFile.Close()
 	part := partFile.Name()
 	defer os.Remove(part)
+	// CreateTemp makes it 0600: a module asyncified by root (an image's
+	// set-up) must be readable by the user who runs it.
+	if err := os.Chmod(part, 0o644); err != nil {
+		return "", fmt.Errorf("python: asyncify: %w", err)
+	}
 	fmt.Fprintf(log, "airlock: asyncifying python.wasm with %s for snapshots (a minute or two, ~1 GB of memory)...\n", ver)
 	start := time.Now()
 	args := append(slices.Clone(asyncifyArgs), tmp.Name(), "-o", part)
@@ -192,11 +205,16 @@ func sanitize(s string) string {
 }
 
 // LoadAsyncified returns the asyncified form of art made by Asyncify (the
-// newest, if several tool versions made one), checked against its record.
+// newest, if several tool versions made one), checked against its record;
+// for a build that carries its own (the embedded one, checked when it was
+// loaded), that one, whatever the cache holds.
 //
 // # Errors
 // ErrNotAsyncified when there is none; a read error; a checksum mismatch.
 func LoadAsyncified(art *Artifact, cacheDir string) ([]byte, *AsyncifyRecord, error) {
+	if art.asyncified != nil {
+		return art.asyncified, art.asyncRecord, nil
+	}
 	matches, _ := filepath.Glob(asyncifyPrefix(cacheDir, art) + "-args*-*.wasm")
 	if len(matches) == 0 {
 		return nil, nil, ErrNotAsyncified

@@ -1,6 +1,6 @@
 // Command airlock runs untrusted Python in a WASI sandbox.
 //
-//	airlock setup                      fetch and verify the default python.wasm
+//	airlock setup [--export|--import FILE]  prepare the own build (asyncify, compile, snapshot); bundle it for another host, or install a bundle
 //	airlock run [flags] FILE.py | -c CODE
 //	airlock repl [flags]               interactive session
 //	airlock serve [--addr HOST:PORT]   HTTP API
@@ -37,7 +37,7 @@ func main() {
 const usage = `usage: airlock <command> [flags]
 
 commands:
-  setup     fetch the default python.wasm (npm pack) and verify its sha256
+  setup     prepare the build (asyncify, compile, snapshot); --export FILE bundles it, --import FILE installs a bundle
   run       run a Python file or -c CODE in a fresh sandbox
   repl      an interactive Python session in the sandbox
   serve     serve the HTTP API (POST /v1/run, GET /healthz, GET /metrics)

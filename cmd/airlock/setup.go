@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	"github.com/airlock-sandbox/airlock"
+	"github.com/airlock-sandbox/airlock/internal/atomicfile"
 	"github.com/airlock-sandbox/airlock/python"
 )
 
@@ -19,8 +21,15 @@ func cmdSetup(ctx context.Context, args []string, stdout, stderr io.Writer) (int
 	var common commonFlags
 	common.register(fs)
 	snapshots := fs.Bool("snapshots", true, "also asyncify python.wasm with Binaryen's wasm-opt ($AIRLOCK_WASM_OPT or $PATH) and capture the snapshot image")
+	exportPath := fs.String("export", "", "then write the own build and its asyncified module to this bundle `file` (gzipped if it ends in .gz or .tgz), for hosts that cannot build it")
+	importPath := fs.String("import", "", "install the own build and its asyncified module from a bundle `file` (setup --export), then prepare it: needs no wasm-opt, npm or root")
 	if stop, code, err := flagResult(fs.Parse(args)); stop {
 		return code, err
+	}
+	if *exportPath != "" || *importPath != "" {
+		if err := bundleUsage(common, *exportPath, *importPath, *snapshots); err != nil {
+			return exitUsage, err
+		}
 	}
 	dir := common.cacheDir
 	if dir == "" {
@@ -42,10 +51,79 @@ func cmdSetup(ctx context.Context, args []string, stdout, stderr io.Writer) (int
 		}
 		fmt.Fprintf(stdout, "python.wasm %s (sha256 %s, verified)\n", path, python.DefaultSHA256)
 	}
-	if err := prepare(ctx, common, dir, *snapshots, stdout, stderr); err != nil {
+	if *importPath != "" {
+		if err := importBundle(*importPath, dir, stdout); err != nil {
+			return 1, err
+		}
+	}
+	// An imported build is asyncified already: preparing it only loads
+	// that module, so no wasm-opt is needed.
+	if err := prepare(ctx, common, dir, *snapshots, *importPath == "", stdout, stderr); err != nil {
 		return 1, err
 	}
+	if *exportPath != "" {
+		if err := exportBundle(common, *exportPath, dir, stdout); err != nil {
+			return 1, err
+		}
+	}
 	return 0, nil
+}
+
+// bundleUsage checks the flags that go with --export or --import.
+func bundleUsage(common commonFlags, exportPath, importPath string, snapshots bool) error {
+	build := common.python
+	if build == "" {
+		build = os.Getenv(python.EnvPython)
+	}
+	switch {
+	case exportPath != "" && importPath != "":
+		return usageError{"--export and --import: one at a time"}
+	case build != "" && build != python.SelectOwn:
+		return usageError{fmt.Sprintf("--export and --import: a bundle holds the own build, not %q", build)}
+	case exportPath != "" && !snapshots:
+		return usageError{"--export: a bundle holds the asyncified module, which needs --snapshots"}
+	case importPath != "" && python.Embedded():
+		// Load would take the embedded build over the imported one.
+		return usageError{"--import: this binary carries the own build already (-tags airlock_embed)"}
+	}
+	return nil
+}
+
+func importBundle(path, dir string, stdout io.Writer) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return fmt.Errorf("import bundle: %w", err)
+	}
+	defer f.Close()
+	man, err := python.ImportBundle(f, dir)
+	if err != nil {
+		return fmt.Errorf("import bundle %s: %w", path, err)
+	}
+	fmt.Fprintf(stdout, "imported %s into %s: CPython %s, %d files checked against their sha256\n", path, dir, man.Python, len(man.Files))
+	return nil
+}
+
+func exportBundle(common commonFlags, path, dir string, stdout io.Writer) error {
+	art, err := python.Load(common.python, dir)
+	if err != nil {
+		return err
+	}
+	gz := strings.HasSuffix(path, ".gz") || strings.HasSuffix(path, ".tgz")
+	var man *python.BundleManifest
+	// Written aside and renamed: a failed export leaves no half a bundle.
+	err = atomicfile.Write(path, 0o644, func(w io.Writer) error {
+		man, err = python.ExportBundle(w, art, dir, gz)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("export bundle %s: %w", path, err)
+	}
+	var size int64
+	for _, f := range man.Files {
+		size += f.Size
+	}
+	fmt.Fprintf(stdout, "exported %s: CPython %s, %d files (%d MB before compression)\n", path, man.Python, len(man.Files), size>>20)
+	return nil
 }
 
 func cmdVersion(ctx context.Context, args []string, stdout, stderr io.Writer) (int, error) {
@@ -92,18 +170,26 @@ func trimNL(s string) string {
 	return s
 }
 
-// prepare asyncifies one build (when snapshots are wanted), compiles it,
+// prepare asyncifies one build (when snapshots are wanted, and asyncify
+// is true: else the asyncified module must be there), compiles it,
 // captures its snapshot image and checks that a run works, so that no
 // later run pays for any of it.
-func prepare(ctx context.Context, common commonFlags, dir string, snapshots bool, stdout, stderr io.Writer) error {
+func prepare(ctx context.Context, common commonFlags, dir string, snapshots, asyncify bool, stdout, stderr io.Writer) error {
 	var opts []airlock.Option
 	if snapshots {
 		art, err := python.Load(common.python, dir)
 		if err != nil {
 			return err
 		}
-		if _, err := python.Asyncify(ctx, art, dir, stderr); err != nil {
-			return err
+		if asyncify {
+			if _, err := python.Asyncify(ctx, art, dir, stderr); err != nil {
+				// A host that imported a bundle has the module and no
+				// wasm-opt: set-up goes on with what is there.
+				if _, _, lerr := python.LoadAsyncified(art, dir); !errors.Is(err, python.ErrNoWasmOpt) || lerr != nil {
+					return err
+				}
+				fmt.Fprintf(stderr, "airlock: %v; using the asyncified module in the cache\n", err)
+			}
 		}
 		_, rec, err := python.LoadAsyncified(art, dir)
 		if err != nil {
