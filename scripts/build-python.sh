@@ -245,7 +245,8 @@ else
 	rm -rf "$ROOT/work/np" && mkdir -p "$ROOT/work/np/src" "$ROOT/work/np/tools"
 	tar -xzf "$NPDL/numpy-$NUMPY_VER.tar.gz" -C "$ROOT/work/np/src" --strip-components=1
 	# Airlock's changes to numpy (each patch says why).
-	for p in scripts/numpy-patches/*.patch; do patch -s -p1 -d "$ROOT/work/np/src" <"$p"; done
+	rm -rf "$ROOT/numpy-patches" && cp -a scripts/numpy-patches "$ROOT/numpy-patches"
+	chroot "$ROOT" sh -c 'for p in /numpy-patches/*.patch; do patch -s -p1 -d /work/np/src <"$p" || exit 1; done'
 	python3 -m zipfile -e "$NPDL/$CYTHON_WHEEL" "$ROOT/work/np/tools"
 	rm -rf "$ROOT/numpy" && cp -a scripts/numpy "$ROOT/numpy" && rm -rf "$ROOT/numpy/fetch"
 	log "building numpy $NUMPY_VER for wasm32-wasi and relinking python.wasm with it (~3 min on an idle machine)"

@@ -19,6 +19,12 @@ import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SUFFIX = ".cpython-313-wasm32-wasi.so"
+# C modules that only numpy's own test suites import (numpy/_core/tests and
+# its conftest): not linked in.
+TEST_ONLY = {
+    "numpy._core._multiarray_tests", "numpy._core._umath_tests", "numpy._core._rational_tests",
+    "numpy._core._struct_ufunc_tests", "numpy._core._operand_flag_tests", "numpy._core._simd",
+}
 
 
 def main(build: str, pybuild: str, out: str) -> None:
@@ -31,6 +37,8 @@ def main(build: str, pybuild: str, out: str) -> None:
             path = os.path.join(dirpath, name)
             rel = os.path.relpath(path, build)[: -len(SUFFIX)]
             dotted = rel.replace(os.sep, ".")
+            if dotted in TEST_ONLY:
+                continue
             with open(path + ".libs") as f:
                 libs = [line.strip() for line in f if line.strip()]
             modules.append((dotted, path, libs))
