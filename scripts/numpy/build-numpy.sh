@@ -17,6 +17,7 @@ mkdir -p $N/bin $N/link
 make -s -C $W/pybuild DESTDIR=$N/pyroot inclinstall >/dev/null
 mkdir -p $N/pyroot/usr/local/lib/pkgconfig
 cp $W/pybuild/Misc/python.pc $N/pyroot/usr/local/lib/pkgconfig/python-3.13.pc
+cp $W/pybuild/Misc/python.pc $N/pyroot/usr/local/lib/pkgconfig/python3.pc
 
 ln -s /numpy/cc-wrapper.sh $N/bin/cc
 ln -s /numpy/cc-wrapper.sh $N/bin/c++
