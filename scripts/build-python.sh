@@ -8,11 +8,15 @@
 # The toolchain is Debian trixie's (clang 19, wasi-libc), in a debootstrap
 # chroot under $AIRLOCK_CACHE_DIR/build/, so the host's own release does not
 # matter. zlib, bzip2, xz and sqlite3 are cross-built from their Debian
-# sources first. Needs root (debootstrap, chroot) and ~3 GB of disk.
+# sources first; numpy (scripts/numpy/) is cross-built after CPython and
+# linked into python.wasm. Needs root (debootstrap, chroot) and ~3.5 GB of
+# disk.
 #
-# Takes ~11 minutes on 2 cores (~13 the first time, making the chroot); a
-# second call whose inputs (this script, the pins, the flags, the patches,
-# the PGO training program) are unchanged returns in seconds.
+# Takes ~11 minutes on 2 cores for CPython (~13 the first time, making the
+# chroot), ~3 more for numpy and ~1.5 for wasm-opt; a second call whose
+# inputs (this script, the pins, the flags, the patches, the PGO training
+# program, scripts/numpy/) are unchanged returns in seconds; a change to
+# numpy's step alone redoes only numpy, the link and the outputs.
 # AIRLOCK_BUILD_JOBS sets make's -j (default 2).
 set -euo pipefail
 cd "$(dirname "$0")/.."
