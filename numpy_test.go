@@ -157,6 +157,9 @@ func numpyPreimported(t *testing.T) *airlock.Sandbox {
 // An array made in one call of a session is there in the next, and a
 // fork gets its own copy.
 func TestNumpySession(t *testing.T) {
+	if !sb.Snapshots() {
+		t.Skip("sessions need snapshots")
+	}
 	ctx := context.Background()
 	s, err := ownSandbox(t).NewSession(ctx, airlock.SessionOptions{})
 	if err != nil {
