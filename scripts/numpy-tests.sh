@@ -46,7 +46,8 @@ for s in "$@"; do
 	code="import os, sys, pytest, nptests
 d = os.path.join(os.path.dirname(nptests.__file__), '$s')
 sys.exit(pytest.main(['-q', '-s', '-p', 'no:cacheprovider', '-p', 'no:faulthandler', '-p', 'no:logging',
-    '--rootdir', '/tmp', '-o', 'addopts=', '--import-mode=importlib', '-rfE', '--tb=short', d]))"
+    '--rootdir', '/tmp', '-o', 'addopts=', '--import-mode=importlib', '--continue-on-collection-errors',
+    '-rfE', '--tb=short', d]))"
 	echo "== numpy.$s"
 	"$CACHE/numpy-tests/airlock" run --timeout 900s --memory 2GiB "${pkgs[@]}" --package "$TESTS" -c "$code" \
 		>"$CACHE/numpy-tests/$s.log" 2>&1 || status=1
