@@ -95,6 +95,13 @@ def _airlock_setup():
             # session's later calls keep theirs.
             if "random" in sys.modules:
                 sys.modules["random"].seed()
+            # numpy's global RandomState (np.random.rand, .randint, ...)
+            # likewise, once numpy.random is imported (into the image, or
+            # by an earlier call); Generators from default_rng() draw
+            # fresh OS entropy by themselves.
+            mtrand = sys.modules.get("numpy.random.mtrand")
+            if mtrand is not None:
+                mtrand.seed()
         if session:
             _airlock_new_call()
         if main is None:

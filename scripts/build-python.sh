@@ -8,11 +8,15 @@
 # The toolchain is Debian trixie's (clang 19, wasi-libc), in a debootstrap
 # chroot under $AIRLOCK_CACHE_DIR/build/, so the host's own release does not
 # matter. zlib, bzip2, xz and sqlite3 are cross-built from their Debian
-# sources first. Needs root (debootstrap, chroot) and ~3 GB of disk.
+# sources first; numpy (scripts/numpy/) is cross-built after CPython and
+# linked into python.wasm. Needs root (debootstrap, chroot) and ~3.5 GB of
+# disk.
 #
-# Takes ~11 minutes on 2 cores (~13 the first time, making the chroot); a
-# second call whose inputs (this script, the pins, the flags, the patches,
-# the PGO training program) are unchanged returns in seconds.
+# Takes ~11 minutes on 2 cores for CPython (~13 the first time, making the
+# chroot), ~3 more for numpy and ~1.5 for wasm-opt; a second call whose
+# inputs (this script, the pins, the flags, the patches, the PGO training
+# program, scripts/numpy/) are unchanged returns in seconds; a change to
+# numpy's step alone redoes only numpy, the link and the outputs.
 # AIRLOCK_BUILD_JOBS sets make's -j (default 2).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -30,8 +34,16 @@ SQLITE_VER=3.46.1-7+deb13u2
 # PyPI's tzdata wheel, pure data, packed into the stdlib zip.
 TZDATA_VER=2026.6
 TZDATA_SHA256=0a10eec6e13ef16b627fabed9a5f2ba61a62b1c67f327305f4e7e412a70b4aec
+# numpy, statically linked in (scripts/numpy/build-numpy.sh): its sdist
+# from PyPI, built with the meson it vendors and Cython's wheel (run
+# natively in the chroot), both fetched by pip --require-hashes.
+NUMPY_VER=2.5.5
+NUMPY_SHA256=5cddc243c75114ba845f01b1f87aca1572dbf7b6c2d88636ed3e1d2bccd7f1bf
+CYTHON_VER=3.3.1
+CYTHON_WHEEL=cython-3.3.1-cp313-cp313-manylinux2014_x86_64.manylinux_2_17_x86_64.manylinux_2_28_x86_64.whl
+CYTHON_SHA256=85be5442e8f465c7c5e80837ac2a85a2ce04034e616445113092e85b65d0ab94
 TOOLS="clang-19 lld-19 llvm-19 wasi-libc libclang-rt-19-dev-wasm32 python3.13 make pkg-config xz-utils dpkg-dev tcl gcc libc6-dev binaryen patch
-	libclang-rt-19-dev zlib1g-dev libsqlite3-dev libbz2-dev liblzma-dev"
+	libclang-rt-19-dev zlib1g-dev libsqlite3-dev libbz2-dev liblzma-dev ninja-build libc++-19-dev-wasm32 libc++abi-19-dev-wasm32"
 # Debian's runtime library is installed under the wasm32-wasi name, so the
 # target is spelled that way (wasm32-wasip1 fails to link); no --sysroot,
 # Debian's clang finds /usr/include/wasm32-wasi by itself.
@@ -72,7 +84,9 @@ mkdir -p "$BUILD"
 
 # The cache key covers everything the output depends on: this script
 # (pins and flags included), the stdlib packer and the patches.
-KEY=$(cat scripts/build-python.sh scripts/stdlib_zip.py scripts/pgo_train.py scripts/stdlib-patches/*.patch scripts/cpython-patches/*.patch | sha256sum | cut -c1-64)
+numpy_inputs() { find scripts/numpy scripts/numpy-patches -type f ! -path '*/__pycache__/*' | LC_ALL=C sort; }
+KEY=$(cat scripts/build-python.sh scripts/stdlib_zip.py scripts/pgo_train.py scripts/stdlib-patches/*.patch scripts/cpython-patches/*.patch \
+	$(numpy_inputs) | sha256sum | cut -c1-64)
 if [ -f "$OUT/build.json" ] && grep -q "\"key\": \"$KEY\"" "$OUT/build.json" &&
 	(cd "$OUT" && sha256sum --quiet -c SHA256SUMS) 2>/dev/null; then
 	echo "build-python: up to date: $OUT (key ${KEY:0:12})"
@@ -205,14 +219,50 @@ else
 	echo "$BUILD_KEY" >"$ROOT/work/.build-key"
 fi
 
-# --- 4. outputs: wasm-opt'd python.wasm, the stdlib zip, build.json
-# With the host's pip: it is set up for this host's network (proxy, CA
-# certificates), which the chroot is not.
-log "tzdata $TZDATA_VER (pip download --require-hashes)"
+# --- 3b. numpy, its own cached stage: a change to it relinks python.wasm
+# without redoing CPython (the C build's rm -rf /work removes it, and its
+# key covers the C build's).
+NUMPY_KEY=$(printf '%s\n' "$BUILD_KEY" "$NUMPY_VER" "$NUMPY_SHA256" "$CYTHON_WHEEL" "$CYTHON_SHA256" "$WASM_FEATURES" |
+	cat - $(numpy_inputs) | sha256sum | cut -c1-64)
 if ! python3 -m pip --version >/dev/null 2>&1; then
 	log "installing python3-pip"
 	apt-get update -qq && apt-get install -y -qq python3-pip >/dev/null
 fi
+NPDL="$BUILD/numpy-sources"
+if [ "$(cat "$ROOT/work/np/.build-key" 2>/dev/null)" = "$NUMPY_KEY" ] && [ -f "$ROOT/work/np/python.wasm" ]; then
+	log "numpy build up to date (key ${NUMPY_KEY:0:12})"
+else
+	# With the host's pip (its network set-up, as for tzdata below). pip asks
+	# an sdist's build backend for its metadata, and numpy's (meson-python)
+	# answers by building numpy natively: scripts/numpy/fetch stands in for
+	# it and reads the sdist's PKG-INFO. The sha256 pins are checked either way.
+	log "numpy $NUMPY_VER sdist and Cython $CYTHON_VER (pip download --require-hashes)"
+	rm -rf "$NPDL" && mkdir -p "$NPDL"
+	printf 'numpy==%s --hash=sha256:%s\n' "$NUMPY_VER" "$NUMPY_SHA256" >"$BUILD/numpy-requirements.txt"
+	printf 'cython==%s --hash=sha256:%s\n' "$CYTHON_VER" "$CYTHON_SHA256" >"$BUILD/cython-requirements.txt"
+	PYTHONDONTWRITEBYTECODE=1 PYTHONPATH="$PWD/scripts/numpy/fetch" python3 -m pip download --quiet --no-deps --no-build-isolation --no-binary :all: \
+		--python-version 3.13 -d "$NPDL" --require-hashes -r "$BUILD/numpy-requirements.txt" >"$BUILD/pip-numpy.log" 2>&1 ||
+		{ tail -20 "$BUILD/pip-numpy.log" >&2; exit 1; }
+	python3 -m pip download --quiet --no-deps --only-binary :all: --python-version 3.13 --implementation cp --abi cp313 \
+		--platform manylinux_2_28_x86_64 -d "$NPDL" --require-hashes -r "$BUILD/cython-requirements.txt" >>"$BUILD/pip-numpy.log" 2>&1 ||
+		{ tail -20 "$BUILD/pip-numpy.log" >&2; exit 1; }
+	rm -rf "$ROOT/work/np" && mkdir -p "$ROOT/work/np/src" "$ROOT/work/np/tools"
+	tar -xzf "$NPDL/numpy-$NUMPY_VER.tar.gz" -C "$ROOT/work/np/src" --strip-components=1
+	# Airlock's changes to numpy (each patch says why).
+	rm -rf "$ROOT/numpy-patches" && cp -a scripts/numpy-patches "$ROOT/numpy-patches"
+	chroot "$ROOT" sh -c 'for p in /numpy-patches/*.patch; do patch -s -p1 -d /work/np/src <"$p" || exit 1; done'
+	python3 -m zipfile -e "$NPDL/$CYTHON_WHEEL" "$ROOT/work/np/tools"
+	rm -rf "$ROOT/numpy" && cp -a scripts/numpy "$ROOT/numpy" && rm -rf "$ROOT/numpy/fetch"
+	log "building numpy $NUMPY_VER for wasm32-wasi and relinking python.wasm with it (~3 min on an idle machine)"
+	chroot "$ROOT" env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root LANG=C.UTF-8 SOURCE_DATE_EPOCH="$SOURCE_DATE_EPOCH" \
+		WASM_FEATURES="$WASM_FEATURES" JOBS="$JOBS" bash /numpy/build-numpy.sh
+	echo "$NUMPY_KEY" >"$ROOT/work/np/.build-key"
+fi
+
+# --- 4. outputs: wasm-opt'd python.wasm, the stdlib zip, build.json
+# With the host's pip: it is set up for this host's network (proxy, CA
+# certificates), which the chroot is not.
+log "tzdata $TZDATA_VER (pip download --require-hashes)"
 WHEELS="$BUILD/wheels"
 rm -rf "$WHEELS" "$ROOT/extra" && mkdir -p "$WHEELS"
 printf 'tzdata==%s --hash=sha256:%s\n' "$TZDATA_VER" "$TZDATA_SHA256" >"$BUILD/tzdata-requirements.txt"
@@ -224,12 +274,12 @@ cat >"$ROOT/pack.sh" <<'EOS'
 set -euo pipefail
 W=/work
 rm -rf $W/out $W/lib && mkdir -p $W/out $W/lib
-wasm-opt --strip-dwarf -g $W/pybuild/python.wasm -o $W/out/nodwarf.wasm
+wasm-opt --strip-dwarf -g $W/np/python.wasm -o $W/out/nodwarf.wasm
 wasm-opt $WASM_OPT_FLAGS $W/out/nodwarf.wasm -o $W/out/python.wasm
 rm $W/out/nodwarf.wasm
 cp -a $W/$PY_PKG/Lib $W/lib/Lib
 for p in /stdlib-patches/*.patch; do patch -s -p1 -d $W/lib <"$p"; done
-python3.13 /stdlib_zip.py $W/lib/Lib $W/pybuild $W/out/python313.zip /extra
+python3.13 /stdlib_zip.py $W/lib/Lib $W/pybuild $W/out/python313.zip /extra $W/np/pkg
 EOS
 cp scripts/stdlib_zip.py "$ROOT/stdlib_zip.py"
 rm -rf "$ROOT/stdlib-patches" && cp -a scripts/stdlib-patches "$ROOT/stdlib-patches"
@@ -241,7 +291,7 @@ chroot "$ROOT" env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root LANG=C.UTF-8
 rm -rf "$OUT.part" && mkdir -p "$OUT.part"
 cp "$ROOT/work/out/python.wasm" "$ROOT/work/out/python313.zip" "$OUT.part/"
 (cd "$OUT.part" && sha256sum python.wasm python313.zip >SHA256SUMS)
-sources=$(cd "$ROOT$SRC" && for f in * "$WHEELS"/*; do [ -f "$f" ] && printf '    "%s": "%s",\n' "$(basename "$f")" "$(sha256sum "$f" | cut -c1-64)"; done | sed '$ s/,$//')
+sources=$(cd "$ROOT$SRC" && for f in * "$WHEELS"/* "$NPDL"/*; do if [ -f "$f" ]; then printf '    "%s": "%s",\n' "$(basename "$f")" "$(sha256sum "$f" | cut -c1-64)"; fi; done | sed '$ s/,$//')
 tools=$(chroot "$ROOT" dpkg-query -W -f '    "${Package}": "${Version}",\n' clang-19 lld-19 llvm-19 wasi-libc libclang-rt-19-dev-wasm32 libclang-rt-19-dev python3.13 binaryen | sed '$ s/,$//')
 cat >"$OUT.part/build.json" <<EOF
 {
@@ -254,7 +304,9 @@ cat >"$OUT.part/build.json" <<EOF
     "bzip2": "$BZIP2_VER",
     "xz-utils": "$XZ_VER",
     "sqlite3": "$SQLITE_VER",
-    "tzdata": "$TZDATA_VER"
+    "tzdata": "$TZDATA_VER",
+    "numpy": "$NUMPY_VER",
+    "cython": "$CYTHON_VER"
   },
   "toolchain": {
 $tools
@@ -264,6 +316,7 @@ $tools
   "pgo": "scripts/pgo_train.py, profile sha256 $(sha256sum "$ROOT/work/python.profdata" | cut -c1-64)",
   "wasm_opt": "$WASM_OPT_FLAGS",
   "cpython_patches": [$(cd scripts/cpython-patches && for p in *.patch; do printf '"%s", ' "$p"; done | sed 's/, $//')],
+  "numpy_patches": [$(cd scripts/numpy-patches && for p in *.patch; do printf '"%s", ' "$p"; done | sed 's/, $//')],
   "sources_sha256": {
 $sources
   },

@@ -1,14 +1,16 @@
 """Pack CPython's standard library as one zip of precompiled .pyc.
 
-usage: python3.13 stdlib_zip.py LIB_DIR BUILD_DIR OUT_ZIP [EXTRA_DIR]
+usage: python3.13 stdlib_zip.py LIB_DIR BUILD_DIR OUT_ZIP [EXTRA_DIR...]
 
 Run by scripts/build-python.sh with the same CPython minor version as the
 guest (the .pyc magic number must match). Entries are stored, not deflated
 (zipimport then reads them without inflating, which starts faster), with
 fixed dates and in sorted order, so the same inputs give the same bytes.
 Only .pyc are kept: the zip is the guest's read-only stdlib, never edited.
-EXTRA_DIR holds packages added to the standard library (tzdata, the IANA
-time zone database zoneinfo reads): their data files are kept too.
+Each EXTRA_DIR holds packages added to the standard library (tzdata, the
+IANA time zone database zoneinfo reads; numpy's Python side, its C side
+being linked into python.wasm): their data files are kept too, their
+tests are not.
 """
 
 import importlib.util
@@ -37,7 +39,7 @@ def pyc(source: bytes, path: str) -> bytes:
     return bytes(data)
 
 
-def main(lib: str, build: str, out: str, extra: str = "") -> None:
+def main(lib: str, build: str, out: str, *extras: str) -> None:
     entries = {}
     data = {}
     for dirpath, dirnames, filenames in os.walk(lib):
@@ -55,9 +57,9 @@ def main(lib: str, build: str, out: str, extra: str = "") -> None:
                 entries[name] = os.path.join(dirpath, name)
     if not any(k.startswith("_sysconfigdata_") for k in entries):
         sys.exit("stdlib_zip: no _sysconfigdata_*.py under " + build)
-    if extra:
+    for extra in extras:
         for dirpath, dirnames, filenames in os.walk(extra):
-            dirnames[:] = sorted(d for d in dirnames if d != "__pycache__" and not d.endswith(".dist-info"))
+            dirnames[:] = sorted(d for d in dirnames if d not in SKIP_DIRS and not d.endswith(".dist-info"))
             for name in filenames:
                 full = os.path.join(dirpath, name)
                 rel = os.path.relpath(full, extra).replace(os.sep, "/")
@@ -67,8 +69,8 @@ def main(lib: str, build: str, out: str, extra: str = "") -> None:
                     entries[rel] = full
                 else:
                     data[rel] = full
-        if not data:
-            sys.exit("stdlib_zip: no data files under " + extra)
+    if extras and not data:
+        sys.exit("stdlib_zip: no data files under " + " ".join(extras))
     with zipfile.ZipFile(out, "w", zipfile.ZIP_STORED) as zf:
         for rel in sorted(entries):
             with open(entries[rel], "rb") as f:
