@@ -48,7 +48,7 @@ const (
 // ErrNoOwnBuild means the own build (the default) is not in the cache
 // directory.
 var ErrNoOwnBuild = errors.New("python: the own CPython 3.13 build is not made yet; run scripts/setup.sh " +
-	"(builds it: root and apt-get, ~8 min once), or `airlock setup --import BUNDLE` with a bundle another host exported, " +
+	"(builds it: root and apt-get, ~10 min once), or `airlock setup --import BUNDLE` with a bundle another host exported, " +
 	"or choose the npm fallback with " + EnvPython + "=" + SelectNPM + " (--python npm)")
 
 // ChecksumError is a file whose sha256 is not the one recorded for it. It
