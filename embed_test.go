@@ -6,7 +6,6 @@ import (
 	"context"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 
 	"github.com/airlock-sandbox/airlock"
@@ -16,14 +15,7 @@ import (
 // A binary with the embedded build runs it on an empty cache directory,
 // with snapshots and sessions, and no wasm-opt anywhere.
 func TestEmbeddedBuildOnEmptyCache(t *testing.T) {
-	var keep []string
-	for _, d := range filepath.SplitList(os.Getenv("PATH")) {
-		if _, err := os.Stat(filepath.Join(d, "wasm-opt")); err != nil {
-			keep = append(keep, d)
-		}
-	}
-	t.Setenv("PATH", strings.Join(keep, string(filepath.ListSeparator)))
-	t.Setenv("AIRLOCK_WASM_OPT", filepath.Join(t.TempDir(), "no-wasm-opt"))
+	withoutWasmOpt(t)
 	t.Setenv(python.EnvPython, "")
 	ctx := context.Background()
 	dir := t.TempDir()
