@@ -158,6 +158,10 @@ func Load(path, cacheDir string) (*Artifact, error) {
 	if path == "" {
 		path = SelectOwn
 	}
+	if path == "default" {
+		// The name the npm build had before the own one became the default.
+		return nil, fmt.Errorf("python: %q no longer names a build: the own build (%q) is the default, the npm fallback is %q", path, SelectOwn, SelectNPM)
+	}
 	if path != SelectOwn && path != SelectNPM {
 		wasm, err := os.ReadFile(path)
 		if err != nil {

@@ -102,6 +102,10 @@ func TestLoadChoosesOwnBuild(t *testing.T) {
 	if _, err := Load(SelectOwn, t.TempDir()); !errors.Is(err, ErrNoOwnBuild) {
 		t.Fatalf("Load(own) without one = %v, want ErrNoOwnBuild", err)
 	}
+	// The npm build's old name says what the names are now.
+	if _, err := Load("default", cache); err == nil || !strings.Contains(err.Error(), `"npm"`) {
+		t.Fatalf(`Load("default") = %v, want an error naming "npm"`, err)
+	}
 }
 
 // Without the own build, the default is an error that says how to make
