@@ -204,7 +204,7 @@ func TestMissingModuleHint(t *testing.T) {
 		{"import requests", "ModuleNotFoundError: No module named 'requests'", pkgMessage},
 		{"import pip", "ModuleNotFoundError: No module named 'pip'", pkgMessage},
 		{"import ensurepip\nensurepip.bootstrap()", "ensurepip", pkgMessage},
-		{"import numpy.linalg", "ModuleNotFoundError: No module named 'numpy'", pkgMessage},
+		{"import sklearn.linear_model", "ModuleNotFoundError: No module named 'sklearn'", pkgMessage},
 		{"import ssl", "ModuleNotFoundError: No module named", netMessage},
 		{"import ctypes", "ModuleNotFoundError: No module named", "airlock: the standard library module"},
 	}
