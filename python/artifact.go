@@ -128,6 +128,10 @@ func (a *Artifact) Describe() string {
 		if len(r.CPythonPatches) > 0 {
 			extras += "; patched: " + strings.Join(r.CPythonPatches, ", ")
 		}
+		// Extension packages linked into python.wasm, by the record's pins.
+		if v := r.Packages["numpy"]; v != "" {
+			extras += "; numpy " + v
+		}
 		return fmt.Sprintf("own build, CPython %s (%s%s; wasm-opt %s)", a.Version, r.Opt, extras, r.WasmOpt)
 	case a.Build == npmBuildName:
 		return "npm fallback, CPython " + a.Version + " (" + DefaultPackage + ", -O0)"
