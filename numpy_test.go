@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/airlock-sandbox/airlock"
+	"github.com/airlock-sandbox/airlock/python"
 )
 
 // numpy is linked into the own build (scripts/numpy/build-numpy.sh): its
@@ -101,13 +102,16 @@ var (
 	freshErr  error
 )
 
-// freshSandbox starts a new interpreter for every run.
+// freshSandbox starts a new interpreter of the own build for every run
+// (numpy is linked into that build only).
 func freshSandbox(t *testing.T) *airlock.Sandbox {
 	t.Helper()
-	if !sb.Snapshots() {
-		return sb
+	if own := ownSandbox(t); !own.Snapshots() {
+		return own
 	}
-	freshOnce.Do(func() { freshSB, freshErr = airlock.New(context.Background(), airlock.WithSnapshots(false)) })
+	freshOnce.Do(func() {
+		freshSB, freshErr = airlock.New(context.Background(), airlock.WithSnapshots(false), airlock.WithPython(python.SelectOwn))
+	})
 	if freshErr != nil {
 		t.Fatal(freshErr)
 	}
@@ -117,13 +121,13 @@ func freshSandbox(t *testing.T) *airlock.Sandbox {
 // The same program, the same output: in a fresh interpreter, resumed from
 // the snapshot image, and from an image numpy was pre-imported into.
 func TestNumpyEndToEnd(t *testing.T) {
-	ownSandbox(t)
+	own := ownSandbox(t)
 	fresh := mustRunOn(t, freshSandbox(t), numpyProgram)
 	checkNumpyOutput(t, fresh)
-	if !sb.Snapshots() {
+	if !own.Snapshots() {
 		t.Skip("no snapshots here: checked in a fresh interpreter only")
 	}
-	if snap := mustRunOn(t, sb, numpyProgram); snap != fresh {
+	if snap := mustRunOn(t, own, numpyProgram); snap != fresh {
 		t.Fatalf("from the snapshot:\n%s\nfresh:\n%s", snap, fresh)
 	}
 	pre := numpyPreimported(t)
@@ -145,7 +149,7 @@ var (
 func numpyPreimported(t *testing.T) *airlock.Sandbox {
 	t.Helper()
 	preOnce.Do(func() {
-		preSB, preErr = airlock.New(context.Background(), airlock.WithSnapshots(true),
+		preSB, preErr = airlock.New(context.Background(), airlock.WithSnapshots(true), airlock.WithPython(python.SelectOwn),
 			airlock.WithPreimport("numpy", "numpy.random", "numpy.fft", "numpy.linalg"))
 	})
 	if preErr != nil {
@@ -157,7 +161,7 @@ func numpyPreimported(t *testing.T) *airlock.Sandbox {
 // An array made in one call of a session is there in the next, and a
 // fork gets its own copy.
 func TestNumpySession(t *testing.T) {
-	if !sb.Snapshots() {
+	if !ownSandbox(t).Snapshots() {
 		t.Skip("sessions need snapshots")
 	}
 	ctx := context.Background()
@@ -201,7 +205,7 @@ func TestNumpySession(t *testing.T) {
 func TestNumpyRandomnessDiffers(t *testing.T) {
 	code := "import numpy as np\nprint(np.random.rand(), np.random.randint(1 << 30), np.random.default_rng().random())"
 	sandboxes := []*airlock.Sandbox{ownSandbox(t)}
-	if sb.Snapshots() {
+	if ownSandbox(t).Snapshots() {
 		sandboxes = append(sandboxes, numpyPreimported(t))
 	}
 	for _, s := range sandboxes {
