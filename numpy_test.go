@@ -3,7 +3,6 @@ package airlock_test
 import (
 	"context"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/airlock-sandbox/airlock"
@@ -96,11 +95,7 @@ func checkNumpyOutput(t *testing.T, out string) {
 	}
 }
 
-var (
-	freshOnce sync.Once
-	freshSB   *airlock.Sandbox
-	freshErr  error
-)
+var freshLazy lazySandbox
 
 // freshSandbox starts a new interpreter of the own build for every run
 // (numpy is linked into that build only).
@@ -109,13 +104,7 @@ func freshSandbox(t *testing.T) *airlock.Sandbox {
 	if own := ownSandbox(t); !own.Snapshots() {
 		return own
 	}
-	freshOnce.Do(func() {
-		freshSB, freshErr = airlock.New(context.Background(), airlock.WithSnapshots(false), airlock.WithPython(python.SelectOwn))
-	})
-	if freshErr != nil {
-		t.Fatal(freshErr)
-	}
-	return freshSB
+	return freshLazy.get(t, airlock.WithSnapshots(false), airlock.WithPython(python.SelectOwn))
 }
 
 // The same program, the same output: in a fresh interpreter, resumed from
@@ -138,24 +127,14 @@ func TestNumpyEndToEnd(t *testing.T) {
 	}
 }
 
-var (
-	preOnce sync.Once
-	preSB   *airlock.Sandbox
-	preErr  error
-)
+var preLazy lazySandbox
 
 // numpyPreimported is a Sandbox whose snapshot image has numpy and its
 // lazily loaded submodules imported already.
 func numpyPreimported(t *testing.T) *airlock.Sandbox {
 	t.Helper()
-	preOnce.Do(func() {
-		preSB, preErr = airlock.New(context.Background(), airlock.WithSnapshots(true), airlock.WithPython(python.SelectOwn),
-			airlock.WithPreimport("numpy", "numpy.random", "numpy.fft", "numpy.linalg"))
-	})
-	if preErr != nil {
-		t.Fatal(preErr)
-	}
-	return preSB
+	return preLazy.get(t, airlock.WithSnapshots(true), airlock.WithPython(python.SelectOwn),
+		airlock.WithPreimport("numpy", "numpy.random", "numpy.fft", "numpy.linalg"))
 }
 
 // An array made in one call of a session is there in the next, and a

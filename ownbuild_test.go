@@ -10,11 +10,24 @@ import (
 	"github.com/airlock-sandbox/airlock/python"
 )
 
-var (
-	ownOnce sync.Once
-	ownSB   *airlock.Sandbox
-	ownErr  error
-)
+// lazySandbox is a Sandbox made on first use and shared by the tests
+// that need it.
+type lazySandbox struct {
+	once sync.Once
+	sb   *airlock.Sandbox
+	err  error
+}
+
+func (l *lazySandbox) get(t *testing.T, opts ...airlock.Option) *airlock.Sandbox {
+	t.Helper()
+	l.once.Do(func() { l.sb, l.err = airlock.New(context.Background(), opts...) })
+	if l.err != nil {
+		t.Fatal(l.err)
+	}
+	return l.sb
+}
+
+var ownLazy lazySandbox
 
 // ownSandbox is a Sandbox on the own build: the suite's own when it runs
 // on it (the default), else one made once for these tests.
@@ -23,11 +36,7 @@ func ownSandbox(t *testing.T) *airlock.Sandbox {
 	if sb.Info().Build == "own" {
 		return sb
 	}
-	ownOnce.Do(func() { ownSB, ownErr = airlock.New(context.Background(), airlock.WithPython(python.SelectOwn)) })
-	if ownErr != nil {
-		t.Fatal(ownErr)
-	}
-	return ownSB
+	return ownLazy.get(t, airlock.WithPython(python.SelectOwn))
 }
 
 func mustRunOn(t *testing.T, s *airlock.Sandbox, code string) string {

@@ -1,8 +1,6 @@
 package python
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -142,8 +140,7 @@ func readChecked(path, want string) ([]byte, string, error) {
 	if err != nil {
 		return nil, "", fmt.Errorf("python: own build: %w", err)
 	}
-	sum := sha256.Sum256(data)
-	got := hex.EncodeToString(sum[:])
+	got := sha256Hex(data)
 	if got != want {
 		return nil, "", &ChecksumError{Path: path, Got: got, Want: want}
 	}
