@@ -2,7 +2,9 @@ package airlock_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 
@@ -88,20 +90,24 @@ func TestSessionHostileGuests(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		done := make(chan *airlock.Result)
+		started := make(chan struct{})
+		var once sync.Once
+		done := make(chan *airlock.Result, 1)
 		go func() {
-			res, _ := s.Run(ctx, "import time\ntime.sleep(0.3)\nprint('finished')")
+			res, _ := s.Exec(ctx, airlock.Request{
+				Code:     "import sys, time\nprint('started', flush=True)\ntime.sleep(0.3)\nprint('finished')",
+				OnOutput: func(string, []byte) { once.Do(func() { close(started) }) },
+			})
 			done <- res
 		}()
-		for s.Calls() == 0 && len(done) == 0 {
-			s.Close() // waits for the call, then ends the session
-			break
+		<-started
+		s.Close() // waits for the running call, then ends the session
+		res := <-done
+		if res == nil || res.Error != nil || !strings.Contains(string(res.Stdout), "finished") {
+			t.Fatalf("the call Close waited for: %+v", res)
 		}
-		if res := <-done; res == nil {
-			t.Fatal("no result")
-		}
-		if _, err := s.Run(ctx, "pass"); err == nil {
-			t.Error("a closed session ran a call")
+		if _, err := s.Run(ctx, "pass"); !errors.Is(err, airlock.ErrSessionClosed) {
+			t.Errorf("a closed session's call: %v, want ErrSessionClosed", err)
 		}
 	})
 }
