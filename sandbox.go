@@ -9,7 +9,6 @@ import (
 	"math/rand/v2"
 	"os"
 	"path"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -102,7 +101,7 @@ func New(ctx context.Context, opts ...Option) (*Sandbox, error) {
 	}
 	engOpts := engine.Options{Notice: cfg.notice, Engine: cfg.engine, Unmetered: cfg.unmetered}
 	if !cfg.noCache {
-		engOpts.CacheDir = filepath.Join(cfg.cacheDir, "compiled")
+		engOpts.CacheDir = python.CompiledDir(cfg.cacheDir)
 	}
 	layers := art.Layers()
 	sb := &Sandbox{cfg: cfg, artifact: art, engOpts: engOpts, layers: layers}

@@ -73,6 +73,13 @@ func newSnapshotter(ctx context.Context, cfg config, art *python.Artifact, layer
 	if err != nil {
 		return nil, fmt.Errorf("airlock: snapshots: %w", err)
 	}
+	if opts.Engine == "" || opts.Engine == engine.EngineWazero {
+		// The edge binary's own compiled code, on its first run: a pack
+		// that cannot be installed costs the compile it would have saved.
+		if _, err := art.InstallPrecompiled(opts.CacheDir); err != nil && cfg.notice != nil {
+			fmt.Fprintf(cfg.notice, "airlock: the binary's compiled code was not used: %v\n", err)
+		}
+	}
 	mod, err := engine.LoadResumable(ctx, wasm, opts)
 	if err != nil {
 		return nil, fmt.Errorf("airlock: snapshots: %w", err)

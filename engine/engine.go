@@ -15,7 +15,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"runtime"
 	"sync"
 
@@ -73,6 +72,9 @@ type Module struct {
 	// interrupt: the code checks the interruptExport global in every loop
 	// (interrupt.go); otherwise wazero closes the instance on ctx done.
 	interrupt bool
+	// cacheDir and marker: where the compiled code is kept, and the record
+	// naming its file (wazero_cache.go); "" without a cache.
+	cacheDir, marker string
 }
 
 var (
@@ -137,7 +139,7 @@ func Load(ctx context.Context, wasm []byte, opts Options) (*Module, error) {
 			return nil, fmt.Errorf("engine: open compile cache: %w", err)
 		}
 		cfg = cfg.WithCompilationCache(cache)
-		marker = filepath.Join(opts.CacheDir, digest+".compiled")
+		marker = recordPath(opts.CacheDir, digest)
 	}
 	var cached map[string]bool
 	if marker != "" {
@@ -166,7 +168,7 @@ func Load(ctx context.Context, wasm []byte, opts Options) (*Module, error) {
 	if marker != "" {
 		writeCacheRecord(opts.CacheDir, marker, cached)
 	}
-	m := &Module{key: key, runtime: r, compiled: compiled, refs: 1, interrupt: instrumentErr == nil}
+	m := &Module{key: key, runtime: r, compiled: compiled, refs: 1, interrupt: instrumentErr == nil, cacheDir: opts.CacheDir, marker: marker}
 	for _, mem := range compiled.ExportedMemories() {
 		m.minMem = uint64(mem.Min()) * 65536
 	}

@@ -6,7 +6,10 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"runtime"
+	"runtime/debug"
 	"strings"
+	"sync"
 
 	"github.com/airlock-sandbox/airlock/internal/atomicfile"
 )
@@ -19,17 +22,40 @@ import (
 // with its sha256, and a file that no longer matches is removed before
 // wazero reads it, so it compiles again.
 
-// cacheFiles lists the files in cacheDir's wazero directories, by path
-// relative to cacheDir.
+// wazeroDir is the directory, under a cache dir, where this binary's
+// wazero keeps compiled code: named, as wazero names it, by wazero's
+// version as the build information tells it ("dev" in test binaries,
+// which carry none), the architecture and the OS. Binaries with another
+// wazero share the cache dir but not this directory, nor its records.
+var wazeroDir = sync.OnceValue(func() string {
+	version := ""
+	if info, ok := debug.ReadBuildInfo(); ok {
+		for _, dep := range info.Deps {
+			if dep.Path == "github.com/tetratelabs/wazero" {
+				version = dep.Version
+			}
+		}
+	}
+	if version == "" || version == "(devel)" {
+		version = "dev"
+	}
+	return "wazero-" + version + "-" + runtime.GOARCH + "-" + runtime.GOOS
+})
+
+// recordPath is where the record of the module whose (prepared) bytes
+// hash to digest lives (see checkCacheRecord).
+func recordPath(cacheDir, digest string) string {
+	return filepath.Join(cacheDir, digest+"."+wazeroDir()+".compiled")
+}
+
+// cacheFiles lists the files in cacheDir's wazeroDir, by path relative to
+// cacheDir.
 func cacheFiles(cacheDir string) map[string]bool {
 	out := map[string]bool{}
-	dirs, _ := filepath.Glob(filepath.Join(cacheDir, "wazero-*"))
-	for _, d := range dirs {
-		entries, _ := os.ReadDir(d)
-		for _, e := range entries {
-			if e.Type().IsRegular() {
-				out[filepath.Join(filepath.Base(d), e.Name())] = true
-			}
+	entries, _ := os.ReadDir(filepath.Join(cacheDir, wazeroDir()))
+	for _, e := range entries {
+		if e.Type().IsRegular() {
+			out[filepath.Join(wazeroDir(), e.Name())] = true
 		}
 	}
 	return out

@@ -83,6 +83,9 @@ type Artifact struct {
 	// of looking in the cache. nil for a build asyncified into the cache.
 	asyncified  []byte
 	asyncRecord *AsyncifyRecord
+	// precompiled is this binary's compiled code for asyncified (an
+	// engine precompiled pack, see InstallPrecompiled); nil for none.
+	precompiled []byte
 }
 
 // CacheDir is where artifacts and compiled code live: $AIRLOCK_CACHE_DIR,

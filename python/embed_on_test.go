@@ -34,6 +34,14 @@ func TestEmbeddedOwnBuild(t *testing.T) {
 			t.Fatal("a file of the embedded build is a copy, not the binary's own bytes")
 		}
 	}
+	// It carries compiled code for its asyncified module (scripts/embed.sh),
+	// made by a built binary: a test binary's wazero ("dev") installs none.
+	if len(art.precompiled) == 0 {
+		t.Fatal("the embedded build carries no compiled code")
+	}
+	if _, err := art.InstallPrecompiled(empty); err != nil {
+		t.Fatalf("the embedded compiled code: %v", err)
+	}
 	again, _ := Load(SelectOwn, empty)
 	if again != art {
 		t.Fatal("the embedded build is checked and built again on every Load")

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
@@ -57,7 +56,7 @@ var traceFrame = regexp.MustCompile(`(?m)^\t[^(\n]*\.([^.(\n]+)\(`)
 func PausePath(ctx context.Context, art *Artifact, cacheDir string) ([]string, error) {
 	opts := engine.Options{}
 	if cacheDir != "" {
-		opts.CacheDir = filepath.Join(cacheDir, "compiled")
+		opts.CacheDir = CompiledDir(cacheDir)
 	}
 	mod, err := engine.Load(ctx, art.Wasm, opts)
 	if err != nil {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime"
 	"strings"
 	"time"
 
@@ -23,6 +24,7 @@ func cmdSetup(ctx context.Context, args []string, stdout, stderr io.Writer) (int
 	snapshots := fs.Bool("snapshots", true, "also asyncify python.wasm with Binaryen's wasm-opt ($AIRLOCK_WASM_OPT or $PATH) and capture the snapshot image")
 	exportPath := fs.String("export", "", "then write the own build and its asyncified module to this bundle `file` (gzipped if it ends in .gz or .tgz), for hosts that cannot build it")
 	importPath := fs.String("import", "", "install the own build and its asyncified module from a bundle `file` (setup --export), then prepare it: needs no wasm-opt, npm or root")
+	compiledPath := fs.String("export-compiled", "", "then write this machine's compiled code for the own build's snapshot module to `file`, for scripts/embed.sh: an edge binary carrying it skips the compile on hosts of the same OS, architecture and CPU features")
 	if stop, code, err := flagResult(fs.Parse(args)); stop {
 		return code, err
 	}
@@ -30,6 +32,9 @@ func cmdSetup(ctx context.Context, args []string, stdout, stderr io.Writer) (int
 		if err := bundleUsage(common, *exportPath, *importPath, *snapshots); err != nil {
 			return exitUsage, err
 		}
+	}
+	if *compiledPath != "" && (!*snapshots || common.python != "" && common.python != python.SelectOwn) {
+		return exitUsage, usageError{"--export-compiled: the code is the own build's snapshot module's, which needs --snapshots and --python own"}
 	}
 	dir := common.cacheDir
 	if dir == "" {
@@ -66,7 +71,44 @@ func cmdSetup(ctx context.Context, args []string, stdout, stderr io.Writer) (int
 			return 1, err
 		}
 	}
+	if *compiledPath != "" {
+		if err := exportCompiled(ctx, common, *compiledPath, dir, stdout); err != nil {
+			return 1, err
+		}
+	}
 	return 0, nil
+}
+
+// exportCompiled writes the compiled code of the snapshot module that
+// prepare compiled (or found) in dir's cache.
+func exportCompiled(ctx context.Context, common commonFlags, path, dir string, stdout io.Writer) error {
+	art, err := python.Load(python.SelectOwn, dir)
+	if err != nil {
+		return err
+	}
+	var size int64
+	err = atomicfile.Write(path, 0o644, func(w io.Writer) error {
+		cw := &countingWriter{w: w}
+		err := python.WritePrecompiled(ctx, cw, art, dir)
+		size = cw.n
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("export compiled code %s: %w", path, err)
+	}
+	fmt.Fprintf(stdout, "exported %s: compiled code for %s/%s, %d MB gzipped\n", path, runtime.GOOS, runtime.GOARCH, size>>20)
+	return nil
+}
+
+type countingWriter struct {
+	w io.Writer
+	n int64
+}
+
+func (c *countingWriter) Write(p []byte) (int, error) {
+	n, err := c.w.Write(p)
+	c.n += int64(n)
+	return n, err
 }
 
 // bundleUsage checks the flags that go with --export or --import.
