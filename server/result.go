@@ -74,6 +74,20 @@ func NewResult(res *airlock.Result, py Python, withData bool) Result {
 	return out
 }
 
+// Outcome names how a run ended, as /metrics and the access log count
+// it: "ok" for exit status 0, "exit_nonzero" for a guest that exited
+// otherwise (an uncaught exception exits 1), else the sandbox's error
+// kind (timeout, memory_limit, ...).
+func Outcome(res *airlock.Result) string {
+	switch {
+	case res.Error != nil:
+		return string(res.Error.Kind)
+	case res.ExitCode != 0:
+		return "exit_nonzero"
+	}
+	return "ok"
+}
+
 // RunLimits are a request's limits; zero fields take the server's defaults
 // and larger ones are clamped to its maxima.
 type RunLimits struct {
@@ -93,7 +107,7 @@ type RunLimits struct {
 type RunRequest struct {
 	Code          string            `json:"code"`
 	Filename      string            `json:"filename,omitempty"`
-	Files         map[string][]byte `json:"files,omitempty"`
+	Files         InputFiles        `json:"files,omitempty"`
 	Stdin         []byte            `json:"stdin,omitempty"`
 	Env           map[string]string `json:"env,omitempty"`
 	Limits        RunLimits         `json:"limits,omitzero"`

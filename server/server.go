@@ -26,6 +26,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/airlock-sandbox/airlock"
@@ -166,7 +167,7 @@ func New(cfg Config) (*Server, error) {
 		MaxHeaderBytes: cfg.MaxHeaderBytes, ErrorLog: slog.NewLogLogger(cfg.Logger.Handler(), slog.LevelWarn)}
 	reg := prometheus.NewRegistry()
 	s.runs = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "airlock_runs_total", Help: "Runs by outcome: ok, or the error kind.",
+		Name: "airlock_runs_total", Help: "Runs by outcome: ok (exit 0), exit_nonzero (the guest exited non-zero, e.g. an uncaught exception), or the sandbox error kind.",
 	}, []string{"outcome"})
 	s.rejected = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "airlock_rejected_requests_total", Help: "Requests refused before running, by reason.",
@@ -203,6 +204,9 @@ func New(cfg Config) (*Server, error) {
 		ConstLabels: prometheus.Labels{"build": info.Build, "version": info.Version, "sha256": info.SHA256, "engine": sb.Engine()},
 	})
 	build.Set(1)
+	// The process as any Go service exposes it: heap, GC, goroutines,
+	// CPU, RSS and open files, beside the runs.
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	reg.MustRegister(s.runs, s.rejected, s.duration, s.queue, s.inFlight, s.live, openConns, bodyReads, releases, build)
 
 	s.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
@@ -249,7 +253,13 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		_ = http.NewResponseController(w).SetReadDeadline(start.Add(s.cfg.BodyTimeout + time.Duration(n/s.cfg.MinBodyRate)*time.Second))
 	}
 	sw := &statusWriter{ResponseWriter: w}
-	s.mux.ServeHTTP(sw, r)
+	if _, pattern := s.mux.Handler(r); pattern == "" {
+		// No route, or not this method: the mux's own answer, in the
+		// JSON envelope every other error has.
+		s.mux.ServeHTTP(&envelopeWriter{statusWriter: sw}, r)
+	} else {
+		s.mux.ServeHTTP(sw, r)
+	}
 	s.cfg.Logger.LogAttrs(r.Context(), slog.LevelInfo, "request",
 		slog.String("method", r.Method), slog.String("path", r.URL.Path),
 		slog.Int("status", sw.status), slog.Duration("duration", time.Since(start)),
@@ -273,6 +283,38 @@ func (s *Server) auth(h http.Handler) http.Handler {
 		}
 		h.ServeHTTP(w, r)
 	})
+}
+
+// envelopeWriter turns the mux's plain-text 404 and 405 (its Allow header
+// kept) into the JSON error envelope; the plain text is dropped.
+type envelopeWriter struct {
+	*statusWriter
+	replaced bool
+}
+
+func (w *envelopeWriter) WriteHeader(code int) {
+	kind, msg := "", ""
+	switch code {
+	case http.StatusNotFound:
+		kind, msg = "not_found", "no such endpoint: see the README's HTTP API for the routes"
+	case http.StatusMethodNotAllowed:
+		kind, msg = "method_not_allowed", "this endpoint takes "+w.Header().Get("Allow")
+	default:
+		w.statusWriter.WriteHeader(code)
+		return
+	}
+	w.replaced = true
+	h := w.Header()
+	h.Del("Content-Length")
+	h.Del("X-Content-Type-Options")
+	writeError(w.statusWriter, code, kind, msg)
+}
+
+func (w *envelopeWriter) Write(p []byte) (int, error) {
+	if w.replaced {
+		return len(p), nil
+	}
+	return w.statusWriter.Write(p)
 }
 
 // errorBody is the body of a refused request: {"error":{"kind","message"}}.
@@ -469,10 +511,7 @@ func (s *Server) execute(w http.ResponseWriter, r *http.Request, req airlock.Req
 	s.inFlight.Dec()
 	giveBack.Do(release)
 	idle.Do(s.idle.end)
-	outcome := "ok"
-	if res.Error != nil {
-		outcome = string(res.Error.Kind)
-	}
+	outcome := Outcome(res)
 	s.runs.WithLabelValues(outcome).Inc()
 	s.duration.Observe(res.Duration.Seconds())
 	log.Info("run", slog.String("outcome", outcome), slog.Int("exit_code", res.ExitCode),

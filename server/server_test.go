@@ -120,7 +120,11 @@ func TestRun(t *testing.T) {
 	}
 	metrics, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	for _, want := range []string{`airlock_runs_total{outcome="ok"} 2`, `airlock_runs_total{outcome="timeout"} 1`,
+	// Both runs above exited non-zero (sys.exit(3), an exception): not "ok".
+	if bytes.Contains(metrics, []byte(`outcome="ok"`)) {
+		t.Errorf("runs that exited non-zero counted as ok:\n%s", metrics)
+	}
+	for _, want := range []string{`airlock_runs_total{outcome="exit_nonzero"} 2`, `airlock_runs_total{outcome="timeout"} 1`,
 		"airlock_run_duration_seconds_count 3", "airlock_queue_depth 0", "airlock_runs_in_flight 0",
 		`airlock_python_info{build="own",engine="` + sb.Engine() + `",sha256="` + res.Python.SHA256 + `",version="` + res.Python.Version + `"} 1`} {
 		if !bytes.Contains(metrics, []byte(want)) {

@@ -1,11 +1,14 @@
 package server
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
+	"slices"
 	"sync"
+	"time"
 
 	"github.com/airlock-sandbox/airlock"
 )
@@ -15,7 +18,7 @@ import (
 // fs_files bound the session's files as a whole), clamped to the server's
 // maxima.
 type SessionRequest struct {
-	Files  map[string][]byte `json:"files,omitempty"`
+	Files  InputFiles        `json:"files,omitempty"`
 	Env    map[string]string `json:"env,omitempty"`
 	Limits RunLimits         `json:"limits,omitzero"`
 	Tools  []string          `json:"tools,omitempty"`
@@ -27,7 +30,7 @@ type SessionRequest struct {
 type SessionRunRequest struct {
 	Code     string            `json:"code"`
 	Filename string            `json:"filename,omitempty"`
-	Files    map[string][]byte `json:"files,omitempty"`
+	Files    InputFiles        `json:"files,omitempty"`
 	Stdin    []byte            `json:"stdin,omitempty"`
 	Env      map[string]string `json:"env,omitempty"`
 	Limits   RunLimits         `json:"limits,omitzero"`
@@ -48,11 +51,35 @@ type SessionResult struct {
 }
 
 // sessions are the live sessions by ID. They belong to the Sandbox, which
-// applies its TTL and cap; the table forgets those that ended.
+// applies its TTL and cap; the table forgets those that ended. It keeps
+// what GET /v1/sessions lists itself, so listing never waits for a
+// session's lock (held through a call).
 type sessions struct {
-	mu      sync.Mutex
-	byID    map[string]*airlock.Session
-	running map[*airlock.Session]bool // HTTP calls in progress (claim)
+	mu   sync.Mutex
+	byID map[string]*sessionEntry
+}
+
+type sessionEntry struct {
+	sess     *airlock.Session
+	created  time.Time
+	lastCall time.Time // when the last call ended; zero before one
+	calls    int       // calls made through the server, ended
+	running  bool      // an HTTP call is in progress (claim)
+}
+
+// SessionStatus is one session in GET /v1/sessions.
+type SessionStatus struct {
+	ID      string    `json:"id"`
+	Created time.Time `json:"created"`
+	// LastCall is when the last call ended; absent before the first.
+	LastCall *time.Time `json:"last_call,omitempty"`
+	Calls    int        `json:"calls"`
+	Running  bool       `json:"running"`
+}
+
+// SessionList answers GET /v1/sessions, oldest first.
+type SessionList struct {
+	Sessions []SessionStatus `json:"sessions"`
 }
 
 // claim marks s as running a call and tells whether it was free: a session
@@ -61,56 +88,71 @@ type sessions struct {
 func (t *sessions) claim(s *airlock.Session) bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if t.running[s] {
+	e := t.byID[s.ID()]
+	if e == nil || e.sess != s {
+		return true // deleted meanwhile: the call fails as closed
+	}
+	if e.running {
 		return false
 	}
-	if t.running == nil {
-		t.running = map[*airlock.Session]bool{}
-	}
-	t.running[s] = true
+	e.running = true
 	return true
 }
 
 func (t *sessions) release(s *airlock.Session) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	delete(t.running, s)
+	if e := t.byID[s.ID()]; e != nil && e.sess == s {
+		e.running = false
+		e.calls++
+		e.lastCall = time.Now()
+	}
 }
 
 func (t *sessions) add(s *airlock.Session) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.byID == nil {
-		t.byID = map[string]*airlock.Session{}
+		t.byID = map[string]*sessionEntry{}
 	}
 	// Expired sessions are dropped here, so the table stays as small as
 	// the Sandbox's cap however many come and go.
-	for id, old := range t.byID {
-		if old.Err() != nil {
+	t.dropEnded()
+	t.byID[s.ID()] = &sessionEntry{sess: s, created: time.Now()}
+}
+
+func (t *sessions) dropEnded() {
+	for id, e := range t.byID {
+		if e.sess.Err() != nil {
 			delete(t.byID, id)
 		}
 	}
-	t.byID[s.ID()] = s
 }
 
 // get returns a live session, or nil.
 func (t *sessions) get(id string) *airlock.Session {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	s := t.byID[id]
-	if s != nil && s.Err() != nil {
+	e := t.byID[id]
+	if e == nil {
+		return nil
+	}
+	if e.sess.Err() != nil {
 		delete(t.byID, id)
 		return nil
 	}
-	return s
+	return e.sess
 }
 
 func (t *sessions) remove(id string) *airlock.Session {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	s := t.byID[id]
+	e := t.byID[id]
 	delete(t.byID, id)
-	return s
+	if e == nil {
+		return nil
+	}
+	return e.sess
 }
 
 // len is the number of sessions in the table (ended ones included until
@@ -121,8 +163,31 @@ func (t *sessions) len() int {
 	return len(t.byID)
 }
 
+// list is the live sessions, oldest first.
+func (t *sessions) list() SessionList {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.dropEnded()
+	out := SessionList{Sessions: make([]SessionStatus, 0, len(t.byID))}
+	for id, e := range t.byID {
+		st := SessionStatus{ID: id, Created: e.created.UTC(), Calls: e.calls, Running: e.running}
+		if !e.lastCall.IsZero() {
+			last := e.lastCall.UTC()
+			st.LastCall = &last
+		}
+		out.Sessions = append(out.Sessions, st)
+	}
+	slices.SortFunc(out.Sessions, func(a, b SessionStatus) int {
+		return cmp.Or(a.Created.Compare(b.Created), cmp.Compare(a.ID, b.ID))
+	})
+	return out
+}
+
 func (s *Server) routeSessions() {
 	s.mux.Handle("POST /v1/sessions", s.auth(http.HandlerFunc(s.handleNewSession)))
+	s.mux.Handle("GET /v1/sessions", s.auth(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		writeJSON(w, http.StatusOK, s.sessions.list())
+	})))
 	s.mux.Handle("POST /v1/sessions/{id}/run", s.auth(http.HandlerFunc(s.handleSessionRun)))
 	s.mux.Handle("POST /v1/sessions/{id}/fork", s.auth(http.HandlerFunc(s.handleFork)))
 	s.mux.Handle("DELETE /v1/sessions/{id}", s.auth(http.HandlerFunc(s.handleDeleteSession)))
