@@ -1,6 +1,7 @@
 package server
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -75,6 +76,103 @@ func (c *Client) RunSession(ctx context.Context, id string, req SessionRunReques
 	return &res, nil
 }
 
+// RunStream is Run with the output as it is written: onOutput gets each
+// chunk of "stdout" or "stderr" while the run goes on (the server's
+// ?stream=1), then the Result comes as from Run. onOutput runs on the
+// calling goroutine.
+func (c *Client) RunStream(ctx context.Context, req RunRequest, onOutput func(stream string, p []byte)) (*Result, error) {
+	var res Result
+	if err := c.stream(ctx, "/v1/run?stream=1", req, &res, func() bool { return res.Files != nil }, onOutput); err != nil {
+		return nil, err
+	}
+	return &res, nil
+}
+
+// RunSessionStream is RunSession with the output as RunStream gives it.
+func (c *Client) RunSessionStream(ctx context.Context, id string, req SessionRunRequest, onOutput func(stream string, p []byte)) (*SessionResult, error) {
+	var res SessionResult
+	if err := c.stream(ctx, "/v1/sessions/"+url.PathEscape(id)+"/run?stream=1", req, &res, func() bool { return res.Files != nil }, onOutput); err != nil {
+		return nil, err
+	}
+	return &res, nil
+}
+
+// ListSessions returns the server's live sessions, oldest first.
+func (c *Client) ListSessions(ctx context.Context) ([]SessionStatus, error) {
+	var list SessionList
+	if err := c.expect(ctx, "GET", "/v1/sessions", nil, http.StatusOK, &list); err != nil {
+		return nil, err
+	}
+	return list.Sessions, nil
+}
+
+// stream posts a run asking for server-sent events and reads them: output
+// events to onOutput, the result event into res. A refusal before the
+// run (not an event stream) is handled as runLike does. The whole answer
+// counts against MaxResponse.
+func (c *Client) stream(ctx context.Context, path string, req, res any, isResult func() bool, onOutput func(string, []byte)) error {
+	resp, err := c.send(ctx, "POST", path, req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if ct := resp.Header.Get("Content-Type"); resp.StatusCode != http.StatusOK || !strings.HasPrefix(ct, "text/event-stream") {
+		data, err := c.readAll(resp)
+		if err != nil {
+			return err
+		}
+		if err := json.Unmarshal(data, res); err == nil && resp.StatusCode == http.StatusBadRequest && isResult() {
+			return nil
+		}
+		if resp.StatusCode == http.StatusOK {
+			return &APIError{Status: resp.StatusCode, Kind: "bad_response", Message: "the server's answer is neither events nor an error"}
+		}
+		return apiError(resp.StatusCode, data)
+	}
+	limit := c.limit()
+	lr := &io.LimitedReader{R: resp.Body, N: limit + 1}
+	sc := bufio.NewScanner(lr)
+	sc.Buffer(make([]byte, 0, 64<<10), int(min(limit+1, 1<<30)))
+	bad := func(msg string) error {
+		return &APIError{Status: resp.StatusCode, Kind: "bad_response", Message: "the server's event stream: " + msg}
+	}
+	event := ""
+	var data []byte
+	for sc.Scan() {
+		line := sc.Text()
+		switch {
+		case strings.HasPrefix(line, "event: "):
+			event = strings.TrimPrefix(line, "event: ")
+		case strings.HasPrefix(line, "data: "):
+			data = append(data, strings.TrimPrefix(line, "data: ")...)
+		case line == "" && event != "":
+			switch event {
+			case "stdout", "stderr":
+				var chunk string
+				if err := json.Unmarshal(data, &chunk); err != nil {
+					return bad(event + " data is not a JSON string")
+				}
+				if onOutput != nil {
+					onOutput(event, []byte(chunk))
+				}
+			case "result":
+				if err := json.Unmarshal(data, res); err != nil || !isResult() {
+					return bad("the result event is not a run's result")
+				}
+				return nil
+			}
+			event, data = "", data[:0]
+		}
+	}
+	if lr.N <= 0 {
+		return &APIError{Status: resp.StatusCode, Kind: "response_too_large", Message: fmt.Sprintf("the server's answer passed %d bytes", limit)}
+	}
+	if err := sc.Err(); err != nil {
+		return fmt.Errorf("server: event stream: %w", err)
+	}
+	return bad("it ended without a result")
+}
+
 // ForkSession copies session id into a new session and returns its ID.
 func (c *Client) ForkSession(ctx context.Context, id string) (string, error) {
 	var info SessionInfo
@@ -130,13 +228,48 @@ func apiError(status int, data []byte) error {
 	return &APIError{Status: status, Kind: eb.Error.Kind, Message: eb.Error.Message}
 }
 
-// do sends one request, retrying while the server answers overloaded.
+// do sends one request, retrying while the server answers overloaded,
+// and reads the answer whole.
 func (c *Client) do(ctx context.Context, method, path string, req any) (int, []byte, error) {
+	resp, err := c.send(ctx, method, path, req)
+	if err != nil {
+		return 0, nil, err
+	}
+	defer resp.Body.Close()
+	data, err := c.readAll(resp)
+	if err != nil {
+		return 0, nil, err
+	}
+	return resp.StatusCode, data, nil
+}
+
+func (c *Client) limit() int64 {
+	if c.MaxResponse <= 0 {
+		return 1 << 30
+	}
+	return c.MaxResponse
+}
+
+func (c *Client) readAll(resp *http.Response) ([]byte, error) {
+	limit := c.limit()
+	data, err := io.ReadAll(io.LimitReader(resp.Body, limit+1))
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(data)) > limit {
+		return nil, &APIError{Status: resp.StatusCode, Kind: "response_too_large", Message: fmt.Sprintf("the server's answer passed %d bytes", limit)}
+	}
+	return data, nil
+}
+
+// send sends one request, retrying while the server answers overloaded;
+// the caller closes the answer's body.
+func (c *Client) send(ctx context.Context, method, path string, req any) (*http.Response, error) {
 	var body []byte
 	if req != nil {
 		var err error
 		if body, err = json.Marshal(req); err != nil {
-			return 0, nil, err
+			return nil, err
 		}
 	}
 	hc := c.HTTP
@@ -151,7 +284,7 @@ func (c *Client) do(ctx context.Context, method, path string, req any) (int, []b
 	for attempt := 0; ; attempt++ {
 		hreq, err := http.NewRequestWithContext(ctx, method, u, bytes.NewReader(body))
 		if err != nil {
-			return 0, nil, err
+			return nil, err
 		}
 		if body != nil {
 			hreq.Header.Set("Content-Type", "application/json")
@@ -161,32 +294,22 @@ func (c *Client) do(ctx context.Context, method, path string, req any) (int, []b
 		}
 		resp, err := hc.Do(hreq)
 		if err != nil {
-			return 0, nil, err
-		}
-		limit := c.MaxResponse
-		if limit <= 0 {
-			limit = 1 << 30
-		}
-		data, err := io.ReadAll(io.LimitReader(resp.Body, limit+1))
-		resp.Body.Close()
-		if err != nil {
-			return 0, nil, err
-		}
-		if int64(len(data)) > limit {
-			return 0, nil, &APIError{Status: resp.StatusCode, Kind: "response_too_large", Message: fmt.Sprintf("the server's answer passed %d bytes", limit)}
+			return nil, err
 		}
 		// Only an overloaded server says when to come back; a session cap
 		// does not lift by waiting a second.
 		after := resp.Header.Get("Retry-After")
 		if resp.StatusCode == http.StatusTooManyRequests && after != "" && attempt < retries {
+			io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<16))
+			resp.Body.Close()
 			wait, _ := strconv.Atoi(after)
 			select {
 			case <-time.After(time.Duration(min(max(wait, 1), 30)) * time.Second):
 				continue
 			case <-ctx.Done():
-				return 0, nil, ctx.Err()
+				return nil, ctx.Err()
 			}
 		}
-		return resp.StatusCode, data, nil
+		return resp, nil
 	}
 }

@@ -259,12 +259,16 @@ func (s *Server) handleSessionRun(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusConflict, "session_busy", fmt.Sprintf("session %q is running another call; send the next one after it", sess.ID()))
 		return
 	}
-	defer s.sessions.release(sess)
+	// Released as the call ends, before its answer is written: a client
+	// that lists sessions once it has the result sees the call done.
+	var release sync.Once
+	defer release.Do(func() { s.sessions.release(sess) })
 	req, clamped := s.request(w, RunRequest{
 		Code: in.Code, Filename: in.Filename, Files: in.Files, Stdin: in.Stdin, Env: in.Env,
 		Limits: in.Limits, Tools: in.Tools,
 	})
 	s.execute(w, r, req, clamped, sess.Exec, func(res *airlock.Result) any {
+		release.Do(func() { s.sessions.release(sess) })
 		if res.Error != nil && (errors.Is(res.Error, airlock.ErrSessionClosed) || errors.Is(res.Error, airlock.ErrSessionExpired)) {
 			return nil // ended between the look-up and the call
 		}
