@@ -49,10 +49,10 @@ func TestFilesAsTextOrBase64(t *testing.T) {
 		t.Fatalf("result %+v", res)
 	}
 	bad := map[string]string{
-		`{"a.txt": "hello world"}`:                   `files["a.txt"]: want a base64 string, {"text": "..."} or {"base64": "..."} (a string is base64`,
-		`{"a.txt": {"text": "x", "base64": "eA=="}}`: `files["a.txt"]: want a base64 string, {"text": "..."} or {"base64": "..."}: exactly one`,
-		`{"a.txt": {"txt": "x"}}`:                    `files["a.txt"]: want a base64 string`,
-		`{"a.txt": 12}`:                              `files["a.txt"]: want a base64 string`,
+		`{"a.txt": "hello world"}`:                    `files["a.txt"]: want a base64 string, {"text": "..."} or {"base64": "..."} (a string is base64`,
+		`{"a.txt": {"text": "x", "base64": "eA=="}}`:  `files["a.txt"]: want a base64 string, {"text": "..."} or {"base64": "..."}: exactly one`,
+		`{"a.txt": {"txt": "x"}}`:                     `files["a.txt"]: want a base64 string`,
+		`{"a.txt": 12}`:                               `files["a.txt"]: want a base64 string`,
 		`{"a": {"text": "ok"}, "b": {"base64": "!"}}`: `files["b"]: base64: illegal base64 data`,
 		`["a.txt"]`: `files: want an object of path: content`,
 	}
