@@ -205,13 +205,16 @@ type Info struct {
 	StdlibSHA256 string
 	// Version is CPython's version ("3.13.5"), "" when unknown.
 	Version string
+	// Libraries are the third-party packages code can import, with their
+	// versions ("numpy 2.5.5"): the own build's.
+	Libraries []string
 }
 
 // Info reports the artifact in use.
 func (sb *Sandbox) Info() Info {
 	a := sb.artifact
 	return Info{Path: a.Path, SHA256: a.SHA256, Pinned: a.Pinned, Build: a.Build,
-		Description: a.Describe(), StdlibSHA256: a.StdlibSHA256, Version: a.Version}
+		Description: a.Describe(), StdlibSHA256: a.StdlibSHA256, Version: a.Version, Libraries: a.Libraries()}
 }
 
 // maxCodeBytes bounds a request's source: far above any real program, far

@@ -119,6 +119,26 @@ func (a *Artifact) Layers() []*memfs.Layer {
 	return []*memfs.Layer{a.Layer}
 }
 
+// importable are the third-party packages a build may carry that code
+// imports (the record's other pins are build inputs: CPython's sources,
+// its C libraries, Cython), in the order they are named.
+var importable = []string{"numpy", "pandas", "matplotlib"}
+
+// Libraries names the third-party packages code can import in this
+// build, with their versions ("numpy 2.5.5"); none for the npm build.
+func (a *Artifact) Libraries() []string {
+	if a.Build != ownBuildName || a.Record == nil {
+		return nil
+	}
+	var out []string
+	for _, name := range importable {
+		if v := a.Record.Packages[name]; v != "" {
+			out = append(out, name+" "+v)
+		}
+	}
+	return out
+}
+
 // Describe is one line telling which build this is, for `airlock version`.
 func (a *Artifact) Describe() string {
 	switch {
@@ -132,8 +152,8 @@ func (a *Artifact) Describe() string {
 			extras += "; patched: " + strings.Join(r.CPythonPatches, ", ")
 		}
 		// Extension packages linked into python.wasm, by the record's pins.
-		if v := r.Packages["numpy"]; v != "" {
-			extras += "; numpy " + v
+		for _, lib := range a.Libraries() {
+			extras += "; " + lib
 		}
 		return fmt.Sprintf("own build, CPython %s (%s%s; wasm-opt %s)", a.Version, r.Opt, extras, r.WasmOpt)
 	case a.Build == npmBuildName:

@@ -2,9 +2,12 @@ package server
 
 import (
 	"context"
+	"encoding/base64"
 	"errors"
 	"fmt"
+	"maps"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -30,12 +33,23 @@ type MCPConfig struct {
 	// calls wait for a turn. An agent can send many calls at once, each
 	// entitled to MaxLimits.Memory.
 	Concurrency int
+	// MaxText bounds a result's text, in characters (default
+	// DefaultMCPMaxText): longer stdout and stderr keep their head and
+	// tail, and the whole is a resource.
+	MaxText int
+	// KeepBytes, KeepRuns and KeepFor bound the outputs and files kept as
+	// resources (defaults DefaultMCPKeepBytes, DefaultMCPKeepRuns,
+	// DefaultMCPKeepFor); the oldest go first.
+	KeepBytes int64
+	KeepRuns  int
+	KeepFor   time.Duration
 }
 
 // RunPythonArgs are run_python's arguments.
 type RunPythonArgs struct {
-	Code    string            `json:"code" jsonschema:"Python source to run as __main__"`
-	Files   map[string]string `json:"files,omitempty" jsonschema:"text files to create first, by path relative to /home/user (the working directory)"`
+	Code        string            `json:"code" jsonschema:"Python source to run as __main__"`
+	Files       map[string]string `json:"files,omitempty" jsonschema:"text files to create first, by path relative to /home/user (the working directory)"`
+	FilesBase64 map[string]string `json:"files_base64,omitempty" jsonschema:"binary files to create first, as base64, by path relative to /home/user"`
 	Timeout float64           `json:"timeout,omitempty" jsonschema:"wall-clock limit in seconds"`
 	Session string            `json:"session,omitempty" jsonschema:"omit for a fresh sandbox; \"new\" to start a session that keeps variables, imports and files between calls (its id is in the result); a session id to run in that session"`
 }
@@ -53,8 +67,20 @@ func NewMCP(cfg MCPConfig) *mcp.Server {
 	if cfg.Concurrency <= 0 {
 		cfg.Concurrency = runtime.NumCPU()
 	}
+	if cfg.MaxText <= 0 {
+		cfg.MaxText = DefaultMCPMaxText
+	}
+	if cfg.KeepBytes <= 0 {
+		cfg.KeepBytes = DefaultMCPKeepBytes
+	}
+	if cfg.KeepRuns <= 0 {
+		cfg.KeepRuns = DefaultMCPKeepRuns
+	}
+	if cfg.KeepFor <= 0 {
+		cfg.KeepFor = DefaultMCPKeepFor
+	}
 	srv := mcp.NewServer(&mcp.Implementation{Name: "airlock", Version: airlock.Version}, nil)
-	table := &sessions{}
+	m := &mcpServer{cfg: cfg, table: &sessions{}, store: newRunStore(cfg.KeepBytes, cfg.KeepRuns, cfg.KeepFor)}
 	turns := make(chan struct{}, cfg.Concurrency)
 	mcp.AddTool(srv, &mcp.Tool{Name: "run_python", Description: mcpDescription(cfg)},
 		func(ctx context.Context, _ *mcp.CallToolRequest, in RunPythonArgs) (*mcp.CallToolResult, any, error) {
@@ -64,9 +90,34 @@ func NewMCP(cfg MCPConfig) *mcp.Server {
 			case <-ctx.Done():
 				return nil, nil, ctx.Err()
 			}
-			return runPython(ctx, cfg, table, in), nil, nil
+			return m.runPython(ctx, in), nil, nil
 		})
+	mcp.AddTool(srv, &mcp.Tool{Name: "end_session", Description: "End a run_python session (its id from the result that started it), freeing its memory; later calls with that id fail."},
+		func(ctx context.Context, _ *mcp.CallToolRequest, in EndSessionArgs) (*mcp.CallToolResult, any, error) {
+			sess := m.table.remove(in.Session)
+			if sess == nil || sess.Err() != nil {
+				return toolError("error: not_found: no session %q (it may have expired or ended already)", in.Session), nil, nil
+			}
+			sess.Close() // waits for a running call
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: fmt.Sprintf("session %s ended", in.Session)}}}, nil, nil
+		})
+	srv.AddResourceTemplate(&mcp.ResourceTemplate{
+		Name: "run outputs and files", URITemplate: runURIPrefix + "{run}/{+item}",
+		Description: fmt.Sprintf("A run_python call's whole stdout or stderr (item stdout, stderr) or a file it wrote (item files/PATH, PATH under /), "+
+			"as its result links them; kept for the last %d calls, up to %d MiB, for %s.", cfg.KeepRuns, cfg.KeepBytes>>20, cfg.KeepFor),
+	}, m.store.read)
 	return srv
+}
+
+// EndSessionArgs are end_session's arguments.
+type EndSessionArgs struct {
+	Session string `json:"session" jsonschema:"the session id to end"`
+}
+
+type mcpServer struct {
+	cfg   MCPConfig
+	table *sessions
+	store *runStore
 }
 
 func mcpDescription(cfg MCPConfig) string {
@@ -75,15 +126,22 @@ func mcpDescription(cfg MCPConfig) string {
 	if version == "" {
 		version = "3"
 	}
+	packages := "no third-party package"
+	if libs := cfg.Sandbox.Info().Libraries; len(libs) > 0 {
+		packages = "of third-party packages only " + strings.Join(libs, ", ")
+	}
 	fmt.Fprintf(&b, "Run Python %s code in a fresh, isolated sandbox and return its stdout, stderr, exit code and, "+
 		"if the sandbox stopped it, why (timeout, memory_limit, output_limit, fs_quota). "+
-		"The standard library is available; there is no network and no third-party package. "+
+		"The standard library is available and %s; there is no network and no pip. "+
 		"The working directory /home/user and /tmp are in memory and start empty apart from the files you pass; "+
 		"nothing persists between calls unless you use a session: pass session \"new\" to start one, then its id "+
 		"(printed as \"session: ID\") to run more code with the same variables, imports and files, as in a notebook; "+
 		"a call that hits a limit is rolled back (rolled_back: true) and the session keeps its earlier state; "+
-		"an idle session expires. Limits: %s wall clock (default %s), %d MiB of memory, %d KiB of output per stream.",
-		version, cfg.MaxLimits.Timeout, min(cfg.MaxLimits.Timeout, airlock.DefaultLimits.Timeout),
+		"an idle session expires; end_session ends one. "+
+		"Output past %d characters keeps its head and tail, and the whole is readable as a resource the text names; "+
+		"images the code writes (PNG, JPEG, GIF, WebP, SVG files) come back as images, and every file written as a resource link. "+
+		"Limits: %s wall clock (default %s), %d MiB of memory, %d KiB of output per stream.",
+		version, packages, cfg.MaxText, cfg.MaxLimits.Timeout, min(cfg.MaxLimits.Timeout, airlock.DefaultLimits.Timeout),
 		cfg.MaxLimits.Memory>>20, cfg.MaxLimits.Output>>10)
 	if len(cfg.Tools) > 0 {
 		b.WriteString("\n\nHost functions the code can call (`import airlock`, then `airlock.tools.NAME(...)`, " +
@@ -95,7 +153,8 @@ func mcpDescription(cfg MCPConfig) string {
 	return b.String()
 }
 
-func runPython(ctx context.Context, cfg MCPConfig, table *sessions, in RunPythonArgs) *mcp.CallToolResult {
+func (m *mcpServer) runPython(ctx context.Context, in RunPythonArgs) *mcp.CallToolResult {
+	cfg, table := m.cfg, m.table
 	timeout := min(cfg.MaxLimits.Timeout, airlock.DefaultLimits.Timeout)
 	if in.Timeout > 0 {
 		timeout = cfg.MaxLimits.Timeout
@@ -105,9 +164,19 @@ func runPython(ctx context.Context, cfg MCPConfig, table *sessions, in RunPython
 			timeout = max(time.Duration(in.Timeout*float64(time.Second)), time.Millisecond)
 		}
 	}
-	files := make(map[string][]byte, len(in.Files))
+	files := make(map[string][]byte, len(in.Files)+len(in.FilesBase64))
 	for p, data := range in.Files {
 		files[p] = []byte(data)
+	}
+	for _, p := range slices.Sorted(maps.Keys(in.FilesBase64)) {
+		data, err := base64.StdEncoding.DecodeString(in.FilesBase64[p])
+		if err != nil {
+			return toolError("error: invalid_request: files_base64[%q] is not base64 (%v); pass text files in files", p, err)
+		}
+		if _, dup := files[p]; dup {
+			return toolError("error: invalid_request: %q is in both files and files_base64", p)
+		}
+		files[p] = data
 	}
 	limits := cfg.MaxLimits
 	limits.Timeout = timeout
@@ -115,7 +184,7 @@ func runPython(ctx context.Context, cfg MCPConfig, table *sessions, in RunPython
 	if in.Session == "" {
 		res, _ := cfg.Sandbox.Run(ctx, req)
 		return &mcp.CallToolResult{
-			Content: []mcp.Content{&mcp.TextContent{Text: FormatText(res)}},
+			Content: mcpContent(res, "", cfg.MaxText, m.store),
 			IsError: res.Error != nil || res.ExitCode != 0,
 		}
 	}
@@ -133,9 +202,9 @@ func runPython(ctx context.Context, cfg MCPConfig, table *sessions, in RunPython
 	if res.Error != nil && (errors.Is(res.Error, airlock.ErrSessionClosed) || errors.Is(res.Error, airlock.ErrSessionExpired)) {
 		return toolError("error: not_found: session %q has ended; pass session \"new\" to start one", in.Session)
 	}
-	text := fmt.Sprintf("session: %s\nrolled_back: %v\n", sess.ID(), res.RolledBack) + FormatText(res)
+	header := fmt.Sprintf("session: %s\nrolled_back: %v\n", sess.ID(), res.RolledBack)
 	return &mcp.CallToolResult{
-		Content: []mcp.Content{&mcp.TextContent{Text: text}},
+		Content: mcpContent(res, header, cfg.MaxText, m.store),
 		IsError: res.Error != nil || res.ExitCode != 0,
 	}
 }

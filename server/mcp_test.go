@@ -38,18 +38,45 @@ func callText(t *testing.T, cs *mcp.ClientSession, args map[string]any) (string,
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(res.Content) != 1 {
+	// The report first; then only the images and file links that follow it.
+	text, ok := res.Content[0].(*mcp.TextContent)
+	if !ok {
 		t.Fatalf("content %+v", res.Content)
 	}
-	return res.Content[0].(*mcp.TextContent).Text, res.IsError
+	for _, c := range res.Content[1:] {
+		switch c.(type) {
+		case *mcp.ImageContent, *mcp.ResourceLink:
+		default:
+			t.Fatalf("content after the report: %T %+v", c, c)
+		}
+	}
+	return text.Text, res.IsError
+}
+
+// tool is the listed tool named name.
+func tool(t *testing.T, cs *mcp.ClientSession, name string) *mcp.Tool {
+	t.Helper()
+	tools, err := cs.ListTools(context.Background(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tl := range tools.Tools {
+		if tl.Name == name {
+			return tl
+		}
+	}
+	t.Fatalf("no tool %q in %+v", name, tools.Tools)
+	return nil
 }
 
 func TestMCPRunPython(t *testing.T) {
 	cs := mcpSession(t, MCPConfig{Sandbox: sb})
 	tools, err := cs.ListTools(context.Background(), nil)
-	if err != nil || len(tools.Tools) != 1 || tools.Tools[0].Name != "run_python" {
-		t.Fatalf("tools %+v, %v", tools, err)
+	if err != nil || len(tools.Tools) != 2 {
+		t.Fatalf("tools %+v, %v; want run_python and end_session", tools, err)
 	}
+	tool(t, cs, "run_python")
+	tool(t, cs, "end_session")
 	cases := []struct {
 		name    string
 		args    map[string]any
@@ -98,9 +125,8 @@ func TestMCPToolsAndTimeoutCap(t *testing.T) {
 	max := airlock.DefaultLimits
 	max.Timeout = 3 * time.Second // room for the host call on a loaded machine
 	cs := mcpSession(t, MCPConfig{Sandbox: tsb, Tools: []hostfuncs.Tool{echo}, MaxLimits: max})
-	tools, err := cs.ListTools(context.Background(), nil)
-	if err != nil || !strings.Contains(tools.Tools[0].Description, "- shout: Return the text in capitals.") {
-		t.Fatalf("description does not list the host tool: %+v %v", tools, err)
+	if d := tool(t, cs, "run_python").Description; !strings.Contains(d, "- shout: Return the text in capitals.") {
+		t.Fatalf("description does not list the host tool: %s", d)
 	}
 	text, _ := callText(t, cs, map[string]any{"code": "import airlock; print(airlock.tools.shout('hi'))"})
 	if !strings.Contains(text, "--- stdout ---\nHI\n") {
@@ -122,13 +148,10 @@ func TestMCPToolsAndTimeoutCap(t *testing.T) {
 
 func TestMCPSessions(t *testing.T) {
 	cs := mcpSession(t, MCPConfig{Sandbox: sb})
-	tools, err := cs.ListTools(context.Background(), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	schema, _ := json.Marshal(tools.Tools[0].InputSchema)
-	if !strings.Contains(string(schema), `"session"`) || !strings.Contains(tools.Tools[0].Description, `session "new"`) {
-		t.Fatalf("schema or description lacks the session argument:\n%s\n%s", schema, tools.Tools[0].Description)
+	run := tool(t, cs, "run_python")
+	schema, _ := json.Marshal(run.InputSchema)
+	if !strings.Contains(string(schema), `"session"`) || !strings.Contains(run.Description, `session "new"`) {
+		t.Fatalf("schema or description lacks the session argument:\n%s\n%s", schema, run.Description)
 	}
 	text, isErr := callText(t, cs, map[string]any{"code": "x = 41\nopen('kept.txt', 'w').write('kept')", "session": "new"})
 	id, _, ok := strings.Cut(strings.TrimPrefix(text, "session: "), "\n")
