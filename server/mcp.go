@@ -50,8 +50,8 @@ type RunPythonArgs struct {
 	Code        string            `json:"code" jsonschema:"Python source to run as __main__"`
 	Files       map[string]string `json:"files,omitempty" jsonschema:"text files to create first, by path relative to /home/user (the working directory)"`
 	FilesBase64 map[string]string `json:"files_base64,omitempty" jsonschema:"binary files to create first, as base64, by path relative to /home/user"`
-	Timeout float64           `json:"timeout,omitempty" jsonschema:"wall-clock limit in seconds"`
-	Session string            `json:"session,omitempty" jsonschema:"omit for a fresh sandbox; \"new\" to start a session that keeps variables, imports and files between calls (its id is in the result); a session id to run in that session"`
+	Timeout     float64           `json:"timeout,omitempty" jsonschema:"wall-clock limit in seconds"`
+	Session     string            `json:"session,omitempty" jsonschema:"omit for a fresh sandbox; \"new\" to start a session that keeps variables, imports and files between calls (its id is in the result); a session id to run in that session"`
 }
 
 // NewMCP returns a Model Context Protocol server with one tool, run_python.
