@@ -8,10 +8,13 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/http"
 	"os"
 	"os/signal"
 	"syscall"
 	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/airlock-sandbox/airlock"
 	"github.com/airlock-sandbox/airlock/hostfuncs"
@@ -172,6 +175,7 @@ func cmdMCP(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 		tools      = fs.String("tools", "", "expose built-in host tools to Python: demo")
 		parallel   = fs.Int("concurrency", 0, "runs at once; further calls wait (default: CPUs)")
 		maxMessage = sizeFlag{server.DefaultMaxMessage}
+		httpAddr   = fs.String("http", "", "serve MCP's streamable HTTP transport at http://`ADDR`/mcp instead of stdio (bearer token: $AIRLOCK_TOKEN)")
 	)
 	fs.Var(&maxMessage, "max-message", "largest message (one line) a client may send; longer ones are refused")
 	common.register(fs)
@@ -179,7 +183,7 @@ func cmdMCP(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 	sessions.register(fs)
 	pkgs.register(fs)
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: airlock mcp [flags]   (Model Context Protocol over stdio; tool: run_python)")
+		fmt.Fprintln(stderr, "usage: airlock mcp [flags]   (Model Context Protocol over stdio, or --http; tools: run_python, end_session)")
 		fs.PrintDefaults()
 	}
 	if stop, code, err := flagResult(fs.Parse(args)); stop {
@@ -200,11 +204,45 @@ func cmdMCP(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 	}
 	defer sb.Close(context.Background())
 	srv := server.NewMCP(server.MCPConfig{Sandbox: sb, Tools: toolList, MaxLimits: maxima.limits(), Concurrency: *parallel})
+	if *httpAddr != "" {
+		return serveMCPHTTP(ctx, srv, *httpAddr, maxMessage.n, stderr)
+	}
 	// Not the SDK's IOTransport: one bad line there ends the server, and
 	// the calls in flight with it.
 	t := &server.LineTransport{Reader: stdin, Writer: stdout, MaxMessage: int(maxMessage.n), Logger: slog.New(slog.NewTextHandler(stderr, nil))}
 	if err := srv.Run(ctx, t); err != nil && !errors.Is(err, context.Canceled) && !errors.Is(err, io.EOF) {
 		return 1, err
+	}
+	return 0, nil
+}
+
+// serveMCPHTTP serves srv at http://addr/mcp until a signal, then lets
+// the calls in flight finish (up to a minute).
+func serveMCPHTTP(ctx context.Context, srv *mcp.Server, addr string, maxMessage int64, stderr io.Writer) (int, error) {
+	logger := slog.New(slog.NewTextHandler(stderr, nil))
+	token := os.Getenv("AIRLOCK_TOKEN")
+	mux := http.NewServeMux()
+	mux.Handle("/mcp", server.MCPHandler(srv, server.MCPHTTPConfig{Token: token, MaxMessage: maxMessage, Logger: logger}))
+	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute,
+		MaxHeaderBytes: 64 << 10, ErrorLog: slog.NewLogLogger(logger.Handler(), slog.LevelWarn)}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return 1, err
+	}
+	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	logger.Info("serving MCP", slog.String("url", "http://"+ln.Addr().String()+"/mcp"), slog.Bool("auth", token != ""))
+	errc := make(chan error, 1)
+	go func() { errc <- hs.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return 1, err
+	case <-ctx.Done():
+	}
+	dctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := hs.Shutdown(dctx); err != nil {
+		return 1, fmt.Errorf("shutdown: %w", err)
 	}
 	return 0, nil
 }
