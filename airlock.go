@@ -123,6 +123,13 @@ type Request struct {
 	// Values reach host tools through hostfuncs.CallInfo; they are shared
 	// by the run's calls and must not be changed while it runs.
 	Values map[string]any
+	// RichOutput collects what a notebook would show: the value of the
+	// code's last expression statement (Result.Value, its repr) and the
+	// objects passed to airlock.display(), each in every form it has
+	// (Result.Displays: PNG, SVG, HTML, JSON, ..., its repr), within the
+	// run's output limit. Without it, airlock.display() prints the repr
+	// and a last expression's value is dropped, as in a script.
+	RichOutput bool
 	// OnOutput, if set, receives each chunk of stdout ("stdout") or stderr
 	// ("stderr") as the guest writes it, within the output cap. It is called
 	// on the run's goroutine, must not keep p, and should return quickly:
@@ -155,6 +162,17 @@ type Result struct {
 	// meters every run; the same program with the same input consumes the
 	// same fuel every time. Always 0 on wazero, which does not meter.
 	Fuel int64
+	// Value is the repr of the value of the code's last expression
+	// statement, "" when there is none or it is None (RichOutput only).
+	Value string
+	// Displays are the run's rich outputs in order (RichOutput only): the
+	// airlock.display() calls, and the last expression's value when it has
+	// a form beyond text (a DataFrame's HTML, a figure's PNG).
+	Displays []Display
+	// DisplaysTruncated tells that a display passed the run's cap (its
+	// output limit, or 64 displays): that call and later ones raised in
+	// the guest and are missing.
+	DisplaysTruncated bool
 }
 
 // File is a file the run left under /home/user.

@@ -278,6 +278,15 @@ func (sb *Sandbox) runIn(ctx context.Context, start time.Time, req *Request, lim
 		res.Error, res.Duration = err, time.Since(start)
 		return res, err
 	}
+	var displays *displaySink
+	if req.RichOutput {
+		displays = newDisplaySink(limits.Output)
+		wcfg.Env = append(wcfg.Env, "AIRLOCK_RICH=1") // read by prelude.py
+		if wcfg.Devices == nil {
+			wcfg.Devices = map[string]wasi.Device{}
+		}
+		wcfg.Devices[displayDevice] = displays
+	}
 	spec := engine.RunSpec{MemoryLimit: uint64(limits.Memory), Fuel: uint64(limits.Fuel)}
 	if call != nil {
 		call.prepare(&wcfg, &spec)
@@ -321,6 +330,9 @@ func (sb *Sandbox) runIn(ctx context.Context, start time.Time, req *Request, lim
 	res.PeakMemory = int64(out.PeakMemory)
 	res.Fuel = int64(out.Fuel)
 	res.Files = changedFiles(fs, before)
+	if displays != nil {
+		displays.results(res)
+	}
 	if call != nil && out.Image != nil {
 		out.ExitCode = uint32(call.status.code) // paused, not exited
 		res.ExitCode = call.status.code

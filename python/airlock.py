@@ -14,6 +14,13 @@ when the Go side sends hostfuncs.Bytes.
 Errors: HostError (the Go function failed, with its message), and its
 subclasses UnknownToolError, ArgumentError, MalformedRequestError,
 PayloadTooLargeError, TooManyCallsError and DeadlineError.
+
+    airlock.display(obj)                    # a rich output, as in a notebook
+
+display sends obj to the host in every form it has, richest first
+(_repr_png_, _repr_svg_, _repr_html_ as a pandas DataFrame has, ...,
+then its repr): where the host collects rich output (HTTP, MCP) it comes
+back with the result, elsewhere its repr is printed.
 """
 
 import os
@@ -23,7 +30,7 @@ import types
 DEVICE = "/dev/airlock"
 
 __all__ = [
-    "call", "tools", "HostError", "UnknownToolError", "ArgumentError",
+    "call", "tools", "display", "HostError", "UnknownToolError", "ArgumentError",
     "MalformedRequestError", "PayloadTooLargeError", "TooManyCallsError",
     "DeadlineError",
 ]
@@ -247,3 +254,78 @@ def _forget():
     for e in _Tools._entries or ():
         d.pop(e["name"], None)
     _Tools._entries = None
+
+
+DISPLAY_DEVICE = "/dev/airlock-display"
+
+# IPython's rich-display protocol, richest first; text/plain (repr) last.
+_REPRS = (
+    ("_repr_png_", "image/png"), ("_repr_jpeg_", "image/jpeg"), ("_repr_svg_", "image/svg+xml"),
+    ("_repr_html_", "text/html"), ("_repr_markdown_", "text/markdown"),
+    ("_repr_latex_", "text/latex"), ("_repr_json_", "application/json"),
+)
+
+
+def _forms(obj):
+    """obj's forms as [(mime, bytes)], richest first, one per type."""
+    forms = {}
+    if isinstance(obj, (bytes, bytearray)) and bytes(obj[:8]) == b"\x89PNG\r\n\x1a\n":
+        forms["image/png"] = bytes(obj)
+    elif not isinstance(obj, type):
+        for attr, mime in _REPRS:
+            method = getattr(obj, attr, None)
+            if not callable(method):
+                continue
+            data = method()
+            if isinstance(data, tuple):  # (data, metadata), as IPython allows
+                data = data[0]
+            if data is None:
+                continue
+            if mime == "application/json":
+                import json
+                data = json.dumps(data)
+            if isinstance(data, str):
+                data = data.encode("utf-8", "surrogatepass")
+            if isinstance(data, (bytes, bytearray)) and mime not in forms:
+                forms[mime] = bytes(data)
+    forms["text/plain"] = repr(obj).encode("utf-8", "backslashreplace")
+    return list(forms.items())
+
+
+def _send_display(obj, kind):
+    forms = _forms(obj)
+    try:
+        fd = os.open(DISPLAY_DEVICE, os.O_WRONLY)
+    except FileNotFoundError:
+        return False  # this run does not collect rich output
+    import json
+    head = json.dumps({"kind": kind, "items": [[mime, len(data)] for mime, data in forms]}).encode() + b"\n"
+    frame = head + b"".join(data for _, data in forms)
+    frame = b"%08x" % len(frame) + frame
+    try:
+        view = memoryview(frame)
+        while view:
+            view = view[os.write(fd, view):]
+    except OSError as e:
+        raise RuntimeError(
+            "airlock.display: this run's rich output passed its cap (the run's output limit) "
+            "or the output was malformed; display fewer or smaller objects") from e
+    finally:
+        os.close(fd)
+    return True
+
+
+def display(*objs):
+    """Show each object as a notebook would: where the host collects rich
+    output (HTTP, MCP, Request.RichOutput) it comes back with the result
+    in every form the object has (PNG, SVG, HTML, JSON, ..., its repr);
+    elsewhere its repr is printed."""
+    for obj in objs:
+        if not _send_display(obj, "display"):
+            print(repr(obj))
+
+
+def _show_value(value):
+    # The prelude's: the value of the code's last expression.
+    if value is not None:
+        _send_display(value, "value")

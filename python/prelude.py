@@ -120,9 +120,27 @@ def _airlock_setup():
         # Interactive input is one statement typed at a prompt: "single"
         # mode prints an expression statement's value, as Python's REPL does.
         mode = "single" if interactive else "exec"
+        # Rich output (Request.RichOutput): a last expression statement is
+        # evaluated apart, and its value goes to the host as a notebook
+        # shows it.
+        rich = run_env.get("AIRLOCK_RICH") == "1" and not interactive
         status = 0
         try:
-            exec(compile(source, code_name, mode, dont_inherit=True), main.__dict__)
+            last = None
+            if rich:
+                import ast
+                try:
+                    tree = ast.parse(source, code_name)
+                except SyntaxError:
+                    tree = None  # compile below raises it as without rich output
+                if tree is not None and tree.body and isinstance(tree.body[-1], ast.Expr):
+                    last = ast.Expression(tree.body.pop().value)
+            if last is None:
+                exec(compile(source, code_name, mode, dont_inherit=True), main.__dict__)
+            else:
+                exec(compile(tree, code_name, "exec", dont_inherit=True), main.__dict__)
+                value = eval(compile(last, code_name, "eval", dont_inherit=True), main.__dict__)
+                __import__("airlock")._show_value(value)
         except SystemExit as e:
             status = _exit_status(e.code)
         except BaseException as e:

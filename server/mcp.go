@@ -180,7 +180,7 @@ func (m *mcpServer) runPython(ctx context.Context, in RunPythonArgs) *mcp.CallTo
 	}
 	limits := cfg.MaxLimits
 	limits.Timeout = timeout
-	req := airlock.Request{Code: in.Code, Filename: "main.py", Files: files, Limits: limits}
+	req := airlock.Request{Code: in.Code, Filename: "main.py", Files: files, Limits: limits, RichOutput: true}
 	if in.Session == "" {
 		res, _ := cfg.Sandbox.Run(ctx, req)
 		return &mcp.CallToolResult{
@@ -237,6 +237,22 @@ func FormatText(res *airlock.Result) string {
 	}
 	section("stdout", res.Stdout, res.StdoutTruncated)
 	section("stderr", res.Stderr, res.StderrTruncated)
+	for i, d := range res.Displays {
+		if d.Value {
+			continue // shown as the value
+		}
+		var forms []string
+		for _, it := range d.Items {
+			forms = append(forms, it.MIME)
+		}
+		section(fmt.Sprintf("display %d (%s)", i+1, strings.Join(forms, ", ")), []byte(d.Text()), false)
+	}
+	if res.DisplaysTruncated {
+		b.WriteString("--- displays past the run's cap were dropped ---\n")
+	}
+	if res.Value != "" {
+		section("value", []byte(res.Value), false)
+	}
 	if len(res.Files) > 0 {
 		b.WriteString("--- files written ---\n")
 		for _, f := range res.Files {

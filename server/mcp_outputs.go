@@ -192,6 +192,16 @@ func imageMIME(name string, data []byte) string {
 	return ""
 }
 
+// displayImage tells a display's form that a model can be shown as an
+// image: one of imageMIME's types, whose bytes are what it says.
+func displayImage(it airlock.DisplayItem) bool {
+	name := ""
+	if it.MIME == "image/svg+xml" {
+		name = "display.svg"
+	}
+	return imageMIME(name, it.Data) == it.MIME
+}
+
 // shapeOutputs cuts stdout and stderr to fit maxText characters between
 // them, keeping each one's head and tail around a note of what was cut
 // and where the whole is; stderr, where tracebacks are, keeps at least
@@ -255,6 +265,16 @@ func mcpContent(res *airlock.Result, header string, maxText int, store *runStore
 	}
 	content := []mcp.Content{&mcp.TextContent{Text: text}}
 	images := 0
+	// Displays first (a chart the code showed), then image files.
+	for _, d := range res.Displays {
+		for _, it := range d.Items {
+			if images < maxImages && len(it.Data) <= maxImageBytes && displayImage(it) {
+				content = append(content, &mcp.ImageContent{Data: it.Data, MIMEType: it.MIME})
+				images++
+				break // one image form per display
+			}
+		}
+	}
 	for _, f := range res.Files {
 		if images == maxImages {
 			break

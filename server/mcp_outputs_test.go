@@ -171,3 +171,32 @@ func TestRunStoreBounds(t *testing.T) {
 		t.Fatalf("after the TTL: %d runs, %d bytes", len(s.runs), s.bytes)
 	}
 }
+
+// run_python returns a notebook's result: the last expression's value,
+// and what airlock.display() shows, images as images.
+func TestMCPValueAndDisplays(t *testing.T) {
+	cs := mcpSession(t, MCPConfig{Sandbox: sb})
+	code := pngCode + `
+import airlock
+class Table:
+    def _repr_html_(self): return "<table></table>"
+    def __repr__(self): return "Table(3 rows)"
+airlock.display(Table(), png)
+6 * 7`
+	res := call(t, cs, "run_python", map[string]any{"code": code})
+	text := res.Content[0].(*mcp.TextContent).Text
+	for _, want := range []string{"--- display 1 (text/html, text/plain) ---\nTable(3 rows)\n", "--- display 2 (image/png, text/plain) ---\nb'\\x89PNG", "--- value ---\n42\n"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("text lacks %q:\n%s", want, text)
+		}
+	}
+	var pngs int
+	for _, c := range res.Content[1:] {
+		if im, ok := c.(*mcp.ImageContent); ok && im.MIMEType == "image/png" {
+			pngs++
+		}
+	}
+	if pngs != 2 { // the display's and the file's
+		t.Errorf("%d PNG images, want 2: %+v", pngs, res.Content)
+	}
+}

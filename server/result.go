@@ -1,8 +1,11 @@
 package server
 
 import (
+	"encoding/base64"
 	"math"
+	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/airlock-sandbox/airlock"
 )
@@ -35,6 +38,42 @@ type Result struct {
 	Fuel int64 `json:"fuel,omitempty"`
 	// Python is the build that ran the code.
 	Python Python `json:"python"`
+	// Value is the repr of the code's last expression's value, and
+	// Displays its rich outputs (airlock.display), when the request
+	// collected them (rich_output).
+	Value             string        `json:"value,omitempty"`
+	Displays          []DisplayJSON `json:"displays,omitempty"`
+	DisplaysTruncated bool          `json:"displays_truncated,omitempty"`
+}
+
+// DisplayJSON is one rich output, as Jupyter writes one: data by MIME
+// type, text forms (text/*, image/svg+xml, application/json) as text and
+// binary ones (image/png, ...) as base64.
+type DisplayJSON struct {
+	// Value marks the value of the code's last expression.
+	Value bool              `json:"value,omitempty"`
+	Data  map[string]string `json:"data"`
+}
+
+// textMIME tells the forms that travel as text.
+func textMIME(m string) bool {
+	return strings.HasPrefix(m, "text/") || m == "image/svg+xml" || m == "application/json"
+}
+
+func displaysJSON(ds []airlock.Display) []DisplayJSON {
+	out := make([]DisplayJSON, 0, len(ds))
+	for _, d := range ds {
+		j := DisplayJSON{Value: d.Value, Data: make(map[string]string, len(d.Items))}
+		for _, it := range d.Items {
+			if textMIME(it.MIME) && utf8.Valid(it.Data) {
+				j.Data[it.MIME] = string(it.Data)
+			} else {
+				j.Data[it.MIME] = base64.StdEncoding.EncodeToString(it.Data)
+			}
+		}
+		out = append(out, j)
+	}
+	return out
 }
 
 // Python names a build in results: Build is "own", "npm" or "custom".
@@ -63,6 +102,10 @@ func NewResult(res *airlock.Result, py Python, withData bool) Result {
 	}
 	if res.Error != nil {
 		out.Error = &ErrorInfo{Kind: string(res.Error.Kind), Message: res.Error.Message}
+	}
+	out.Value, out.DisplaysTruncated = res.Value, res.DisplaysTruncated
+	if len(res.Displays) > 0 {
+		out.Displays = displaysJSON(res.Displays)
 	}
 	for _, f := range res.Files {
 		jf := File{Path: f.Path, Size: f.Size}
@@ -114,7 +157,13 @@ type RunRequest struct {
 	Deterministic bool              `json:"deterministic,omitempty"`
 	Seed          uint64            `json:"seed,omitempty"`
 	Tools         []string          `json:"tools,omitempty"`
+	// RichOutput collects the last expression's value and the displays
+	// (airlock.Request.RichOutput); on unless false.
+	RichOutput *bool `json:"rich_output,omitempty"`
 }
+
+// richOutput is a request's rich_output: on unless sent as false.
+func richOutput(b *bool) bool { return b == nil || *b }
 
 // FromLimits is the RunLimits form of l.
 func FromLimits(l airlock.Limits) RunLimits {

@@ -470,6 +470,7 @@ func (s *Server) request(w http.ResponseWriter, in RunRequest) (airlock.Request,
 	return airlock.Request{
 		Code: in.Code, Filename: in.Filename, Files: in.Files, Stdin: in.Stdin, Env: in.Env,
 		Limits: limits, Deterministic: in.Deterministic, Seed: in.Seed, Tools: in.Tools,
+		RichOutput: richOutput(in.RichOutput),
 	}, clamped
 }
 

@@ -35,6 +35,8 @@ type SessionRunRequest struct {
 	Env      map[string]string `json:"env,omitempty"`
 	Limits   RunLimits         `json:"limits,omitzero"`
 	Tools    []string          `json:"tools,omitempty"`
+	// RichOutput is as for RunRequest: on unless false.
+	RichOutput *bool `json:"rich_output,omitempty"`
 }
 
 // SessionInfo answers POST /v1/sessions and POST /v1/sessions/{id}/fork.
@@ -265,7 +267,7 @@ func (s *Server) handleSessionRun(w http.ResponseWriter, r *http.Request) {
 	defer release.Do(func() { s.sessions.release(sess) })
 	req, clamped := s.request(w, RunRequest{
 		Code: in.Code, Filename: in.Filename, Files: in.Files, Stdin: in.Stdin, Env: in.Env,
-		Limits: in.Limits, Tools: in.Tools,
+		Limits: in.Limits, Tools: in.Tools, RichOutput: in.RichOutput,
 	})
 	s.execute(w, r, req, clamped, sess.Exec, func(res *airlock.Result) any {
 		release.Do(func() { s.sessions.release(sess) })

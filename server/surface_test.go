@@ -142,3 +142,39 @@ func TestMetricsHaveRuntimeAndProcess(t *testing.T) {
 		}
 	}
 }
+
+// HTTP answers carry the last expression's value and the displays, as
+// Jupyter writes them, unless the request turns rich output off.
+func TestRichOutputOverHTTP(t *testing.T) {
+	url, _, _ := start(t, Config{})
+	code := `import airlock
+class T:
+    def _repr_html_(self): return "<b>t</b>"
+    def __repr__(self): return "T()"
+airlock.display(T(), b"\x89PNG\r\n\x1a\n")
+40 + 2`
+	body, _ := json.Marshal(map[string]any{"code": code})
+	res := decodeResult(t, post(t, url+"/v1/run", "", string(body)))
+	if res.Value != "42" || len(res.Displays) != 2 {
+		t.Fatalf("value %q, displays %+v", res.Value, res.Displays)
+	}
+	if d := res.Displays[0].Data; d["text/html"] != "<b>t</b>" || d["text/plain"] != "T()" {
+		t.Errorf("html display %+v", d)
+	}
+	if d := res.Displays[1].Data; d["image/png"] != "iVBORw0KGgo=" {
+		t.Errorf("png display %+v (want base64)", d)
+	}
+	body, _ = json.Marshal(map[string]any{"code": code, "rich_output": false})
+	res = decodeResult(t, post(t, url+"/v1/run", "", string(body)))
+	if res.Value != "" || len(res.Displays) != 0 || res.Stdout != "T()\nb'\\x89PNG\\r\\n\\x1a\\n'\n" {
+		t.Errorf("rich_output false: %+v", res)
+	}
+	// A session call too.
+	var info SessionInfo
+	json.Unmarshal(post(t, url+"/v1/sessions", "", "").body, &info)
+	var sres SessionResult
+	json.Unmarshal(post(t, url+"/v1/sessions/"+info.ID+"/run", "", `{"code": "x = 2\nx ** 10"}`).body, &sres)
+	if sres.Value != "1024" {
+		t.Errorf("session value %+v", sres)
+	}
+}

@@ -249,3 +249,21 @@ sys.exit(3)`)
 		t.Fatalf("the writable file: %q %v", got, err)
 	}
 }
+
+// --value shows what a notebook would: displays' text, then the value;
+// without it a script's last expression shows nothing.
+func TestRunValue(t *testing.T) {
+	code := "import airlock\nclass T:\n    def _repr_html_(self): return '<b>t</b>'\n    def __repr__(self): return 'T()'\nairlock.display(T())\nprint('out')\n6 * 7"
+	status, stdout, stderr := cli(t, "", "run", "--value", "-c", code)
+	if status != 0 || stdout != "out\nT()\n  (also text/html: see --json)\n42\n" {
+		t.Fatalf("--value: %d %q %s", status, stdout, stderr)
+	}
+	if _, stdout, _ := cli(t, "", "run", "-c", "6 * 7"); stdout != "" {
+		t.Fatalf("without --value: %q", stdout)
+	}
+	_, stdout, _ = cli(t, "", "run", "--json", "--value", "-c", "[1, 2]")
+	var res struct{ Value string }
+	if err := json.Unmarshal([]byte(stdout), &res); err != nil || res.Value != "[1, 2]" {
+		t.Fatalf("--json --value: %v %s", err, stdout)
+	}
+}

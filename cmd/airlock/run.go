@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -195,6 +196,7 @@ func cmdRun(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 		tools         = fs.String("tools", "", "expose built-in host tools to Python (import airlock): demo")
 		watch         = fs.String("watch", "", "re-run on every change to this file or directory (Ctrl-C stops)")
 		clearScreen   = fs.Bool("clear", false, "with --watch, clear the screen before each run")
+		showValue     = fs.Bool("value", false, "as a notebook: print the last expression's value after the output, and what airlock.display() shows (with --json: \"value\", \"displays\")")
 		serverURL     = fs.String("server", os.Getenv("AIRLOCK_SERVER"), "send the run to an `airlock serve` at this URL (default $AIRLOCK_SERVER; token: $AIRLOCK_TOKEN)")
 	)
 	common.register(fs)
@@ -233,6 +235,7 @@ func cmdRun(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 		Deterministic: *deterministic,
 		Seed:          *seed,
 		Packages:      packages,
+		RichOutput:    *showValue,
 	}
 	switch {
 	case *code != "" && len(positional) == 0:
@@ -276,6 +279,7 @@ func cmdRun(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 	} else {
 		stdout.Write(res.Stdout)
 		stderr.Write(res.Stderr)
+		printRich(stdout, server.NewResult(res, server.PythonOf(sb), false))
 		if runErr != nil {
 			fmt.Fprintln(stderr, "airlock:", runErr)
 		}
@@ -288,6 +292,30 @@ func cmdRun(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 		status = 1
 	}
 	return status, nil
+}
+
+// printRich prints, after a run's output (--value), each display's text
+// form and the other forms it has, then the last expression's value.
+func printRich(w io.Writer, res server.Result) {
+	for _, d := range res.Displays {
+		if d.Value {
+			continue // its text is the value, below
+		}
+		var other []string
+		for mime := range d.Data {
+			if mime != "text/plain" {
+				other = append(other, mime)
+			}
+		}
+		slices.Sort(other)
+		fmt.Fprintln(w, d.Data["text/plain"])
+		if len(other) > 0 {
+			fmt.Fprintf(w, "  (also %s: see --json)\n", strings.Join(other, ", "))
+		}
+	}
+	if res.Value != "" {
+		fmt.Fprintln(w, res.Value)
+	}
 }
 
 // exitStatus maps a Result to the CLI's exit status contract.
@@ -357,9 +385,11 @@ func writeOut(dir string, files []airlock.File, stderr io.Writer) bool {
 // as a local run would.
 func runRemote(ctx context.Context, url string, req airlock.Request, outDir string, asJSON bool, stdout, stderr io.Writer) (int, error) {
 	c := &server.Client{URL: url, Token: os.Getenv("AIRLOCK_TOKEN")}
+	rich := req.RichOutput
 	res, err := c.Run(ctx, server.RunRequest{
 		Code: req.Code, Filename: req.Filename, Files: req.Files, Stdin: req.Stdin,
 		Limits: server.FromLimits(req.Limits), Deterministic: req.Deterministic, Seed: req.Seed,
+		RichOutput: &rich,
 	})
 	if err != nil {
 		return 1, err
@@ -376,6 +406,7 @@ func runRemote(ctx context.Context, url string, req airlock.Request, outDir stri
 	} else {
 		io.WriteString(stdout, res.Stdout)
 		io.WriteString(stderr, res.Stderr)
+		printRich(stdout, *res)
 		if res.Error != nil {
 			fmt.Fprintf(stderr, "airlock: %s: %s\n", res.Error.Kind, res.Error.Message)
 		}
