@@ -173,6 +173,16 @@ type Result struct {
 	// output limit, or 64 displays): that call and later ones raised in
 	// the guest and are missing.
 	DisplaysTruncated bool
+	// Audit is what the run tried that an operator may want to see, in
+	// order (see AuditEvent): host-looking paths it looked for, refused
+	// capabilities, host tool calls, canaries, the limit that ended it. At
+	// most 128 distinct events; AuditDropped counts those past that.
+	Audit        []AuditEvent
+	AuditDropped int
+	// Suspicious gives the reasons the run looks steered rather than
+	// honest (a canary touched, credentials looked for, the host probed,
+	// the metadata service tried); none for an honest run.
+	Suspicious []Suspicion
 }
 
 // File is a file the run left under /home/user.
@@ -186,6 +196,7 @@ type File struct {
 type Option func(*config)
 
 type config struct {
+	canaries   []Canary
 	pythonPath string
 	cacheDir   string
 	noCache    bool

@@ -20,7 +20,7 @@ func (sb *Sandbox) Tools() []string { return sb.cfg.registry.Names() }
 
 // hostDevices sets up the run's host tool device, or none when no tool is
 // registered (a call then fails in the guest with UnknownToolError).
-func (sb *Sandbox) hostDevices(req *Request, l Limits) (map[string]wasi.Device, *Error) {
+func (sb *Sandbox) hostDevices(req *Request, l Limits, onCall func(hostfuncs.CallRecord)) (map[string]wasi.Device, *Error) {
 	reg := sb.cfg.registry
 	if reg.Len() == 0 {
 		if len(req.Tools) > 0 {
@@ -32,7 +32,7 @@ func (sb *Sandbox) hostDevices(req *Request, l Limits) (map[string]wasi.Device, 
 		return nil, newError(KindInvalidRequest, nil, "the host payload limit is at most %d bytes", hostfuncs.MaxPayloadLimit)
 	}
 	dev, err := reg.NewDevice(hostfuncs.RunConfig{
-		Allow: req.Tools, Values: req.Values, MaxCalls: l.HostCalls, MaxPayload: int(l.HostPayload),
+		Allow: req.Tools, Values: req.Values, MaxCalls: l.HostCalls, MaxPayload: int(l.HostPayload), OnCall: onCall,
 	})
 	if err != nil {
 		if errors.Is(err, hostfuncs.ErrUnknownTool) {

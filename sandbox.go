@@ -28,7 +28,9 @@ type Sandbox struct {
 	cfg      config
 	artifact *python.Artifact
 	engOpts  engine.Options
-	snap     *snapshotter // nil when runs start a fresh interpreter (snapshot.go)
+	// canaryFiles are WithCanaries' files by guest path.
+	canaryFiles map[string][]byte
+	snap        *snapshotter // nil when runs start a fresh interpreter (snapshot.go)
 	// layers are mounted read-only into every run's filesystem: the
 	// interpreter's own files (python.Artifact.Layer), WithPackages'.
 	layers []*memfs.Layer
@@ -80,6 +82,10 @@ func New(ctx context.Context, opts ...Option) (*Sandbox, error) {
 	if cfg.sessionKey != nil && len(cfg.sessionKey) < minSessionKey {
 		return nil, fmt.Errorf("airlock: WithSessionKey: the key is %d bytes; it must be at least %d", len(cfg.sessionKey), minSessionKey)
 	}
+	canaryFiles, err := checkCanaries(cfg.canaries)
+	if err != nil {
+		return nil, err
+	}
 	reg, err := hostfuncs.NewRegistry(cfg.tools...)
 	if err != nil {
 		return nil, fmt.Errorf("airlock: %w", err)
@@ -104,7 +110,7 @@ func New(ctx context.Context, opts ...Option) (*Sandbox, error) {
 		engOpts.CacheDir = python.CompiledDir(cfg.cacheDir)
 	}
 	layers := art.Layers()
-	sb := &Sandbox{cfg: cfg, artifact: art, engOpts: engOpts, layers: layers}
+	sb := &Sandbox{cfg: cfg, artifact: art, engOpts: engOpts, layers: layers, canaryFiles: canaryFiles}
 	sb.life, sb.endLife = context.WithCancel(context.Background())
 	if sb.pkgs, err = loadSandboxPackages(&sb.pkgCache, cfg); err != nil {
 		return nil, err
@@ -269,22 +275,49 @@ func (sb *Sandbox) runIn(ctx context.Context, start time.Time, req *Request, lim
 		wcfg.Random = rand.NewChaCha8(seedBytes(req.Seed))
 		env = append(env, "PYTHONHASHSEED="+strconv.FormatUint(req.Seed%4294967296, 10))
 	}
+	// Canaries (WithCanaries): their variables under the request's, their
+	// files placed where missing (a session keeps them between calls).
+	audit := newRunAudit(start, sb.cfg.canaries, sb.canaryFiles)
+	for _, c := range sb.cfg.canaries {
+		if c.Env != "" {
+			env = python.MergeEnv(env, map[string]string{c.Env: string(c.Value)})
+		}
+	}
+	for p, data := range sb.canaryFiles {
+		if _, e := fs.Lookup(fs.Root(), p); e != nil {
+			if dir := path.Dir(p); dir != "/" {
+				_, _ = fs.MkdirAll(dir)
+			}
+			_ = fs.WriteFile(p, data) // a quota too small for it only loses the canary
+		}
+	}
+	if len(sb.canaryFiles) > 0 {
+		inner := before
+		before = func(p string) ([]byte, bool) {
+			if data, ok := sb.canaryFiles[p]; ok {
+				return data, true
+			}
+			return inner(p)
+		}
+	}
+	wcfg.Watch = audit
 	wcfg.Env = python.MergeEnv(python.MergeEnv(env, req.Env), sb.packageEnv(pkgs))
 	if req.Interactive {
 		wcfg.Env = append(wcfg.Env, "AIRLOCK_INTERACTIVE=1") // read by prelude.py
 	}
 	var err *Error
-	if wcfg.Devices, err = sb.hostDevices(req, limits); err != nil {
+	if wcfg.Devices, err = sb.hostDevices(req, limits, audit.tool); err != nil {
 		res.Error, res.Duration = err, time.Since(start)
 		return res, err
 	}
+	if wcfg.Devices == nil {
+		wcfg.Devices = map[string]wasi.Device{}
+	}
+	wcfg.HiddenDevices = map[string]wasi.Device{auditDevice: audit}
 	var displays *displaySink
 	if req.RichOutput {
 		displays = newDisplaySink(limits.Output)
 		wcfg.Env = append(wcfg.Env, "AIRLOCK_RICH=1") // read by prelude.py
-		if wcfg.Devices == nil {
-			wcfg.Devices = map[string]wasi.Device{}
-		}
 		wcfg.Devices[displayDevice] = displays
 	}
 	spec := engine.RunSpec{MemoryLimit: uint64(limits.Memory), Fuel: uint64(limits.Fuel)}
@@ -342,6 +375,7 @@ func (sb *Sandbox) runIn(ctx context.Context, start time.Time, req *Request, lim
 		e = call.finish(res, out, e)
 	}
 	res.Error, res.Duration = e, time.Since(start)
+	audit.finish(res)
 	if e != nil {
 		return res, e
 	}

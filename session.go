@@ -141,7 +141,7 @@ func (sb *Sandbox) NewSession(ctx context.Context, opts SessionOptions) (*Sessio
 	}
 	// Tools are checked now, not at the first call: a session that no
 	// call could use would still count against a server's cap.
-	if _, verr := sb.hostDevices(&Request{Tools: opts.Tools}, limits); verr != nil {
+	if _, verr := sb.hostDevices(&Request{Tools: opts.Tools}, limits, nil); verr != nil {
 		return nil, verr
 	}
 	fs, _, verr := sb.newFS(limits, opts.Files, nil)

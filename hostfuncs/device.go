@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 )
 
 // Error kinds a response frame carries; the guest module maps each to an
@@ -39,6 +40,19 @@ type RunConfig struct {
 	MaxPayload int
 	// RunID identifies the run to tools; "" draws a random one.
 	RunID string
+	// OnCall, if set, sees every call the guest names a tool in, once it
+	// is answered: for the run's audit trail.
+	OnCall func(CallRecord)
+}
+
+// CallRecord is one host call as OnCall sees it.
+type CallRecord struct {
+	Tool     string        // as the guest named it (clipped to 200 bytes)
+	Kind     string        // "" when the tool answered, else the error kind the guest got
+	Duration time.Duration // from the request to the answer
+	// Request is the call's JSON (name, args, kwargs); it is valid only
+	// during OnCall.
+	Request []byte
 }
 
 // Device is one run's end of the protocol; it implements wasi.Device.
@@ -73,6 +87,8 @@ type Device struct {
 	resp  []byte
 	roff  int
 	calls int
+
+	onCall func(CallRecord)
 }
 
 // NewDevice prepares a run's device.
@@ -91,7 +107,7 @@ func (r *Registry) NewDevice(cfg RunConfig) (*Device, error) {
 	case cfg.MaxPayload < 0 || cfg.MaxPayload > MaxPayloadLimit:
 		return nil, fmt.Errorf("hostfuncs: MaxPayload must be in [0, %d]", MaxPayloadLimit)
 	}
-	d := &Device{reg: r, allowed: r.tools, list: r.list, maxCalls: cfg.MaxCalls, maxPayload: cfg.MaxPayload, need: -1}
+	d := &Device{reg: r, allowed: r.tools, list: r.list, maxCalls: cfg.MaxCalls, maxPayload: cfg.MaxPayload, need: -1, onCall: cfg.OnCall}
 	if d.maxCalls == 0 {
 		d.maxCalls = DefaultMaxCalls
 	}
@@ -258,6 +274,12 @@ func (d *Device) handle(ctx context.Context, body []byte) {
 		return
 	}
 	name := clip(*req.Name) // for messages; the guest chose its length
+	if d.onCall != nil {
+		start := time.Now()
+		defer func() {
+			d.onCall(CallRecord{Tool: name, Kind: responseKind(d.resp), Duration: time.Since(start), Request: body})
+		}()
+	}
 	if ctx.Err() != nil {
 		d.fail(KindDeadline, fmt.Sprintf("%s(): the run's deadline has passed (%v)", name, context.Cause(ctx)))
 		return
@@ -366,6 +388,20 @@ func (d *Device) errorPayload(kind, msg string) []byte {
 		// Escapes make the encoding longer than msg: cut at least the excess.
 		msg = strings.ToValidUTF8(msg[:max(len(msg)-(len(b)-limit)-3, 0)], "") + "..."
 	}
+}
+
+// responseKind is the error kind of a response frame, "" for a result.
+func responseKind(frame []byte) string {
+	if len(frame) < headerLen+9 || string(frame[headerLen:headerLen+9]) != `{"error":` {
+		return ""
+	}
+	var e struct {
+		Error struct{ Kind string } `json:"error"`
+	}
+	if json.Unmarshal(frame[headerLen:], &e) != nil || e.Error.Kind == "" {
+		return KindError
+	}
+	return e.Error.Kind
 }
 
 func (d *Device) respond(payload []byte) {

@@ -224,6 +224,15 @@ func FormatText(res *airlock.Result) string {
 		b.WriteString("error: none\n")
 	}
 	fmt.Fprintf(&b, "duration_ms: %.1f\n", float64(res.Duration)/float64(time.Millisecond))
+	if len(res.Suspicious) > 0 {
+		// For the model too: an instruction it followed may have been an
+		// injection, and it should say so rather than go on.
+		var why []string
+		for _, s := range res.Suspicious {
+			why = append(why, s.Reason+" ("+s.Detail+")")
+		}
+		fmt.Fprintf(&b, "suspicious: %s\n", strings.Join(why, "; "))
+	}
 	section := func(name string, data []byte, truncated bool) {
 		fmt.Fprintf(&b, "--- %s", name)
 		if truncated {

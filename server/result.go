@@ -44,6 +44,26 @@ type Result struct {
 	Value             string        `json:"value,omitempty"`
 	Displays          []DisplayJSON `json:"displays,omitempty"`
 	DisplaysTruncated bool          `json:"displays_truncated,omitempty"`
+	// Audit is what the run tried (airlock.Result.Audit), Suspicious why
+	// it looks steered (none for an honest run).
+	Audit        []AuditEvent `json:"audit,omitempty"`
+	AuditDropped int          `json:"audit_dropped,omitempty"`
+	Suspicious   []Suspicion  `json:"suspicious,omitempty"`
+}
+
+// AuditEvent is airlock.AuditEvent in JSON.
+type AuditEvent struct {
+	AtMS   float64 `json:"at_ms"`
+	Kind   string  `json:"kind"`
+	Detail string  `json:"detail"`
+	Count  int     `json:"count"`
+	Guest  bool    `json:"guest,omitempty"`
+}
+
+// Suspicion is airlock.Suspicion in JSON.
+type Suspicion struct {
+	Reason string `json:"reason"`
+	Detail string `json:"detail"`
 }
 
 // DisplayJSON is one rich output, as Jupyter writes one: data by MIME
@@ -103,7 +123,13 @@ func NewResult(res *airlock.Result, py Python, withData bool) Result {
 	if res.Error != nil {
 		out.Error = &ErrorInfo{Kind: string(res.Error.Kind), Message: res.Error.Message}
 	}
-	out.Value, out.DisplaysTruncated = res.Value, res.DisplaysTruncated
+	out.Value, out.DisplaysTruncated, out.AuditDropped = res.Value, res.DisplaysTruncated, res.AuditDropped
+	for _, e := range res.Audit {
+		out.Audit = append(out.Audit, AuditEvent{AtMS: float64(e.At) / float64(time.Millisecond), Kind: e.Kind, Detail: e.Detail, Count: e.Count, Guest: e.Guest})
+	}
+	for _, s := range res.Suspicious {
+		out.Suspicious = append(out.Suspicious, Suspicion{Reason: s.Reason, Detail: s.Detail})
+	}
 	if len(res.Displays) > 0 {
 		out.Displays = displaysJSON(res.Displays)
 	}

@@ -98,12 +98,13 @@ type Server struct {
 	sessions sessions
 	python   Python // the build runs use, named in every result
 
-	runs     *prometheus.CounterVec
-	rejected *prometheus.CounterVec
-	duration prometheus.Histogram
-	queue    prometheus.GaugeFunc
-	inFlight prometheus.Gauge
-	live     prometheus.GaugeFunc
+	runs       *prometheus.CounterVec
+	rejected   *prometheus.CounterVec
+	suspicious *prometheus.CounterVec
+	duration   prometheus.Histogram
+	queue      prometheus.GaugeFunc
+	inFlight   prometheus.Gauge
+	live       prometheus.GaugeFunc
 }
 
 // New builds a Server from cfg.
@@ -176,6 +177,9 @@ func New(cfg Config) (*Server, error) {
 		Name: "airlock_run_duration_seconds", Help: "Wall-clock time of runs.",
 		Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30},
 	})
+	s.suspicious = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "airlock_suspicious_runs_total", Help: "Runs that look steered rather than honest, by reason (canary, credential_probe, host_probing, metadata_endpoint); see the run's audit.",
+	}, []string{"reason"})
 	s.queue = prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "airlock_queue_depth", Help: "Admitted requests waiting for a run slot.",
 	}, func() float64 { return float64(s.waiting.Load()) })
@@ -207,6 +211,7 @@ func New(cfg Config) (*Server, error) {
 	// The process as any Go service exposes it: heap, GC, goroutines,
 	// CPU, RSS and open files, beside the runs.
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg.MustRegister(s.suspicious)
 	reg.MustRegister(s.runs, s.rejected, s.duration, s.queue, s.inFlight, s.live, openConns, bodyReads, releases, build)
 
 	s.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
@@ -217,6 +222,20 @@ func New(cfg Config) (*Server, error) {
 	s.mux.Handle("POST /v1/run", s.auth(http.HandlerFunc(s.handleRun)))
 	s.routeSessions()
 	return s, nil
+}
+
+// flag logs a suspicious run at warning level, with its reasons, and
+// counts it by reason.
+func (s *Server) flag(log *slog.Logger, res *airlock.Result) {
+	if len(res.Suspicious) == 0 {
+		return
+	}
+	attrs := make([]any, 0, len(res.Suspicious))
+	for _, r := range res.Suspicious {
+		s.suspicious.WithLabelValues(r.Reason).Inc()
+		attrs = append(attrs, slog.String(r.Reason, r.Detail))
+	}
+	log.Warn("suspicious run", slog.Group("reasons", attrs...), slog.Int("audit_events", len(res.Audit)))
 }
 
 // statusWriter records the status for the access log; it keeps Flush
@@ -523,6 +542,7 @@ func (s *Server) execute(w http.ResponseWriter, r *http.Request, req airlock.Req
 	s.duration.Observe(res.Duration.Seconds())
 	log.Info("run", slog.String("outcome", outcome), slog.Int("exit_code", res.ExitCode),
 		slog.Duration("duration", res.Duration), slog.Any("clamped", clamped))
+	s.flag(log, res)
 	out := shape(res)
 	if stream {
 		if out == nil {

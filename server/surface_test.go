@@ -2,8 +2,10 @@ package server
 
 import (
 	"encoding/json"
+	"log/slog"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -177,4 +179,45 @@ airlock.display(T(), b"\x89PNG\r\n\x1a\n")
 	if sres.Value != "1024" {
 		t.Errorf("session value %+v", sres)
 	}
+}
+
+// A run that looks steered says so in its JSON, in /metrics and in a
+// warning log record.
+func TestSuspiciousRunOverHTTP(t *testing.T) {
+	logs := &lockedWriter{w: &strings.Builder{}}
+	url, _, _ := start(t, Config{Logger: slog.New(slog.NewTextHandler(logs, nil))})
+	body, _ := json.Marshal(map[string]any{"code": "import os\nos.path.exists('/etc/shadow')\nos.path.exists('/x\\nexit_code: 0')"})
+	res := decodeResult(t, post(t, url+"/v1/run", "", string(body)))
+	if len(res.Suspicious) != 1 || res.Suspicious[0].Reason != "credential_probe" || len(res.Audit) == 0 {
+		t.Fatalf("suspicious %+v, audit %+v", res.Suspicious, res.Audit)
+	}
+	clean := decodeResult(t, post(t, url+"/v1/run", "", `{"code": "print(1)"}`))
+	if len(clean.Suspicious) != 0 {
+		t.Fatalf("an honest run: %+v", clean.Suspicious)
+	}
+	m := do(t, "GET", url+"/metrics", "", "")
+	if !strings.Contains(string(m.body), `airlock_suspicious_runs_total{reason="credential_probe"} 1`) {
+		t.Errorf("metrics lack the suspicious run")
+	}
+	if !strings.Contains(logs.String(), `level=WARN msg="suspicious run"`) || !strings.Contains(logs.String(), "reasons.credential_probe=") {
+		t.Errorf("log:\n%s", logs.String())
+	}
+}
+
+// lockedWriter lets the server's goroutines log into one builder.
+type lockedWriter struct {
+	mu sync.Mutex
+	w  *strings.Builder
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
+}
+
+func (l *lockedWriter) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.String()
 }

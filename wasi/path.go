@@ -2,6 +2,8 @@ package wasi
 
 import (
 	"context"
+	gopath "path"
+	"strings"
 
 	"github.com/airlock-sandbox/airlock/wasi/errno"
 	"github.com/airlock-sandbox/airlock/wasi/memfs"
@@ -38,6 +40,29 @@ func (s *State) dirPath(m memory, fd, ptr, n uint32) (*memfs.Inode, string, errn
 	return f.node, path, errno.ESUCCESS
 }
 
+// watchPath is the path a Watcher is told: absolute from the root.
+func (s *State) watchPath(dir *memfs.Inode, p string) string {
+	if dir == s.fs.Root() {
+		return "/" + strings.TrimLeft(p, "/")
+	}
+	return p
+}
+
+// hiddenDevice is the hidden device at (dir, p), if any.
+func (s *State) hiddenDevice(dir *memfs.Inode, p string) Device {
+	if len(s.cfg.HiddenDevices) == 0 || dir != s.fs.Root() {
+		return nil
+	}
+	return s.cfg.HiddenDevices[gopath.Clean("/"+p)]
+}
+
+// missed tells the Watcher of a lookup that found nothing.
+func (s *State) missed(dir *memfs.Inode, p string, err error) {
+	if s.cfg.Watch != nil && errno.Of(err) == errno.ENOENT {
+		s.cfg.Watch.Missing(s.watchPath(dir, p))
+	}
+}
+
 func pathCreateDirectory(_ context.Context, s *State, m memory, p []uint64) errno.Errno {
 	dir, path, e := s.dirPath(m, uint32(p[0]), uint32(p[1]), uint32(p[2]))
 	if e != errno.ESUCCESS {
@@ -56,6 +81,7 @@ func pathFilestatGet(_ context.Context, s *State, m memory, p []uint64) errno.Er
 	}
 	n, err := s.fs.Lookup(dir, path)
 	if err != nil {
+		s.missed(dir, path, err)
 		return errno.Of(err)
 	}
 	return putFilestat(m, uint32(p[4]), n, nodeFiletype(n))
@@ -97,6 +123,18 @@ func pathOpen(_ context.Context, s *State, m memory, p []uint64) errno.Errno {
 	if oflags >= 1<<4 || fdflags >= 1<<5 {
 		return errno.EINVAL
 	}
+	if dev := s.hiddenDevice(dir, path); dev != nil {
+		if s.open >= s.maxFDs {
+			return errno.EMFILE
+		}
+		fd, e := s.addFile(&openFile{kind: kindDevice, dev: dev, fdflags: fdflags,
+			read: rights&rightFdRead != 0, write: rights&rightFdWrite != 0})
+		if e != errno.ESUCCESS {
+			return e
+		}
+		m.putU32(resultPtr, fd)
+		return errno.ESUCCESS
+	}
 	var flags memfs.OpenFlags
 	if oflags&oflagCreat != 0 {
 		flags |= memfs.OCreat
@@ -128,7 +166,11 @@ func pathOpen(_ context.Context, s *State, m memory, p []uint64) errno.Errno {
 	}
 	n, err := s.fs.Open(dir, path, flags)
 	if err != nil {
+		s.missed(dir, path, err)
 		return errno.Of(err)
+	}
+	if s.cfg.Watch != nil {
+		s.cfg.Watch.Opened(s.watchPath(dir, path), n, write)
 	}
 	f := &openFile{node: n, kind: kindFile, fdflags: fdflags, read: rights&rightFdRead != 0, write: write}
 	if n.Kind() == memfs.KindDir {
@@ -152,6 +194,7 @@ func pathReadlink(_ context.Context, s *State, m memory, p []uint64) errno.Errno
 		return e
 	}
 	if _, err := s.fs.Lookup(dir, path); err != nil {
+		s.missed(dir, path, err)
 		return errno.Of(err)
 	}
 	return errno.EINVAL

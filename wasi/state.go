@@ -33,6 +33,26 @@ type Config struct {
 	// Devices are host devices by absolute guest path (e.g. "/dev/airlock"),
 	// each created in FS as an empty file; see Device.
 	Devices map[string]Device
+	// HiddenDevices are devices the guest reaches only by opening their
+	// exact absolute path: they have no entry in FS, so listings do not
+	// show them, stat does not find them and they take nothing of its
+	// quota. For what the host's own guest code talks to in every run.
+	HiddenDevices map[string]Device
+	// Watch, if set, sees the paths the guest looks up: for the run's
+	// audit trail.
+	Watch Watcher
+}
+
+// Watcher sees what a run looks for in its filesystem. Paths are
+// absolute when the lookup started at the root (as libc resolves every
+// path), else relative to a directory the guest opened. Calls come from
+// the run's goroutine; they must not keep the inode.
+type Watcher interface {
+	// Missing is a path the guest looked up (open, stat, readlink) that
+	// does not exist.
+	Missing(path string)
+	// Opened is a file or directory the guest opened.
+	Opened(path string, n *memfs.Inode, write bool)
 }
 
 // Clock is the guest's notion of time.
