@@ -300,7 +300,18 @@ func (d *Device) handle(ctx context.Context, frame []byte) {
 	case "send":
 		c.start(d)
 		timeout := seconds(o.Timeout)
+		if err := c.decision(); err != nil {
+			d.failErr(c, err)
+			return
+		}
 		if _, err := c.in.write(ctx, data, timeout); err != nil {
+			d.failErr(c, err)
+			return
+		}
+		// A refusal or a failed connection surfaces here, in the
+		// library's send (urllib's URLError, say), once the host has
+		// what it needs to decide.
+		if err := c.awaitDecision(ctx, timeout); err != nil {
 			d.failErr(c, err)
 			return
 		}
@@ -346,12 +357,12 @@ func (d *Device) connect(o op) {
 		return
 	}
 	u := "//" + hostPort(host, o.Port)
-	if d.requests.Add(1) > int64(d.policy.MaxRequests) {
+	if d.requests.Load() >= int64(d.policy.MaxRequests) {
 		d.deny(Decision{URL: u}, "network: this run has made its %d allowed requests", d.policy.MaxRequests)
 		return
 	}
-	d.requests.Add(-1) // a connection is not a request; its request counts
 	if !d.endpointAllowed(host, o.Port) {
+		d.requests.Add(1) // a refused connection counts as its request would
 		d.deny(Decision{URL: u}, "%s", d.notAllowed(host, hostPort(host, o.Port)))
 		return
 	}
@@ -360,7 +371,7 @@ func (d *Device) connect(o op) {
 		return
 	}
 	d.nextID++
-	c := &conn{id: d.nextID, host: host, port: o.Port, in: newPipe(pipeLimit), out: newPipe(pipeLimit)}
+	c := &conn{id: d.nextID, host: host, port: o.Port, in: newPipe(pipeLimit), out: newPipe(pipeLimit), decided: make(chan struct{})}
 	c.ctx, c.cancel = context.WithCancel(d.ctx)
 	d.conns[c.id] = c
 	d.ok(map[string]int{"id": c.id}, nil)
@@ -460,6 +471,59 @@ type conn struct {
 	rbuf    []byte
 	ctx     context.Context
 	cancel  context.CancelFunc
+
+	// decided is closed once the request is refused, failed to connect
+	// or has its connection; decideErr is why it failed.
+	decideOnce sync.Once
+	decided    chan struct{}
+	decideErr  error
+}
+
+func (c *conn) decide(err error) {
+	c.decideOnce.Do(func() {
+		c.decideErr = err
+		close(c.decided)
+	})
+}
+
+// decision is the request's failure once decided, else nil.
+func (c *conn) decision() error {
+	select {
+	case <-c.decided:
+		return c.decideErr
+	default:
+		return nil
+	}
+}
+
+// awaitDecision waits until the request is decided, or the host waits
+// for more of it than the guest has sent.
+func (c *conn) awaitDecision(ctx context.Context, timeout time.Duration) error {
+	var expire <-chan time.Time
+	if timeout > 0 {
+		t := time.NewTimer(timeout)
+		defer t.Stop()
+		expire = t.C
+	}
+	for {
+		select {
+		case <-c.decided:
+			return c.decideErr
+		default:
+		}
+		idle, wake := c.in.idle()
+		if idle {
+			return nil
+		}
+		select {
+		case <-c.decided:
+		case <-wake:
+		case <-ctx.Done():
+			return context.Cause(ctx)
+		case <-expire:
+			return errTimeout
+		}
+	}
 }
 
 func (c *conn) start(d *Device) {
@@ -471,6 +535,7 @@ func (c *conn) start(d *Device) {
 	go func() {
 		defer d.wg.Done()
 		err := d.serve(c)
+		c.decide(err)
 		c.out.close(err)
 		c.in.drop()
 	}()
@@ -563,6 +628,11 @@ func (d *Device) serve(c *conn) error {
 		return &guestError{"denied", rec.Reason}
 	}
 	var rule *Rule
+	if req.Method == http.MethodConnect {
+		rec.Reason = "network: CONNECT (a tunnel) is not supported; the host makes each HTTP request itself"
+		d.record(rec)
+		return &guestError{"denied", rec.Reason}
+	}
 	for i := range d.policy.Rules {
 		r := &d.policy.Rules[i]
 		if r.matchEndpoint(c.scheme(), c.host, c.port) && r.matchRequest(req.Method, req.URL.Path) {
@@ -586,6 +656,7 @@ func (d *Device) serve(c *conn) error {
 	}
 	ctx = context.WithValue(ctx, permitKey{}, &p)
 	ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{GotConn: func(info httptrace.GotConnInfo) {
+		c.decide(nil)
 		if ap, err := netip.ParseAddrPort(info.Conn.RemoteAddr().String()); err == nil {
 			d.update(idx, func(r *Decision) { r.Address = ap.String() })
 		}

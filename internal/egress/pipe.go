@@ -21,6 +21,7 @@ type pipe struct {
 	closed  bool  // the writer is done: readers drain buf, then get err
 	err     error // nil: io.EOF
 	discard bool  // the reader is gone: writes are dropped
+	waiting bool  // a reader waits on an empty buffer
 	wake    chan struct{}
 }
 
@@ -105,19 +106,37 @@ func (p *pipe) read(ctx context.Context, b []byte, timeout time.Duration) (int, 
 			}
 			return 0, err
 		}
-		wake := p.wake
-		p.mu.Unlock()
 		if len(b) == 0 {
+			p.mu.Unlock()
 			return 0, nil
 		}
+		p.waiting = true
+		p.signal()
+		wake := p.wake
+		p.mu.Unlock()
+		var err error
 		select {
 		case <-wake:
 		case <-ctx.Done():
-			return 0, context.Cause(ctx)
+			err = context.Cause(ctx)
 		case <-expire:
-			return 0, errTimeout
+			err = errTimeout
+		}
+		p.mu.Lock()
+		p.waiting = false
+		p.mu.Unlock()
+		if err != nil {
+			return 0, err
 		}
 	}
+}
+
+// idle tells whether the reader waits for more than the buffer holds,
+// and returns the channel that signals the next change.
+func (p *pipe) idle() (bool, <-chan struct{}) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.buf) == 0 && p.waiting || p.discard, p.wake
 }
 
 // close ends the writing side; err (nil: end of file) reaches the reader

@@ -268,7 +268,7 @@ func ParseRule(s string, getenv func(string) (string, bool)) (Rule, error) {
 	r.Host = u.Hostname()
 	if p := u.Port(); p != "" {
 		n, err := strconv.Atoi(p)
-		if err != nil {
+		if err != nil || n == 0 {
 			return r, fmt.Errorf("%w: port %q", ErrInvalidRule, p)
 		}
 		r.Port = n
