@@ -123,6 +123,9 @@ type Request struct {
 	// Values reach host tools through hostfuncs.CallInfo; they are shared
 	// by the run's calls and must not be changed while it runs.
 	Values map[string]any
+	// Network is the run's network allow-list; nil takes WithNetwork's,
+	// and without that the run has no network. See NetworkPolicy.
+	Network *NetworkPolicy
 	// OnOutput, if set, receives each chunk of stdout ("stdout") or stderr
 	// ("stderr") as the guest writes it, within the output cap. It is called
 	// on the run's goroutine, must not keep p, and should return quickly:
@@ -155,6 +158,9 @@ type Result struct {
 	// meters every run; the same program with the same input consumes the
 	// same fuel every time. Always 0 on wazero, which does not meter.
 	Fuel int64
+	// Network records each request the run made, or had refused, when
+	// it ran with a network policy.
+	Network []NetworkDecision
 }
 
 // File is a file the run left under /home/user.
@@ -181,9 +187,10 @@ type config struct {
 
 	sessionTTL  time.Duration // session.go
 	maxSessions int
-	sessionKey  []byte // WithSessionKey (session_file.go)
-	engine      string // "" : $AIRLOCK_ENGINE, else wazero
-	unmetered   bool   // WithFuelMetering(false)
+	sessionKey  []byte    // WithSessionKey (session_file.go)
+	engine      string    // "" : $AIRLOCK_ENGINE, else wazero
+	unmetered   bool      // WithFuelMetering(false)
+	net         netConfig // WithNetwork, WithNetworkEnv (network.go)
 }
 
 // Engines names the WebAssembly engines for WithEngine.

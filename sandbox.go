@@ -81,6 +81,9 @@ func New(ctx context.Context, opts ...Option) (*Sandbox, error) {
 	if cfg.sessionKey != nil && len(cfg.sessionKey) < minSessionKey {
 		return nil, fmt.Errorf("airlock: WithSessionKey: the key is %d bytes; it must be at least %d", len(cfg.sessionKey), minSessionKey)
 	}
+	if err := setupNetwork(&cfg); err != nil {
+		return nil, fmt.Errorf("airlock: WithNetwork: %w", err)
+	}
 	reg, err := hostfuncs.NewRegistry(cfg.tools...)
 	if err != nil {
 		return nil, fmt.Errorf("airlock: %w", err)
@@ -228,7 +231,7 @@ func (sb *Sandbox) Run(ctx context.Context, req Request) (*Result, error) {
 	if err != nil {
 		return failed(start, err)
 	}
-	pkgs, err := sb.requestPackages(req.Packages)
+	pkgs, err := sb.requestPackages(append(sb.requestNetPackages(&req), req.Packages...))
 	if err != nil {
 		return failed(start, err)
 	}
@@ -276,6 +279,11 @@ func (sb *Sandbox) runIn(ctx context.Context, start time.Time, req *Request, lim
 		res.Error, res.Duration = err, time.Since(start)
 		return res, err
 	}
+	netDev, err := sb.networkDevice(ctx, req, &wcfg.Devices, &wcfg.Env)
+	if err != nil {
+		res.Error, res.Duration = err, time.Since(start)
+		return res, err
+	}
 	spec := engine.RunSpec{MemoryLimit: uint64(limits.Memory), Fuel: uint64(limits.Fuel)}
 	if call != nil {
 		call.prepare(&wcfg, &spec)
@@ -312,6 +320,10 @@ func (sb *Sandbox) runIn(ctx context.Context, start time.Time, req *Request, lim
 		out, runErr = sb.execute(runCtx, req, wcfg.Env, spec)
 	}
 	state.Close()
+	if netDev != nil {
+		netDev.Close()
+		res.Network = netDev.Decisions()
+	}
 
 	res.Stdout, res.Stderr = stdout.buf.Bytes(), stderr.buf.Bytes()
 	res.StdoutTruncated, res.StderrTruncated = stdout.truncated, stderr.truncated

@@ -76,6 +76,9 @@ def _airlock_setup():
                 os.environ[key] = value
         session = run_env.get("AIRLOCK_SESSION") == "1"
         _airlock_packages(run_env)
+        if run_env.get("AIRLOCK_NET") == "1":
+            # HTTP(S) through the host, under the run's allow-list.
+            __import__("_airlock_net").enable()
 
         # A session's later calls compile under names of their own, so a
         # traceback through a function an earlier call defined shows that

@@ -201,6 +201,8 @@ func cmdRun(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 	limits.register(fs)
 	files.register(fs)
 	fs.Var(&packages, "package", "pure-Python package to make importable: a wheel, a zip or a directory (repeatable)")
+	var network netFlags
+	network.register(fs)
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: airlock run [flags] FILE.py | -c CODE")
 		fs.PrintDefaults()
@@ -248,6 +250,9 @@ func cmdRun(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 		return exitUsage, usageError{"give exactly one of FILE.py or -c CODE"}
 	}
 	if req.Files, err = files.read(); err != nil {
+		return exitUsage, err
+	}
+	if req.Network, err = network.policy(); err != nil {
 		return exitUsage, err
 	}
 	switch *stdinFile {

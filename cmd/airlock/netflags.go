@@ -1,0 +1,31 @@
+package main
+
+import (
+	"flag"
+	"os"
+
+	"github.com/airlock-sandbox/airlock"
+)
+
+// netFlags are --allow-net rules: none means no network.
+type netFlags struct{ rules multiFlag }
+
+func (n *netFlags) register(fs *flag.FlagSet) {
+	fs.Var(&n.rules, "allow-net", "let the code reach this HTTP(S) endpoint through the host (repeatable): api.example.com, api.example.com:8443, https://api.example.com/v1/, 'GET,POST https://api.example.com/v1/', with 'header:NAME=$VAR' after the target to add a header the code never sees (its value from the environment); no scheme means https")
+}
+
+// policy is the rules' policy, nil without rules.
+func (n *netFlags) policy() (*airlock.NetworkPolicy, error) {
+	if len(n.rules) == 0 {
+		return nil, nil
+	}
+	p := &airlock.NetworkPolicy{}
+	for _, s := range n.rules {
+		r, err := airlock.ParseNetworkRule(s, os.LookupEnv)
+		if err != nil {
+			return nil, usageError{"--allow-net: " + err.Error()}
+		}
+		p.Rules = append(p.Rules, r)
+	}
+	return p, nil
+}
