@@ -168,6 +168,7 @@ func FormatText(res *airlock.Result) string {
 	}
 	section("stdout", res.Stdout, res.StdoutTruncated)
 	section("stderr", res.Stderr, res.StderrTruncated)
+	formatNetwork(&b, res.Network)
 	if len(res.Files) > 0 {
 		b.WriteString("--- files written ---\n")
 		for _, f := range res.Files {

@@ -35,6 +35,8 @@ type Result struct {
 	Fuel int64 `json:"fuel,omitempty"`
 	// Python is the build that ran the code.
 	Python Python `json:"python"`
+	// Network records each request the run made or had refused.
+	Network []airlock.NetworkDecision `json:"network,omitempty"`
 }
 
 // Python names a build in results: Build is "own", "npm" or "custom".
@@ -60,6 +62,7 @@ func NewResult(res *airlock.Result, py Python, withData bool) Result {
 		DurationMS: float64(res.Duration) / float64(time.Millisecond),
 		Files:      []File{},
 		Fuel:       res.Fuel,
+		Network:    res.Network,
 	}
 	if res.Error != nil {
 		out.Error = &ErrorInfo{Kind: string(res.Error.Kind), Message: res.Error.Message}
@@ -100,6 +103,10 @@ type RunRequest struct {
 	Deterministic bool              `json:"deterministic,omitempty"`
 	Seed          uint64            `json:"seed,omitempty"`
 	Tools         []string          `json:"tools,omitempty"`
+	// Network narrows the server's --allow-net rules for this run (each
+	// rule as --allow-net takes it, within one of the server's); absent
+	// takes the server's rules, [] an empty allow-list.
+	Network []string `json:"network,omitempty"`
 }
 
 // FromLimits is the RunLimits form of l.

@@ -29,3 +29,28 @@ func (n *netFlags) policy() (*airlock.NetworkPolicy, error) {
 	}
 	return p, nil
 }
+
+func hasHeaders(p *airlock.NetworkPolicy) bool {
+	if p == nil {
+		return false
+	}
+	for _, r := range p.Rules {
+		if len(r.Headers) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// remoteRules are a policy's rules as a server's "network" field takes
+// them; nil leaves the server's own.
+func remoteRules(p *airlock.NetworkPolicy) []string {
+	if p == nil {
+		return nil
+	}
+	out := make([]string, 0, len(p.Rules))
+	for _, r := range p.Rules {
+		out = append(out, r.String())
+	}
+	return out
+}

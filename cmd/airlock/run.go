@@ -255,6 +255,9 @@ func cmdRun(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 	if req.Network, err = network.policy(); err != nil {
 		return exitUsage, err
 	}
+	if *serverURL != "" && hasHeaders(req.Network) {
+		return exitUsage, usageError{"--allow-net: with --server, rules cannot add headers; the server's own --allow-net rules carry them"}
+	}
 	switch *stdinFile {
 	case "":
 	case "-":
@@ -365,6 +368,7 @@ func runRemote(ctx context.Context, url string, req airlock.Request, outDir stri
 	res, err := c.Run(ctx, server.RunRequest{
 		Code: req.Code, Filename: req.Filename, Files: req.Files, Stdin: req.Stdin,
 		Limits: server.FromLimits(req.Limits), Deterministic: req.Deterministic, Seed: req.Seed,
+		Network: remoteRules(req.Network),
 	})
 	if err != nil {
 		return 1, err
