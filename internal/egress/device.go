@@ -694,12 +694,12 @@ func (d *Device) serve(c *conn) error {
 	resp, err := d.gate.tr.RoundTrip(out)
 	if err != nil {
 		d.update(idx, func(r *Decision) {
-			r.Reason, r.Duration, r.RequestBytes = err.Error(), time.Since(start), body.n
+			r.Reason, r.Duration, r.RequestBytes = err.Error(), time.Since(start), body.n.Load()
 		})
 		return transportError(err, c)
 	}
 	defer resp.Body.Close()
-	d.update(idx, func(r *Decision) { r.Status, r.RequestBytes = resp.StatusCode, body.n })
+	d.update(idx, func(r *Decision) { r.Status, r.RequestBytes = resp.StatusCode, body.n.Load() })
 
 	bw := bufio.NewWriterSize(writer{c.ctx, c.out}, 16<<10)
 	text := strings.TrimSpace(strings.TrimPrefix(resp.Status, strconv.Itoa(resp.StatusCode)))
@@ -726,7 +726,7 @@ func (d *Device) serve(c *conn) error {
 		err = bw.Flush()
 	}
 	d.update(idx, func(r *Decision) {
-		r.ResponseBytes, r.Duration = n, time.Since(start)
+		r.ResponseBytes, r.Duration, r.RequestBytes = n, time.Since(start), body.n.Load()
 		if err != nil {
 			r.Reason = err.Error()
 		}
@@ -798,14 +798,16 @@ func transportError(err error, c *conn) error {
 	return &guestError{"io", fmt.Sprintf("network: %s: %v", hostPort(c.host, c.port), err)}
 }
 
+// countReader counts a request body; the transport may still be
+// sending it while the response is read, hence atomic.
 type countReader struct {
 	r io.Reader
-	n int64
+	n atomic.Int64
 }
 
 func (c *countReader) Read(b []byte) (int, error) {
 	n, err := c.r.Read(b)
-	c.n += int64(n)
+	c.n.Add(int64(n))
 	return n, err
 }
 
