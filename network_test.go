@@ -657,3 +657,45 @@ func TestNetworkInvalidPolicy(t *testing.T) {
 		t.Fatal("New took a negative cap")
 	}
 }
+
+// WithNetwork is the default of runs and session calls; a session keeps
+// its interpreter (and the patched libraries) from call to call while
+// each call gets its own device and records.
+func TestSessionNetworkWithTheSandboxPolicy(t *testing.T) {
+	needNetWheels(t)
+	srv := newNetServers(t, echoHandler())
+	pol := airlock.NetworkPolicy{Rules: []airlock.NetworkRule{rule(t, srv.tls.URL)}}
+	s := netSandbox(t, srv, nil, airlock.WithNetwork(pol))
+	sess, err := s.NewSession(context.Background(), airlock.SessionOptions{Limits: airlock.Limits{Timeout: 60 * time.Second}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sess.Close()
+	for i, path := range []string{"/one", "/two"} {
+		code := fmt.Sprintf(`
+import requests
+print(requests.get(%q).text)
+`, srv.tls.URL+path)
+		res, err := sess.Exec(context.Background(), airlock.Request{Code: code})
+		if err != nil || res.ExitCode != 0 {
+			t.Fatalf("call %d: %v\n%s", i, err, res.Stderr)
+		}
+		if want := "GET " + path + "  body=\"\"\n"; string(res.Stdout) != want || res.RolledBack {
+			t.Fatalf("call %d: %q rolled back %v, want %q", i, res.Stdout, res.RolledBack, want)
+		}
+		if len(res.Network) != 1 || !res.Network[0].Allowed {
+			t.Fatalf("call %d: decisions %+v", i, res.Network)
+		}
+	}
+	// A run's own empty policy overrides the Sandbox's.
+	res := runNet(t, s, airlock.Request{Code: fmt.Sprintf(`
+import urllib.request, urllib.error
+try:
+    urllib.request.urlopen(%q)
+except urllib.error.URLError as e:
+    print(e.reason)
+`, srv.tls.URL), Network: &airlock.NetworkPolicy{}})
+	if !strings.HasPrefix(string(res.Stdout), "network: 127.0.0.1 is not in this run's allow-list, which is empty") {
+		t.Fatalf("stdout %q stderr %s", res.Stdout, res.Stderr)
+	}
+}

@@ -211,6 +211,7 @@ def _airlock_warm():
     import functools, hashlib, heapq, itertools, json, math, random, re  # noqa: F401
     import statistics, string, textwrap, typing  # noqa: F401
     compile(b"pass", "<warm>", "exec", dont_inherit=True)
+    import _airlock_net  # noqa: F401  (compiled once; enabled per run)
     _airlock_packages(os.environ)
     import gc
     gc.collect()
