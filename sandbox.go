@@ -171,6 +171,7 @@ func (sb *Sandbox) Close(ctx context.Context) error {
 		if sb.fresh != nil {
 			freshErr = sb.fresh.Close(ctx)
 		}
+		sb.cfg.net.gate.Close() // its pooled connections (network.go)
 		sb.closeErr = errors.Join(sb.snap.close(ctx), freshErr)
 	})
 	return sb.closeErr

@@ -79,7 +79,11 @@ func NewGate(env Env) *Gate {
 }
 
 // Close drops the pooled connections.
-func (g *Gate) Close() { g.tr.CloseIdleConnections() }
+func (g *Gate) Close() {
+	if g != nil {
+		g.tr.CloseIdleConnections()
+	}
+}
 
 // permit is what a request may dial: the literal address its rule names,
 // if any.
