@@ -699,3 +699,28 @@ except urllib.error.URLError as e:
 		t.Fatalf("stdout %q stderr %s", res.Stdout, res.Stderr)
 	}
 }
+
+// Certificates are checked on the host whatever the guest's context
+// says: an unverified context does not reach a server the host does not
+// trust.
+func TestNetworkTLSIsVerifiedOnTheHost(t *testing.T) {
+	untrusted := httptest.NewTLSServer(echoHandler())
+	defer untrusted.Close()
+	s := netSandbox(t, nil, nil) // the system's roots: not httptest's CA
+	pol := &airlock.NetworkPolicy{Rules: []airlock.NetworkRule{rule(t, untrusted.URL)}}
+	code := fmt.Sprintf(`
+import ssl, urllib.request, urllib.error
+try:
+    urllib.request.urlopen(%q, context=ssl._create_unverified_context())
+    print("reached")
+except urllib.error.URLError as e:
+    print(type(e.reason).__name__, e.reason)
+`, untrusted.URL+"/")
+	out, res := mustNet(t, s, airlock.Request{Code: code, Network: pol})
+	if !strings.HasPrefix(out, "OSError network: ") || !strings.Contains(out, "certificate") {
+		t.Fatalf("stdout: %s", out)
+	}
+	if len(res.Network) != 1 || !res.Network[0].Allowed || res.Network[0].Status != 0 || !strings.Contains(res.Network[0].Reason, "certificate") {
+		t.Fatalf("decisions: %+v", res.Network)
+	}
+}
