@@ -12,7 +12,6 @@ import (
 	"net/http"
 	"net/http/httptrace"
 	"net/netip"
-	"net/textproto"
 	"strconv"
 	"strings"
 	"sync"
@@ -810,5 +809,3 @@ func (c *countReader) Read(b []byte) (int, error) {
 	c.n.Add(int64(n))
 	return n, err
 }
-
-var _ = textproto.CanonicalMIMEHeaderKey
