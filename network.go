@@ -4,6 +4,7 @@ import (
 	"context"
 	"path/filepath"
 	"sort"
+	"strings"
 
 	"github.com/airlock-sandbox/airlock/internal/egress"
 	"github.com/airlock-sandbox/airlock/wasi"
@@ -72,6 +73,32 @@ func netWheels(cacheDir string) []string {
 	return paths
 }
 
+// distName is the distribution a package path names: a wheel's name up
+// to its version, normalized as PEP 503 does; a directory's base name.
+func distName(path string) string {
+	base := filepath.Base(path)
+	if name, _, ok := strings.Cut(base, "-"); ok && strings.HasSuffix(base, ".whl") {
+		base = name
+	}
+	return strings.NewReplacer("_", "-", ".", "-").Replace(strings.ToLower(base))
+}
+
+// unshadowed are the network wheels the caller's own packages do not
+// replace: a package of the same name given by the caller wins.
+func unshadowed(wheels, own []string) []string {
+	names := map[string]bool{}
+	for _, p := range own {
+		names[distName(p)] = true
+	}
+	var out []string
+	for _, w := range wheels {
+		if !names[distName(w)] {
+			out = append(out, w)
+		}
+	}
+	return out
+}
+
 // setupNetwork runs in New: it checks the default policy, makes the gate
 // and adds the network packages to the Sandbox's when there is one.
 func setupNetwork(cfg *config) error {
@@ -81,7 +108,7 @@ func setupNetwork(cfg *config) error {
 			return err
 		}
 		cfg.net.policy = &p
-		cfg.packages = append(netWheels(cfg.cacheDir), cfg.packages...)
+		cfg.packages = append(unshadowed(netWheels(cfg.cacheDir), cfg.packages), cfg.packages...)
 	}
 	cfg.net.gate = egress.NewGate(cfg.net.env)
 	return nil
@@ -101,7 +128,7 @@ func (sb *Sandbox) requestNetPackages(req *Request) []string {
 	if req.Network == nil || sb.cfg.net.policy != nil {
 		return nil
 	}
-	return netWheels(sb.cfg.cacheDir)
+	return unshadowed(netWheels(sb.cfg.cacheDir), append(req.Packages, sb.cfg.packages...))
 }
 
 // networkDevice sets up a run's network device, or none without a policy.
