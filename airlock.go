@@ -130,6 +130,9 @@ type Request struct {
 	// run's output limit. Without it, airlock.display() prints the repr
 	// and a last expression's value is dropped, as in a script.
 	RichOutput bool
+	// Network is the run's network allow-list; nil takes WithNetwork's,
+	// and without that the run has no network. See NetworkPolicy.
+	Network *NetworkPolicy
 	// OnOutput, if set, receives each chunk of stdout ("stdout") or stderr
 	// ("stderr") as the guest writes it, within the output cap. It is called
 	// on the run's goroutine, must not keep p, and should return quickly:
@@ -183,6 +186,9 @@ type Result struct {
 	// honest (a canary touched, credentials looked for, the host probed,
 	// the metadata service tried); none for an honest run.
 	Suspicious []Suspicion
+	// Network records each request the run made, or had refused, when
+	// it ran with a network policy.
+	Network []NetworkDecision
 }
 
 // File is a file the run left under /home/user.
@@ -210,9 +216,10 @@ type config struct {
 
 	sessionTTL  time.Duration // session.go
 	maxSessions int
-	sessionKey  []byte // WithSessionKey (session_file.go)
-	engine      string // "" : $AIRLOCK_ENGINE, else wazero
-	unmetered   bool   // WithFuelMetering(false)
+	sessionKey  []byte    // WithSessionKey (session_file.go)
+	engine      string    // "" : $AIRLOCK_ENGINE, else wazero
+	unmetered   bool      // WithFuelMetering(false)
+	net         netConfig // WithNetwork, WithNetworkEnv (network.go)
 }
 
 // Engines names the WebAssembly engines for WithEngine.

@@ -86,6 +86,9 @@ func New(ctx context.Context, opts ...Option) (*Sandbox, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := setupNetwork(&cfg); err != nil {
+		return nil, fmt.Errorf("airlock: WithNetwork: %w", err)
+	}
 	reg, err := hostfuncs.NewRegistry(cfg.tools...)
 	if err != nil {
 		return nil, fmt.Errorf("airlock: %w", err)
@@ -173,6 +176,7 @@ func (sb *Sandbox) Close(ctx context.Context) error {
 		if sb.fresh != nil {
 			freshErr = sb.fresh.Close(ctx)
 		}
+		sb.cfg.net.gate.Close() // its pooled connections (network.go)
 		sb.closeErr = errors.Join(sb.snap.close(ctx), freshErr)
 	})
 	return sb.closeErr
@@ -236,7 +240,7 @@ func (sb *Sandbox) Run(ctx context.Context, req Request) (*Result, error) {
 	if err != nil {
 		return failed(start, err)
 	}
-	pkgs, err := sb.requestPackages(req.Packages)
+	pkgs, err := sb.requestPackages(append(sb.requestNetPackages(&req), req.Packages...))
 	if err != nil {
 		return failed(start, err)
 	}
@@ -320,6 +324,11 @@ func (sb *Sandbox) runIn(ctx context.Context, start time.Time, req *Request, lim
 		wcfg.Env = append(wcfg.Env, "AIRLOCK_RICH=1") // read by prelude.py
 		wcfg.Devices[displayDevice] = displays
 	}
+	netDev, nerr := sb.networkDevice(ctx, req, &wcfg.Devices, &wcfg.Env)
+	if nerr != nil {
+		res.Error, res.Duration = nerr, time.Since(start)
+		return res, nerr
+	}
 	spec := engine.RunSpec{MemoryLimit: uint64(limits.Memory), Fuel: uint64(limits.Fuel)}
 	if call != nil {
 		call.prepare(&wcfg, &spec)
@@ -356,6 +365,10 @@ func (sb *Sandbox) runIn(ctx context.Context, start time.Time, req *Request, lim
 		out, runErr = sb.execute(runCtx, req, wcfg.Env, spec)
 	}
 	state.Close()
+	if netDev != nil {
+		netDev.Close()
+		res.Network = netDev.Decisions()
+	}
 
 	res.Stdout, res.Stderr = stdout.buf.Bytes(), stderr.buf.Bytes()
 	res.StdoutTruncated, res.StderrTruncated = stdout.truncated, stderr.truncated

@@ -17,6 +17,13 @@ var guestModule string
 //go:embed refusals.py
 var refusals string
 
+// netModule is the source of the guest module `_airlock_net`: HTTP(S)
+// through the host for runs with a network allow-list (prelude.py enables
+// it when AIRLOCK_NET=1).
+//
+//go:embed airlock_net.py
+var netModule string
+
 // command is the -c text: a finder that compiles `airlock` from
 // guestModule on its first import (nothing is paid by runs that do not
 // import it), the refusals, then the prelude. The refusals compile under a
@@ -30,20 +37,21 @@ var command = guestFinder() +
 func guestFinder() string {
 	return `import sys
 class _AirlockFinder:
-    _src = ` + pyBytes(guestModule) + `
+    _src = {"airlock": ` + pyBytes(guestModule) + `, "_airlock_net": ` + pyBytes(netModule) + `}
     @classmethod
     def find_spec(cls, name, path=None, target=None):
-        if name == "airlock":
-            return type(sys.__spec__)(name, cls, origin="<airlock>")
+        if name in cls._src:
+            return type(sys.__spec__)(name, cls, origin="<" + name + ">")
     @classmethod
     def create_module(cls, spec):
         return None
     @classmethod
     def exec_module(cls, module):
-        exec(compile(cls._src, "<airlock>", "exec", dont_inherit=True), module.__dict__)
+        name = module.__spec__.name
+        exec(compile(cls._src[name], "<" + name + ">", "exec", dont_inherit=True), module.__dict__)
     @classmethod
     def get_source(cls, name):
-        return cls._src.decode("utf-8")
+        return cls._src[name].decode("utf-8")
 sys.meta_path.insert(0, _AirlockFinder)
 del _AirlockFinder
 `

@@ -76,6 +76,9 @@ def _airlock_setup():
                 os.environ[key] = value
         session = run_env.get("AIRLOCK_SESSION") == "1"
         _airlock_packages(run_env)
+        if run_env.get("AIRLOCK_NET") == "1":
+            # HTTP(S) through the host, under the run's allow-list.
+            __import__("_airlock_net").enable()
 
         # A session's later calls compile under names of their own, so a
         # traceback through a function an earlier call defined shows that
@@ -226,6 +229,7 @@ def _airlock_warm():
     import functools, hashlib, heapq, itertools, json, math, random, re  # noqa: F401
     import statistics, string, textwrap, typing  # noqa: F401
     compile(b"pass", "<warm>", "exec", dont_inherit=True)
+    import _airlock_net  # noqa: F401  (compiled once; enabled per run)
     _airlock_packages(os.environ)
     import gc
     gc.collect()

@@ -6,6 +6,10 @@
 #  - Binaryen's wasm-opt (apt-get install binaryen, if missing), which
 #    asyncifies python.wasm once so runs can resume from a snapshot (~1-2
 #    min the first time, then cached).
+#  - The pinned wheels network runs mount (requests, httpx and their
+#    dependencies; scripts/fetch-net-wheels.sh, host pip --require-hashes),
+#    into the cache's netwheels/. Without them urllib and http.client still
+#    work under --allow-net; requests and httpx do not import.
 #  - `airlock setup`: the compiled modules and the snapshot image, in the
 #    on-disk cache ($AIRLOCK_CACHE_DIR, else ~/.cache/airlock).
 # Arguments go to `airlock setup`: `--python npm` prepares the npm
@@ -21,13 +25,16 @@ need go "Go 1.26 or newer"
 
 build="${AIRLOCK_PYTHON:-own}"
 importing=""
+cachedir="${AIRLOCK_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/airlock}"
 prev=""
 for a in "$@"; do
 	case "$prev" in
 	--python | -python) build="$a" ;;
+	--cache-dir | -cache-dir) cachedir="$a" ;;
 	esac
 	case "$a" in
 	--python=* | -python=*) build="${a#*=}" ;;
+	--cache-dir=* | -cache-dir=*) cachedir="${a#*=}" ;;
 	--import | -import | --import=* | -import=*) importing=1 ;;
 	esac
 	prev="$a"
@@ -53,5 +60,10 @@ if [ -z "$importing" ] && [ -z "${AIRLOCK_WASM_OPT:-}" ] && ! command -v wasm-op
 	$sudo apt-get update -qq
 	$sudo apt-get install -y -qq binaryen >/dev/null
 fi
+
+# Not fatal: a host without the index still gets a sandbox whose network
+# runs have the standard library's HTTP clients.
+./scripts/fetch-net-wheels.sh "$cachedir/netwheels" ||
+	echo "setup: the network packages (requests, httpx) were not fetched; run scripts/fetch-net-wheels.sh later" >&2
 
 go run ./cmd/airlock setup "$@"

@@ -262,6 +262,7 @@ func FormatText(res *airlock.Result) string {
 	if res.Value != "" {
 		section("value", []byte(res.Value), false)
 	}
+	formatNetwork(&b, res.Network)
 	if len(res.Files) > 0 {
 		b.WriteString("--- files written ---\n")
 		for _, f := range res.Files {

@@ -49,6 +49,8 @@ type Result struct {
 	Audit        []AuditEvent `json:"audit,omitempty"`
 	AuditDropped int          `json:"audit_dropped,omitempty"`
 	Suspicious   []Suspicion  `json:"suspicious,omitempty"`
+	// Network records each request the run made or had refused.
+	Network []airlock.NetworkDecision `json:"network,omitempty"`
 }
 
 // AuditEvent is airlock.AuditEvent in JSON.
@@ -119,6 +121,7 @@ func NewResult(res *airlock.Result, py Python, withData bool) Result {
 		DurationMS: float64(res.Duration) / float64(time.Millisecond),
 		Files:      []File{},
 		Fuel:       res.Fuel,
+		Network:    res.Network,
 	}
 	if res.Error != nil {
 		out.Error = &ErrorInfo{Kind: string(res.Error.Kind), Message: res.Error.Message}
@@ -186,6 +189,10 @@ type RunRequest struct {
 	// RichOutput collects the last expression's value and the displays
 	// (airlock.Request.RichOutput); on unless false.
 	RichOutput *bool `json:"rich_output,omitempty"`
+	// Network narrows the server's --allow-net rules for this run (each
+	// rule as --allow-net takes it, within one of the server's); absent
+	// takes the server's rules, [] an empty allow-list.
+	Network []string `json:"network,omitempty"`
 }
 
 // richOutput is a request's rich_output: on unless sent as false.

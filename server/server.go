@@ -74,6 +74,10 @@ type Config struct {
 	// 5 s, negative: never). Without it a burst of runs leaves the process
 	// tens of MiB above its baseline for good (README, HTTP API).
 	ReleaseIdle time.Duration
+	// Network is the operator's network allow-list (the Sandbox's
+	// WithNetwork): a request's "network" rules must lie within it; nil
+	// allows no network.
+	Network *airlock.NetworkPolicy
 	// Token, if set, is required as "Authorization: Bearer TOKEN" on
 	// /v1/ and /metrics (not on /healthz).
 	Token string
@@ -105,6 +109,7 @@ type Server struct {
 	queue      prometheus.GaugeFunc
 	inFlight   prometheus.Gauge
 	live       prometheus.GaugeFunc
+	net        *netMetrics
 }
 
 // New builds a Server from cfg.
@@ -213,6 +218,7 @@ func New(cfg Config) (*Server, error) {
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	reg.MustRegister(s.suspicious)
 	reg.MustRegister(s.runs, s.rejected, s.duration, s.queue, s.inFlight, s.live, openConns, bodyReads, releases, build)
+	s.net = newNetMetrics(reg)
 
 	s.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
@@ -480,6 +486,12 @@ func (s *Server) handleRun(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	req, clamped := s.request(w, in)
+	var err error
+	if req.Network, err = s.networkPolicy(in.Network); err != nil {
+		s.rejected.WithLabelValues("bad_request").Inc()
+		writeError(w, http.StatusBadRequest, string(airlock.KindInvalidRequest), err.Error())
+		return
+	}
 	s.execute(w, r, req, clamped, s.cfg.Sandbox.Run, func(res *airlock.Result) any { return NewResult(res, s.python, true) })
 }
 
@@ -539,6 +551,7 @@ func (s *Server) execute(w http.ResponseWriter, r *http.Request, req airlock.Req
 	idle.Do(s.idle.end)
 	outcome := Outcome(res)
 	s.runs.WithLabelValues(outcome).Inc()
+	s.net.observe(res)
 	s.duration.Observe(res.Duration.Seconds())
 	log.Info("run", slog.String("outcome", outcome), slog.Int("exit_code", res.ExitCode),
 		slog.Duration("duration", res.Duration), slog.Any("clamped", clamped))

@@ -203,6 +203,8 @@ func cmdRun(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 	limits.register(fs)
 	files.register(fs)
 	fs.Var(&packages, "package", "pure-Python package to make importable: a wheel, a zip or a directory (repeatable)")
+	var network netFlags
+	network.register(fs)
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: airlock run [flags] FILE.py | -c CODE")
 		fs.PrintDefaults()
@@ -252,6 +254,12 @@ func cmdRun(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 	}
 	if req.Files, err = files.read(); err != nil {
 		return exitUsage, err
+	}
+	if req.Network, err = network.policy(); err != nil {
+		return exitUsage, err
+	}
+	if *serverURL != "" && hasHeaders(req.Network) {
+		return exitUsage, usageError{"--allow-net: with --server, rules cannot add headers; the server's own --allow-net rules carry them"}
 	}
 	switch *stdinFile {
 	case "":
@@ -390,6 +398,7 @@ func runRemote(ctx context.Context, url string, req airlock.Request, outDir stri
 		Code: req.Code, Filename: req.Filename, Files: req.Files, Stdin: req.Stdin,
 		Limits: server.FromLimits(req.Limits), Deterministic: req.Deterministic, Seed: req.Seed,
 		RichOutput: &rich,
+		Network:    remoteRules(req.Network),
 	})
 	if err != nil {
 		return 1, err

@@ -100,6 +100,8 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) (int
 	maxima.register(fs)
 	sessions.register(fs)
 	pkgs.register(fs)
+	var network netFlags
+	network.register(fs)
 	fs.Var(&maxBody, "max-body", "request body cap")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: airlock serve [flags]   (bearer token: $AIRLOCK_TOKEN)")
@@ -120,6 +122,13 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) (int
 		return exitUsage, err
 	}
 	opts = append(opts, sessOpts...)
+	netPolicy, err := network.policy()
+	if err != nil {
+		return exitUsage, err
+	}
+	if netPolicy != nil {
+		opts = append(opts, airlock.WithNetwork(*netPolicy))
+	}
 	var h slog.Handler = slog.NewTextHandler(stderr, nil)
 	if *logJSON {
 		h = slog.NewJSONHandler(stderr, nil)
@@ -136,7 +145,7 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) (int
 	srv, err := server.New(server.Config{
 		Sandbox: sb, MaxLimits: maxima.limits(), Concurrency: *concurrency, Queue: *queue,
 		MaxBody: maxBody.n, Token: os.Getenv("AIRLOCK_TOKEN"), Logger: logger,
-		MaxConns: *maxConns, MaxConnsPerClient: *maxPerAddr,
+		MaxConns: *maxConns, MaxConnsPerClient: *maxPerAddr, Network: netPolicy,
 	})
 	if err != nil {
 		return 1, err
@@ -182,6 +191,8 @@ func cmdMCP(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 	maxima.register(fs)
 	sessions.register(fs)
 	pkgs.register(fs)
+	var network netFlags
+	network.register(fs)
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: airlock mcp [flags]   (Model Context Protocol over stdio, or --http; tools: run_python, end_session)")
 		fs.PrintDefaults()
@@ -198,6 +209,13 @@ func cmdMCP(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 		return exitUsage, err
 	}
 	opts = append(opts, sessOpts...)
+	netPolicy, err := network.policy()
+	if err != nil {
+		return exitUsage, err
+	}
+	if netPolicy != nil {
+		opts = append(opts, airlock.WithNetwork(*netPolicy))
+	}
 	sb, err := common.sandbox(ctx, stderr, append(opts, pkgs.options()...)...)
 	if err != nil {
 		return 1, err
