@@ -46,6 +46,9 @@ const (
 	AuditTool = "tool"
 	// AuditLimit: a limit ended the run.
 	AuditLimit = "limit"
+	// AuditNetwork: a request under the run's network policy, allowed or
+	// denied, as the host decided it (Result.Network has the details).
+	AuditNetwork = "network"
 )
 
 // AuditEvent is one thing a run tried. Repeats of the same kind and
@@ -218,6 +221,31 @@ func (a *runAudit) tool(c hostfuncs.CallRecord) {
 	if name := a.canaryIn(c.Request); name != "" {
 		a.add(AuditCanary, fmt.Sprintf("sent %s to the host tool %s", name, printable(c.Tool)), false)
 		a.suspicious("canary", fmt.Sprintf("sent %s to the host tool %s", name, printable(c.Tool)))
+	}
+}
+
+// network records the host's network decisions; a request to a cloud
+// metadata service, or carrying a canary in its URL, is suspicious
+// whether or not it was allowed.
+func (a *runAudit) network(ds []NetworkDecision) {
+	for _, d := range ds {
+		verdict := "allowed"
+		switch {
+		case !d.Allowed:
+			verdict = "denied: " + d.Reason
+		case d.Reason != "":
+			verdict = "allowed, then failed: " + d.Reason
+		case d.Status != 0:
+			verdict = fmt.Sprintf("allowed: %d", d.Status)
+		}
+		a.add(AuditNetwork, printable(strings.TrimSpace(d.Method+" "+d.URL)+" "+verdict), false)
+		if metadataTarget(d.URL) || metadataTarget(d.Address) || metadataTarget(d.Reason) {
+			a.suspicious("metadata_endpoint", "a request to the cloud's metadata service: "+printable(d.URL))
+		}
+		if name := a.canaryIn([]byte(d.URL)); name != "" {
+			a.add(AuditCanary, name+" in a request's URL", false)
+			a.suspicious("canary", name+" in a request's URL")
+		}
 	}
 }
 

@@ -322,6 +322,11 @@ for name in ("rebind", "private", "metadata", "v6meta", "cgnat"):
 			t.Errorf("decision %+v: the request must be refused before any connection", d)
 		}
 	}
+	// The audit has each decision, and the metadata service makes the
+	// run suspicious even though it was refused.
+	if got := reasons(r); got != "metadata_endpoint" || !hasEvent(r, airlock.AuditNetwork, "GET http://metadata.example.test:"+port+"/ allowed, then failed: network: metadata.example.test resolved to 169.254.169.254") {
+		t.Errorf("reasons %q, audit %+v", got, r.Audit)
+	}
 }
 
 func TestNetworkCapsAndDeadline(t *testing.T) {

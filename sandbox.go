@@ -368,6 +368,7 @@ func (sb *Sandbox) runIn(ctx context.Context, start time.Time, req *Request, lim
 	if netDev != nil {
 		netDev.Close()
 		res.Network = netDev.Decisions()
+		audit.network(res.Network)
 	}
 
 	res.Stdout, res.Stderr = stdout.buf.Bytes(), stderr.buf.Bytes()
