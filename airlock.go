@@ -14,8 +14,8 @@ import (
 	"io"
 	"time"
 
-	"github.com/airlock-sandbox/airlock/engine"
-	"github.com/airlock-sandbox/airlock/hostfuncs"
+	"github.com/airlock-sandbox/airlock/internal/engine"
+	"github.com/airlock-sandbox/airlock/tools"
 )
 
 // Limits bound one run. Zero fields take the Sandbox's defaults.
@@ -120,7 +120,7 @@ type Request struct {
 	// Tools names the host tools (see WithTools) this run may call; nil
 	// allows every registered tool, an empty non-nil slice none.
 	Tools []string
-	// Values reach host tools through hostfuncs.CallInfo; they are shared
+	// Values reach host tools through tools.CallInfo; they are shared
 	// by the run's calls and must not be changed while it runs.
 	Values map[string]any
 	// OnOutput, if set, receives each chunk of stdout ("stdout") or stderr
@@ -173,11 +173,11 @@ type config struct {
 	noCache    bool
 	limits     Limits
 	notice     io.Writer
-	tools      []hostfuncs.Tool
-	registry   *hostfuncs.Registry // built by New from tools
-	snapshots  *bool               // nil: on when set-up made them possible (snapshot.go)
-	packages   []string            // WithPackages (packages.go)
-	preimport  []string            // WithPreimport
+	tools      []tools.Tool
+	registry   *tools.Registry // built by New from tools
+	snapshots  *bool           // nil: on when set-up made them possible (snapshot.go)
+	packages   []string        // WithPackages (packages.go)
+	preimport  []string        // WithPreimport
 
 	sessionTTL  time.Duration // session.go
 	maxSessions int

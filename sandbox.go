@@ -16,12 +16,12 @@ import (
 	"sync"
 	"time"
 
-	"github.com/airlock-sandbox/airlock/engine"
-	"github.com/airlock-sandbox/airlock/hostfuncs"
-	"github.com/airlock-sandbox/airlock/python"
-	"github.com/airlock-sandbox/airlock/wasi"
-	"github.com/airlock-sandbox/airlock/wasi/errno"
-	"github.com/airlock-sandbox/airlock/wasi/memfs"
+	"github.com/airlock-sandbox/airlock/internal/engine"
+	"github.com/airlock-sandbox/airlock/internal/python"
+	"github.com/airlock-sandbox/airlock/internal/wasi"
+	"github.com/airlock-sandbox/airlock/internal/wasi/errno"
+	"github.com/airlock-sandbox/airlock/internal/wasi/memfs"
+	"github.com/airlock-sandbox/airlock/tools"
 )
 
 // Sandbox runs requests against one compiled python.wasm.
@@ -64,7 +64,7 @@ type Sandbox struct {
 // process's compiled copy and the on-disk cache.
 //
 // # Errors
-// python.ErrNotFetched when no python.wasm is available, python.ErrChecksum
+// ErrNoOwnBuild or ErrNotFetched when no python.wasm is available, ErrChecksum
 // for a default artifact that is not the pinned one, a compile error.
 func New(ctx context.Context, opts ...Option) (*Sandbox, error) {
 	cfg := config{limits: DefaultLimits}
@@ -81,7 +81,7 @@ func New(ctx context.Context, opts ...Option) (*Sandbox, error) {
 	if cfg.sessionKey != nil && len(cfg.sessionKey) < minSessionKey {
 		return nil, fmt.Errorf("airlock: WithSessionKey: the key is %d bytes; it must be at least %d", len(cfg.sessionKey), minSessionKey)
 	}
-	reg, err := hostfuncs.NewRegistry(cfg.tools...)
+	reg, err := tools.NewRegistry(cfg.tools...)
 	if err != nil {
 		return nil, fmt.Errorf("airlock: %w", err)
 	}

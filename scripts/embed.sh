@@ -11,7 +11,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-out=python/embedded_bundle.tar
+out=internal/python/embedded_bundle.tar
 if [ $# -gt 0 ]; then
 	# Plain tar: the binary reads its entries in place, without inflating them.
 	case "$1" in

@@ -13,7 +13,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/airlock-sandbox/airlock"
-	"github.com/airlock-sandbox/airlock/hostfuncs"
+	"github.com/airlock-sandbox/airlock/tools"
 )
 
 // MCPConfig configures NewMCP.
@@ -22,7 +22,7 @@ type MCPConfig struct {
 	Sandbox *airlock.Sandbox
 	// Tools are the host tools registered on Sandbox, listed in the
 	// run_python description so a model knows it may call them.
-	Tools []hostfuncs.Tool
+	Tools []tools.Tool
 	// MaxLimits caps runs (default airlock.DefaultLimits); the model picks
 	// the timeout below MaxLimits.Timeout.
 	MaxLimits airlock.Limits

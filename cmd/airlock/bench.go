@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/airlock-sandbox/airlock"
-	"github.com/airlock-sandbox/airlock/bench"
+	"github.com/airlock-sandbox/airlock/internal/bench"
 )
 
 // benchMode is one way of running the same workloads; each gets its own

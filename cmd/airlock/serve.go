@@ -14,8 +14,8 @@ import (
 	"time"
 
 	"github.com/airlock-sandbox/airlock"
-	"github.com/airlock-sandbox/airlock/hostfuncs"
 	"github.com/airlock-sandbox/airlock/server"
+	"github.com/airlock-sandbox/airlock/tools"
 )
 
 // maxFlags are the server maxima a request's limits are clamped to.
@@ -63,7 +63,7 @@ func (f *sessionFlags) options() ([]airlock.Option, error) {
 }
 
 // toolsFor returns the built-in tool set name ("" for none) and its option.
-func toolsFor(name string) ([]hostfuncs.Tool, []airlock.Option, error) {
+func toolsFor(name string) ([]tools.Tool, []airlock.Option, error) {
 	if name == "" {
 		return nil, nil, nil
 	}

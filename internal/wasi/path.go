@@ -1,0 +1,195 @@
+package wasi
+
+import (
+	"context"
+
+	"github.com/airlock-sandbox/airlock/internal/wasi/errno"
+	"github.com/airlock-sandbox/airlock/internal/wasi/memfs"
+)
+
+const (
+	oflagCreat     = 1
+	oflagDirectory = 2
+	oflagExcl      = 4
+	oflagTrunc     = 8
+
+	// maxPath matches the filesystem's limit; checked here first so a huge
+	// guest length is refused before any copy.
+	maxPath = 4096
+)
+
+// dirPath resolves a (directory fd, guest path) pair, the argument shape of
+// every path_* function.
+func (s *State) dirPath(m memory, fd, ptr, n uint32) (*memfs.Inode, string, errno.Errno) {
+	f, e := s.file(fd)
+	if e != errno.ESUCCESS {
+		return nil, "", e
+	}
+	if f.kind != kindDir {
+		return nil, "", errno.ENOTDIR
+	}
+	if n > maxPath {
+		return nil, "", errno.ENAMETOOLONG
+	}
+	path, ok := m.str(ptr, n)
+	if !ok {
+		return nil, "", errno.EFAULT
+	}
+	return f.node, path, errno.ESUCCESS
+}
+
+func pathCreateDirectory(_ context.Context, s *State, m memory, p []uint64) errno.Errno {
+	dir, path, e := s.dirPath(m, uint32(p[0]), uint32(p[1]), uint32(p[2]))
+	if e != errno.ESUCCESS {
+		return e
+	}
+	return errno.Of(s.fs.Mkdir(dir, path))
+}
+
+func pathFilestatGet(_ context.Context, s *State, m memory, p []uint64) errno.Errno {
+	dir, path, e := s.dirPath(m, uint32(p[0]), uint32(p[2]), uint32(p[3]))
+	if e != errno.ESUCCESS {
+		return e
+	}
+	if _, ok := m.slice(uint32(p[4]), filestatSize); !ok {
+		return errno.EFAULT
+	}
+	n, err := s.fs.Lookup(dir, path)
+	if err != nil {
+		return errno.Of(err)
+	}
+	return putFilestat(m, uint32(p[4]), n, nodeFiletype(n))
+}
+
+func pathFilestatSetTimes(_ context.Context, s *State, m memory, p []uint64) errno.Errno {
+	dir, path, e := s.dirPath(m, uint32(p[0]), uint32(p[2]), uint32(p[3]))
+	if e != errno.ESUCCESS {
+		return e
+	}
+	n, err := s.fs.Lookup(dir, path)
+	if err != nil {
+		return errno.Of(err)
+	}
+	return s.setTimes(n, int64(p[4]), int64(p[5]), uint16(p[6]))
+}
+
+func pathLink(_ context.Context, s *State, m memory, p []uint64) errno.Errno {
+	oldDir, oldPath, e := s.dirPath(m, uint32(p[0]), uint32(p[2]), uint32(p[3]))
+	if e != errno.ESUCCESS {
+		return e
+	}
+	newDir, newPath, e := s.dirPath(m, uint32(p[4]), uint32(p[5]), uint32(p[6]))
+	if e != errno.ESUCCESS {
+		return e
+	}
+	return errno.Of(s.fs.Link(oldDir, oldPath, newDir, newPath))
+}
+
+func pathOpen(_ context.Context, s *State, m memory, p []uint64) errno.Errno {
+	dir, path, e := s.dirPath(m, uint32(p[0]), uint32(p[2]), uint32(p[3]))
+	if e != errno.ESUCCESS {
+		return e
+	}
+	oflags, rights, fdflags, resultPtr := uint16(p[4]), p[5], uint16(p[7]), uint32(p[8])
+	if _, ok := m.slice(resultPtr, 4); !ok {
+		return errno.EFAULT
+	}
+	if oflags >= 1<<4 || fdflags >= 1<<5 {
+		return errno.EINVAL
+	}
+	var flags memfs.OpenFlags
+	if oflags&oflagCreat != 0 {
+		flags |= memfs.OCreat
+	}
+	if oflags&oflagExcl != 0 {
+		flags |= memfs.OExcl
+	}
+	if oflags&oflagTrunc != 0 {
+		flags |= memfs.OTrunc
+	}
+	if oflags&oflagDirectory != 0 {
+		flags |= memfs.ODirectory
+	}
+	// Refuse at the descriptor limit before anything is created or
+	// truncated, as open(2) does.
+	if s.open >= s.maxFDs {
+		return errno.EMFILE
+	}
+	write := rights&rightFdWrite != 0 || oflags&oflagTrunc != 0
+	// Refuse a directory opened for writing before anything is created or
+	// truncated, as open(2) does.
+	if n, err := s.fs.Lookup(dir, path); err == nil && write {
+		if n.Kind() == memfs.KindDir {
+			return errno.EISDIR
+		}
+		if n.ReadOnly() {
+			return errno.EROFS
+		}
+	}
+	n, err := s.fs.Open(dir, path, flags)
+	if err != nil {
+		return errno.Of(err)
+	}
+	f := &openFile{node: n, kind: kindFile, fdflags: fdflags, read: rights&rightFdRead != 0, write: write}
+	if n.Kind() == memfs.KindDir {
+		f.kind, f.read = kindDir, true
+	} else if dev := s.deviceFor(n); dev != nil {
+		f.kind, f.dev = kindDevice, dev
+	}
+	fd, e := s.addFile(f)
+	if e != errno.ESUCCESS {
+		return e
+	}
+	m.putU32(resultPtr, fd)
+	return errno.ESUCCESS
+}
+
+// pathReadlink: the filesystem has no symbolic links, so an existing path
+// is never one (EINVAL, as readlink(2) says of a non-link).
+func pathReadlink(_ context.Context, s *State, m memory, p []uint64) errno.Errno {
+	dir, path, e := s.dirPath(m, uint32(p[0]), uint32(p[1]), uint32(p[2]))
+	if e != errno.ESUCCESS {
+		return e
+	}
+	if _, err := s.fs.Lookup(dir, path); err != nil {
+		return errno.Of(err)
+	}
+	return errno.EINVAL
+}
+
+func pathRemoveDirectory(_ context.Context, s *State, m memory, p []uint64) errno.Errno {
+	dir, path, e := s.dirPath(m, uint32(p[0]), uint32(p[1]), uint32(p[2]))
+	if e != errno.ESUCCESS {
+		return e
+	}
+	return errno.Of(s.fs.Rmdir(dir, path))
+}
+
+func pathRename(_ context.Context, s *State, m memory, p []uint64) errno.Errno {
+	oldDir, oldPath, e := s.dirPath(m, uint32(p[0]), uint32(p[1]), uint32(p[2]))
+	if e != errno.ESUCCESS {
+		return e
+	}
+	newDir, newPath, e := s.dirPath(m, uint32(p[3]), uint32(p[4]), uint32(p[5]))
+	if e != errno.ESUCCESS {
+		return e
+	}
+	return errno.Of(s.fs.Rename(oldDir, oldPath, newDir, newPath))
+}
+
+// pathSymlink refuses: links could only point inside the same memory
+// filesystem, and leaving them out keeps path resolution loop-free.
+func pathSymlink(_ context.Context, s *State, m memory, p []uint64) errno.Errno {
+	if _, _, e := s.dirPath(m, uint32(p[2]), uint32(p[3]), uint32(p[4])); e != errno.ESUCCESS {
+		return e
+	}
+	return errno.ENOTSUP
+}
+
+func pathUnlinkFile(_ context.Context, s *State, m memory, p []uint64) errno.Errno {
+	dir, path, e := s.dirPath(m, uint32(p[0]), uint32(p[1]), uint32(p[2]))
+	if e != errno.ESUCCESS {
+		return e
+	}
+	return errno.Of(s.fs.Unlink(dir, path))
+}
