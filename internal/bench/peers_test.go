@@ -3,8 +3,6 @@ package bench
 import (
 	"context"
 	"errors"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -123,27 +121,5 @@ func TestPyodidePeers(t *testing.T) {
 	}
 	if _, err := warm.Run(context.Background(), "assert False"); err == nil || !strings.Contains(err.Error(), "AssertionError") {
 		t.Fatalf("failing program: err = %v", err)
-	}
-}
-
-func TestCharts(t *testing.T) {
-	results := []PeerResult{
-		{Workload: "hello", Sandbox: "a", P50MS: 2, PeakMemory: 16 << 20},
-		{Workload: "hello", Sandbox: "b", P50MS: 2400, PeakMemory: 20 << 20},
-		{Workload: "sum", Sandbox: "a", P50MS: 0.05, PeakMemory: 1 << 20},
-	}
-	dir := t.TempDir()
-	files, err := Charts(results, dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(files) != 2 {
-		t.Fatalf("files = %v", files)
-	}
-	for _, f := range files {
-		data, err := os.ReadFile(f)
-		if err != nil || len(data) < 1000 || string(data[1:4]) != "PNG" {
-			t.Fatalf("%s: %d bytes, err %v", filepath.Base(f), len(data), err)
-		}
 	}
 }

@@ -1,4 +1,4 @@
-package bench
+package main
 
 import (
 	"fmt"
@@ -11,14 +11,16 @@ import (
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/vg"
+
+	"github.com/airlock-sandbox/airlock/internal/bench"
 )
 
 // Charts draws results as PNG bar charts in dir, grouped by workload with
 // one bar per sandbox: p50 latency on a log scale (latency.png) and peak
 // memory (memory.png). It returns the files written.
-func Charts(results []PeerResult, dir string) ([]string, error) {
+func Charts(results []bench.PeerResult, dir string) ([]string, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, fmt.Errorf("bench: charts: %w", err)
+		return nil, fmt.Errorf("charts: %w", err)
 	}
 	var workloads, sandboxes []string
 	seen := map[string]bool{}
@@ -35,11 +37,11 @@ func Charts(results []PeerResult, dir string) ([]string, error) {
 	// Latencies span 1 ms to seconds: bars show log10(ms/logBase) on a
 	// linear axis whose ticks are labelled in ms.
 	const logBase = 0.1
-	latency := func(r PeerResult) float64 { return math.Log10(max(r.P50MS, logBase) / logBase) }
-	memory := func(r PeerResult) float64 { return mib(r.PeakMemory) }
+	latency := func(r bench.PeerResult) float64 { return math.Log10(max(r.P50MS, logBase) / logBase) }
+	memory := func(r bench.PeerResult) float64 { return mib(r.PeakMemory) }
 	charts := []struct {
 		file, title, ylabel string
-		value               func(PeerResult) float64
+		value               func(bench.PeerResult) float64
 		ticks               plot.Ticker
 	}{
 		{"latency.png", "p50 latency per run (log scale, lower is better)", "ms", latency, logTicks{logBase}},
@@ -66,7 +68,7 @@ func Charts(results []PeerResult, dir string) ([]string, error) {
 			}
 			bars, err := plotter.NewBarChart(vals, width)
 			if err != nil {
-				return nil, fmt.Errorf("bench: charts: %w", err)
+				return nil, fmt.Errorf("charts: %w", err)
 			}
 			bars.LineStyle.Width = 0
 			bars.Color = palette[i%len(palette)]
@@ -86,7 +88,7 @@ func Charts(results []PeerResult, dir string) ([]string, error) {
 		p.Y.Max = max(top/0.68, 1)
 		path := filepath.Join(dir, c.file)
 		if err := p.Save(8*vg.Inch, 4.5*vg.Inch, path); err != nil {
-			return nil, fmt.Errorf("bench: charts: %w", err)
+			return nil, fmt.Errorf("charts: %w", err)
 		}
 		files = append(files, path)
 	}
@@ -113,3 +115,5 @@ func (t logTicks) Ticks(min, max float64) []plot.Tick {
 	}
 	return ticks
 }
+
+func mib(n int64) float64 { return float64(n) / (1 << 20) }
