@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/airlock-sandbox/airlock/internal/engine"
+	"github.com/airlock-sandbox/airlock/internal/testenv"
 	"github.com/airlock-sandbox/airlock/tools"
 )
 
@@ -41,15 +42,19 @@ type Limits struct {
 	Fuel int64
 }
 
-// DefaultLimits are used where neither the Request nor the Sandbox says otherwise.
-var DefaultLimits = Limits{
-	Timeout:     10 * time.Second,
-	Memory:      256 << 20,
-	Output:      1 << 20,
-	FSBytes:     64 << 20,
-	FSFiles:     10000,
-	HostCalls:   1000,
-	HostPayload: 1 << 20,
+// DefaultLimits are used where neither the Request nor the Sandbox says
+// otherwise. It is a function so that no caller can change them for the
+// whole process.
+func DefaultLimits() Limits {
+	return Limits{
+		Timeout:     10 * time.Second,
+		Memory:      256 << 20,
+		Output:      1 << 20,
+		FSBytes:     64 << 20,
+		FSFiles:     10000,
+		HostCalls:   1000,
+		HostPayload: 1 << 20,
+	}
 }
 
 func (l Limits) withDefaults(d Limits) Limits {
@@ -182,7 +187,7 @@ type config struct {
 	sessionTTL  time.Duration // session.go
 	maxSessions int
 	sessionKey  []byte // WithSessionKey (session_file.go)
-	engine      string // "" : $AIRLOCK_ENGINE, else wazero
+	engine      string // "": wazero
 	unmetered   bool   // WithFuelMetering(false)
 }
 
@@ -196,12 +201,13 @@ const (
 	EngineWasmtime = "wasmtime"
 )
 
-// EnvEngine names the environment variable that picks the engine when
-// WithEngine is not given.
+// EnvEngine names the environment variable the airlock command takes its
+// default engine from. The package itself reads no environment: a program
+// passes WithEngine.
 const EnvEngine = "AIRLOCK_ENGINE"
 
 // WithEngine runs the Sandbox on the named engine (EngineWazero or
-// EngineWasmtime) instead of $AIRLOCK_ENGINE's, or wazero. New fails with
+// EngineWasmtime) instead of wazero. New fails with
 // ErrEngineUnavailable for an engine this binary was built without.
 func WithEngine(name string) Option { return func(c *config) { c.engine = name } }
 
@@ -219,14 +225,30 @@ func AvailableEngines() []string { return engine.Engines() }
 func WithPython(path string) Option { return func(c *config) { c.pythonPath = path } }
 
 // WithCacheDir keeps compiled code (and looks for the fetched default
-// python.wasm) in dir instead of $AIRLOCK_CACHE_DIR or the user cache dir.
+// python.wasm) in dir instead of the user cache dir's airlock folder.
 func WithCacheDir(dir string) Option { return func(c *config) { c.cacheDir = dir } }
 
 // WithoutCompileCache compiles in memory only.
 func WithoutCompileCache() Option { return func(c *config) { c.noCache = true } }
 
 // WithLimits sets the defaults for requests that leave a limit at zero.
-func WithLimits(l Limits) Option { return func(c *config) { c.limits = l.withDefaults(DefaultLimits) } }
+func WithLimits(l Limits) Option {
+	return func(c *config) { c.limits = l.withDefaults(DefaultLimits()) }
+}
+
+// fillFrom takes what cfg's options left unset from the test suites'
+// environment (internal/testenv).
+func (c *config) fillFrom(env testenv.Config) {
+	if c.engine == "" {
+		c.engine = env.Engine
+	}
+	if c.pythonPath == "" {
+		c.pythonPath = env.Python
+	}
+	if c.cacheDir == "" {
+		c.cacheDir = env.CacheDir
+	}
+}
 
 // WithNotice receives a one-line message before a slow first compile.
 func WithNotice(w io.Writer) Option { return func(c *config) { c.notice = w } }

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	iofs "io/fs"
 	"math/rand/v2"
-	"os"
 	"path"
 	"path/filepath"
 	"slices"
@@ -18,6 +17,7 @@ import (
 
 	"github.com/airlock-sandbox/airlock/internal/engine"
 	"github.com/airlock-sandbox/airlock/internal/python"
+	"github.com/airlock-sandbox/airlock/internal/testenv"
 	"github.com/airlock-sandbox/airlock/internal/wasi"
 	"github.com/airlock-sandbox/airlock/internal/wasi/errno"
 	"github.com/airlock-sandbox/airlock/internal/wasi/memfs"
@@ -67,9 +67,12 @@ type Sandbox struct {
 // ErrNoOwnBuild or ErrNotFetched when no python.wasm is available, ErrChecksum
 // for a default artifact that is not the pinned one, a compile error.
 func New(ctx context.Context, opts ...Option) (*Sandbox, error) {
-	cfg := config{limits: DefaultLimits}
+	cfg := config{limits: DefaultLimits()}
 	for _, o := range opts {
 		o(&cfg)
+	}
+	if testenv.Defaults != nil {
+		cfg.fillFrom(testenv.Defaults())
 	}
 	if cfg.cacheDir == "" {
 		dir, err := python.CacheDir()
@@ -86,9 +89,6 @@ func New(ctx context.Context, opts ...Option) (*Sandbox, error) {
 		return nil, fmt.Errorf("airlock: %w", err)
 	}
 	cfg.registry = reg
-	if cfg.engine == "" {
-		cfg.engine = os.Getenv(EnvEngine)
-	}
 	if cfg.engine == "" {
 		cfg.engine = EngineWazero
 	}
@@ -147,7 +147,7 @@ func (sb *Sandbox) freshModule(ctx context.Context) (*engine.Module, error) {
 }
 
 // Limits are the limits a Request's zero fields take: WithLimits', over
-// DefaultLimits.
+// DefaultLimits().
 func (sb *Sandbox) Limits() Limits { return sb.cfg.limits }
 
 // Close stops the runs going (they end as cancelled), ends the sessions,

@@ -23,7 +23,7 @@ type MCPConfig struct {
 	// Tools are the host tools registered on Sandbox, listed in the
 	// run_python description so a model knows it may call them.
 	Tools []tools.Tool
-	// MaxLimits caps runs (default airlock.DefaultLimits); the model picks
+	// MaxLimits caps runs (default airlock.DefaultLimits()); the model picks
 	// the timeout below MaxLimits.Timeout.
 	MaxLimits airlock.Limits
 	// Concurrency caps the runs going at once (default: CPUs); further
@@ -48,7 +48,7 @@ type RunPythonArgs struct {
 // at the first line that does not decode.
 func NewMCP(cfg MCPConfig) *mcp.Server {
 	if cfg.MaxLimits == (airlock.Limits{}) {
-		cfg.MaxLimits = airlock.DefaultLimits
+		cfg.MaxLimits = airlock.DefaultLimits()
 	}
 	if cfg.Concurrency <= 0 {
 		cfg.Concurrency = runtime.NumCPU()
@@ -83,7 +83,7 @@ func mcpDescription(cfg MCPConfig) string {
 		"(printed as \"session: ID\") to run more code with the same variables, imports and files, as in a notebook; "+
 		"a call that hits a limit is rolled back (rolled_back: true) and the session keeps its earlier state; "+
 		"an idle session expires. Limits: %s wall clock (default %s), %d MiB of memory, %d KiB of output per stream.",
-		version, cfg.MaxLimits.Timeout, min(cfg.MaxLimits.Timeout, airlock.DefaultLimits.Timeout),
+		version, cfg.MaxLimits.Timeout, min(cfg.MaxLimits.Timeout, airlock.DefaultLimits().Timeout),
 		cfg.MaxLimits.Memory>>20, cfg.MaxLimits.Output>>10)
 	if len(cfg.Tools) > 0 {
 		b.WriteString("\n\nHost functions the code can call (`import airlock`, then `airlock.tools.NAME(...)`, " +
@@ -96,7 +96,7 @@ func mcpDescription(cfg MCPConfig) string {
 }
 
 func runPython(ctx context.Context, cfg MCPConfig, table *sessions, in RunPythonArgs) *mcp.CallToolResult {
-	timeout := min(cfg.MaxLimits.Timeout, airlock.DefaultLimits.Timeout)
+	timeout := min(cfg.MaxLimits.Timeout, airlock.DefaultLimits().Timeout)
 	if in.Timeout > 0 {
 		timeout = cfg.MaxLimits.Timeout
 		if in.Timeout < timeout.Seconds() {

@@ -95,7 +95,7 @@ func TestMCPToolsAndTimeoutCap(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer tsb.Close(context.Background())
-	max := airlock.DefaultLimits
+	max := airlock.DefaultLimits()
 	max.Timeout = 3 * time.Second // room for the host call on a loaded machine
 	cs := mcpSession(t, MCPConfig{Sandbox: tsb, Tools: []tools.Tool{echo}, MaxLimits: max})
 	tools, err := cs.ListTools(context.Background(), nil)

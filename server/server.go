@@ -35,7 +35,7 @@ import (
 type Config struct {
 	// Sandbox runs the requests; required.
 	Sandbox *airlock.Sandbox
-	// MaxLimits caps every request's limits (default airlock.DefaultLimits);
+	// MaxLimits caps every request's limits (default airlock.DefaultLimits());
 	// a request's zero limits take the Sandbox's defaults, capped the same.
 	MaxLimits airlock.Limits
 	// Concurrency is how many runs go at once (default runtime.NumCPU()).
@@ -111,7 +111,7 @@ func New(cfg Config) (*Server, error) {
 		return nil, errors.New("server: Config.Sandbox is required")
 	}
 	if cfg.MaxLimits == (airlock.Limits{}) {
-		cfg.MaxLimits = airlock.DefaultLimits
+		cfg.MaxLimits = airlock.DefaultLimits()
 	}
 	if cfg.Concurrency <= 0 {
 		cfg.Concurrency = runtime.NumCPU()

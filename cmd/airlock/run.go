@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/airlock-sandbox/airlock"
+	"github.com/airlock-sandbox/airlock/internal/python"
 	"github.com/airlock-sandbox/airlock/server"
 )
 
@@ -67,7 +68,7 @@ type limitFlags struct {
 }
 
 func (l *limitFlags) register(fs *flag.FlagSet) {
-	d := airlock.DefaultLimits
+	d := airlock.DefaultLimits()
 	l.timeout = fs.Duration("timeout", d.Timeout, "wall-clock limit")
 	l.memory, l.output, l.fsBytes = sizeFlag{d.Memory}, sizeFlag{d.Output}, sizeFlag{d.FSBytes}
 	fs.Var(&l.memory, "memory", "memory limit (e.g. 256MiB)")
@@ -113,7 +114,27 @@ type commonFlags struct {
 	fuelMetering bool
 }
 
+// register adds the flags, with their defaults from the environment: the
+// command is the one place that reads it (the library takes options).
+// The help text names the variables rather than printing their values.
 func (c *commonFlags) register(fs *flag.FlagSet) {
+	fromEnv := func(name, env string, abs bool) {
+		fs.Lookup(name).DefValue = ""
+		v := os.Getenv(env)
+		if abs && v != "" {
+			// As it was when the library read it: the process may change
+			// directory, the cache must not move with it.
+			if a, err := filepath.Abs(v); err == nil {
+				v = a
+			}
+		}
+		if v != "" {
+			fs.Set(name, v)
+		}
+	}
+	defer fromEnv("python", python.EnvPython, false)
+	defer fromEnv("cache-dir", python.EnvCacheDir, true)
+	defer fromEnv("engine", airlock.EnvEngine, false)
 	fs.StringVar(&c.python, "python", "", "build to run: own (Airlock's CPython 3.13, the default), npm (the -O0 CPython 3.12 fallback) or a python.wasm path (default: $AIRLOCK_PYTHON, else own)")
 	fs.StringVar(&c.cacheDir, "cache-dir", "", "artifact and compile cache (default: $AIRLOCK_CACHE_DIR or the user cache dir)")
 	fs.StringVar(&c.engine, "engine", "", "WebAssembly engine: wazero, or wasmtime in builds with -tags airlock_wasmtime (default: $AIRLOCK_ENGINE, else wazero); bench takes a comma-separated list")

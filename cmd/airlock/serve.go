@@ -26,7 +26,7 @@ type maxFlags struct {
 }
 
 func (m *maxFlags) register(fs *flag.FlagSet) {
-	d := airlock.DefaultLimits
+	d := airlock.DefaultLimits()
 	m.timeout = fs.Duration("max-timeout", 30*time.Second, "largest timeout a request may ask for")
 	m.memory, m.output, m.fsBytes = sizeFlag{d.Memory}, sizeFlag{d.Output}, sizeFlag{d.FSBytes}
 	fs.Var(&m.memory, "max-memory", "largest memory limit a request may ask for")
@@ -36,7 +36,7 @@ func (m *maxFlags) register(fs *flag.FlagSet) {
 }
 
 func (m *maxFlags) limits() airlock.Limits {
-	l := airlock.DefaultLimits
+	l := airlock.DefaultLimits()
 	l.Timeout, l.Memory, l.Output, l.FSBytes, l.FSFiles = *m.timeout, m.memory.n, m.output.n, m.fsBytes.n, *m.fsFiles
 	return l
 }

@@ -38,10 +38,12 @@ const (
 )
 
 // EnvPython names a python.wasm to use instead of the default, or a build
-// by name: SelectOwn or SelectNPM.
+// by name: SelectOwn or SelectNPM. The airlock command reads it; this
+// package reads no environment.
 const EnvPython = "AIRLOCK_PYTHON"
 
-// EnvCacheDir overrides where Airlock keeps fetched artifacts and compiled code.
+// EnvCacheDir overrides, for the airlock command, where Airlock keeps
+// fetched artifacts and compiled code.
 const EnvCacheDir = "AIRLOCK_CACHE_DIR"
 
 // ErrNotFetched means the npm build was asked for (SelectNPM) and has not
@@ -85,12 +87,9 @@ type Artifact struct {
 	asyncRecord *AsyncifyRecord
 }
 
-// CacheDir is where artifacts and compiled code live: $AIRLOCK_CACHE_DIR,
-// else the user's cache directory.
+// CacheDir is where artifacts and compiled code live unless the caller
+// names another directory: airlock in the user's cache directory.
 func CacheDir() (string, error) {
-	if d := os.Getenv(EnvCacheDir); d != "" {
-		return filepath.Abs(d)
-	}
 	d, err := os.UserCacheDir()
 	if err != nil {
 		return "", fmt.Errorf("python: no cache directory (set %s): %w", EnvCacheDir, err)
@@ -141,8 +140,7 @@ func (a *Artifact) Describe() string {
 
 const npmBuildName = SelectNPM
 
-// Load finds the python.wasm to run: path if given, else $AIRLOCK_PYTHON,
-// else the own build. A name chooses a build: SelectOwn (the own build:
+// Load finds the python.wasm to run: path if given, else the own build. A name chooses a build: SelectOwn (the own build:
 // the embedded copy in a binary built with -tags airlock_embed, else the
 // one in cacheDir's OwnDir) or SelectNPM (the npm fallback fetched into
 // cacheDir); anything else is a file's path. ("" cacheDir means
@@ -156,9 +154,6 @@ const npmBuildName = SelectNPM
 // refused, never replaced by another behind the caller's back; a read
 // error for an explicit path.
 func Load(path, cacheDir string) (*Artifact, error) {
-	if path == "" {
-		path = os.Getenv(EnvPython)
-	}
 	if path == "" {
 		path = SelectOwn
 	}
