@@ -27,8 +27,8 @@ const (
 // traps there) at its next loop iteration rather than within a period.
 // The global is set from another goroutine while the guest runs: an
 // aligned word store the compiled code reads on its next iteration.
-func (m *Module) watchInterrupt(ctx context.Context, mod api.Module) (stop func()) {
-	if !m.interrupt {
+func (c *wzCode) watchInterrupt(ctx context.Context, mod api.Module) (stop func()) {
+	if !c.interrupt {
 		return func() {}
 	}
 	g, ok := mod.ExportedGlobal(interruptExport).(api.MutableGlobal)

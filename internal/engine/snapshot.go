@@ -9,9 +9,6 @@ import (
 	"slices"
 	"sync"
 
-	"github.com/tetratelabs/wazero/api"
-	"github.com/tetratelabs/wazero/experimental"
-
 	"github.com/airlock-sandbox/airlock/internal/wasi"
 	"github.com/airlock-sandbox/airlock/internal/wasmbin"
 )
@@ -128,8 +125,8 @@ type Image struct {
 	closed    bool
 }
 
-// pausePoint is a run's state at the snapshot point, found by fd_read's
-// adapter in the call's context.
+// pausePoint is a run's state at the snapshot point (run.pause), which
+// fd_read's adapter consults.
 type pausePoint struct {
 	capture bool   // unwind at a read of fd 0 (else: stop the rewind at the first)
 	fired   bool   // the point was reached
@@ -142,8 +139,6 @@ type pausePoint struct {
 	unwinding bool
 	from      *Image // the image resumed, whose base a new pause is a delta over
 }
-
-type pauseKey struct{}
 
 // pauseAction is what a read of fd 0 does in a capture or resume.
 type pauseAction int
@@ -173,52 +168,33 @@ func (p *pausePoint) at(buffers uint32) pauseAction {
 	return readOn
 }
 
-// pauseAtStdin wraps fd_read's adapter: in a run that captures or resumes
-// an image, a read of fd 0 may be the snapshot point (pausePoint.at).
-func pauseAtStdin(next api.GoModuleFunc) api.GoModuleFunc {
-	return func(ctx context.Context, mod api.Module, stack []uint64) {
-		if uint32(stack[0]) == 0 {
-			if p, _ := ctx.Value(pauseKey{}).(*pausePoint); p != nil {
-				switch p.at(uint32(stack[2])) {
-				case pauseHere:
-					p.unwind(ctx, mod, stack)
-					return
-				case stopRewind:
-					mustCall(ctx, mod, "asyncify_stop_rewind")
-				}
-			}
-		}
-		next(ctx, mod, stack)
-	}
-}
-
-func (p *pausePoint) unwind(ctx context.Context, mod api.Module, stack []uint64) {
-	s := wasi.StateFrom(ctx)
+// unwind pauses the guest in the read it is in: room for asyncify's
+// buffer, then the unwind starts and the guest returns from _start.
+func (p *pausePoint) unwind(s *wasi.State, caller instance) error {
 	if fds := s.OpenFDs(); !slices.Equal(fds, []uint32{0, 1, 2, 3}) {
-		panic(&hostTrap{fmt.Errorf("%w: %v", ErrPausedWithOpenFiles, fds)})
+		return fmt.Errorf("%w: %v", ErrPausedWithOpenFiles, fds)
 	}
-	mem := mod.Memory()
 	if p.buffer == 0 {
 		// Pages the guest's allocator never saw (it grows memory from
 		// where memory.size says), so later pauses reuse them.
-		old, ok := mem.Grow(unwindPages)
+		old, ok := caller.grow(unwindPages)
 		if !ok {
-			panic(&hostTrap{fmt.Errorf("engine: snapshot: no room for the unwind buffer: %w", ErrMemoryLimit)})
+			return fmt.Errorf("engine: snapshot: no room for the unwind buffer: %w", ErrMemoryLimit)
 		}
-		p.buffer = old * 65536
+		p.buffer = old * pageSize
+	}
+	mem := caller.memory()
+	if uint64(p.buffer)+unwindPages*pageSize > uint64(len(mem)) {
+		return fmt.Errorf("engine: snapshot: unwind buffer at %#x outside memory", p.buffer)
 	}
 	// asyncify's buffer header: the next free byte, then the end.
-	mem.WriteUint32Le(p.buffer, p.buffer+8)
-	mem.WriteUint32Le(p.buffer+4, p.buffer+unwindPages*65536)
-	mustCall(ctx, mod, "asyncify_start_unwind", uint64(p.buffer))
-	p.unwinding = true
-	stack[0] = 0 // ignored: the caller unwinds
-}
-
-func mustCall(ctx context.Context, mod api.Module, name string, args ...uint64) {
-	if _, err := mod.ExportedFunction(name).Call(ctx, args...); err != nil {
-		panic(&hostTrap{fmt.Errorf("engine: %s: %w", name, err)})
+	binary.LittleEndian.PutUint32(mem[p.buffer:], p.buffer+8)
+	binary.LittleEndian.PutUint32(mem[p.buffer+4:], p.buffer+unwindPages*pageSize)
+	if err := caller.call("asyncify_start_unwind", p.buffer); err != nil {
+		return fmt.Errorf("engine: asyncify_start_unwind: %w", err)
 	}
+	p.unwinding = true
+	return nil
 }
 
 // Capture runs the module until its first read of stdin and returns the
@@ -234,39 +210,33 @@ func (m *Module) Capture(ctx context.Context, spec RunSpec) (*Image, error) {
 	if m.snap == nil {
 		return nil, ErrNotResumable
 	}
-	if m.alt != nil {
-		return m.alt.capture(ctx, spec, m.snap)
-	}
-	limits := &runLimits{maxBytes: spec.MemoryLimit &^ 0xffff}
-	if limits.maxBytes < m.minMem {
-		return nil, ErrMemoryLimit
-	}
-	p := &pausePoint{capture: true, pauseWhen: spec.PauseWhen}
-	ctx = experimental.WithMemoryAllocator(ctx, allocator{limits: limits})
-	ctx = wasi.WithState(ctx, spec.WASI)
-	ctx = context.WithValue(ctx, pauseKey{}, p)
-	mod, err := m.instantiate(ctx)
+	limit, err := m.memoryCap(spec.MemoryLimit, nil)
 	if err != nil {
-		_, err = classify(ctx, Outcome{}, err)
 		return nil, fmt.Errorf("engine: snapshot: %w", err)
 	}
-	defer mod.Close(context.Background())
-	defer m.watchInterrupt(ctx, mod)()
-	mem := mod.Memory()
+	p := &pausePoint{capture: true, pauseWhen: spec.PauseWhen}
+	r := &run{ctx: ctx, wasi: spec.WASI, pause: p}
+	inst, err := m.code.start(ctx, r, spec, limit, nil)
+	if err != nil {
+		return nil, fmt.Errorf("engine: snapshot: %w", err)
+	}
+	defer inst.close()
+	mem := inst.memory()
 	for _, s := range m.snap.segments {
-		if !mem.Write(s.Offset, s.Data) {
+		if uint64(s.Offset)+uint64(len(s.Data)) > uint64(len(mem)) {
 			return nil, fmt.Errorf("engine: snapshot: data segment at %#x outside memory", s.Offset)
 		}
+		copy(mem[s.Offset:], s.Data)
 	}
-	_, err = mod.ExportedFunction("_start").Call(ctx)
+	err = inst.call("_start")
 	if err != nil || !p.fired {
-		out, err := classify(ctx, Outcome{}, err)
+		out, err := r.classify(m.code, inst, Outcome{}, err)
 		if err == nil {
 			err = fmt.Errorf("%w (exit status %d)", ErrNoPausePoint, out.ExitCode)
 		}
 		return nil, fmt.Errorf("engine: snapshot: %w", err)
 	}
-	return m.paused(ctx, mod, p)
+	return m.paused(inst, p)
 }
 
 // NewImage assembles an image (as read back from storage, say); it takes
@@ -308,60 +278,58 @@ func (m *Module) Resume(ctx context.Context, img *Image, spec RunSpec) (Outcome,
 	if len(img.Globals) != len(m.snap.globals) {
 		return Outcome{}, fmt.Errorf("engine: image has %d globals, module %d", len(img.Globals), len(m.snap.globals))
 	}
-	if m.alt != nil {
-		return m.alt.resume(ctx, img, spec, m.snap)
-	}
-	limits := &runLimits{maxBytes: spec.MemoryLimit &^ 0xffff}
-	if limits.maxBytes < uint64(img.Len()) || limits.maxBytes < m.minMem {
-		return Outcome{MemoryLimitHit: true}, ErrMemoryLimit
+	limit, err := m.memoryCap(spec.MemoryLimit, img)
+	if err != nil {
+		return Outcome{MemoryLimitHit: true}, err
 	}
 	p := &pausePoint{buffer: img.UnwindBuffer, pauseWhen: spec.PauseWhen, from: img}
-	ctx = experimental.WithMemoryAllocator(ctx, allocator{limits: limits, image: img})
-	ctx = wasi.WithState(ctx, spec.WASI)
-	ctx = context.WithValue(ctx, pauseKey{}, p)
-	var paused *Image
-	mod, err := m.instantiate(ctx)
-	if err == nil {
-		err = m.rewind(ctx, mod, img)
-		if err == nil {
-			stop := m.watchInterrupt(ctx, mod) // after rewind set the globals
-			_, err = mod.ExportedFunction("_start").Call(ctx)
-			stop()
-			err = p.resumeErr(ctx, err)
-		}
-		if err == nil && p.paused {
-			paused, err = m.paused(ctx, mod, p)
-		}
-		mod.Close(context.Background())
+	r := &run{ctx: ctx, wasi: spec.WASI, pause: p}
+	inst, err := m.code.start(ctx, r, spec, limit, img)
+	if err != nil {
+		return Outcome{MemoryLimitHit: errors.Is(err, ErrMemoryLimit)}, err
 	}
-	out := Outcome{PeakMemory: limits.peak.Load(), MemoryLimitHit: limits.hit.Load(), Image: paused}
-	return classify(ctx, out, err)
+	defer inst.close()
+	err = m.rewind(inst, img)
+	if err == nil {
+		err = p.resumeErr(ctx, inst.call("_start"))
+	}
+	var paused *Image
+	if err == nil && p.paused {
+		paused, err = m.paused(inst, p)
+	}
+	out := inst.figures()
+	out.Image = paused
+	return r.classify(m.code, inst, out, err)
 }
 
 // paused finishes an unwind the guest has returned from and takes the
 // instance's state as an Image.
-func (m *Module) paused(ctx context.Context, mod api.Module, p *pausePoint) (*Image, error) {
-	if _, err := mod.ExportedFunction("asyncify_stop_unwind").Call(ctx); err != nil {
+func (m *Module) paused(inst instance, p *pausePoint) (*Image, error) {
+	if err := inst.call("asyncify_stop_unwind"); err != nil {
 		return nil, fmt.Errorf("engine: snapshot: stop unwind: %w", err)
 	}
 	globals := make([]uint64, len(m.snap.globals))
 	for i, name := range m.snap.globals {
-		globals[i] = mod.ExportedGlobal(name).Get()
+		v, err := inst.global(name)
+		if err != nil {
+			return nil, fmt.Errorf("engine: snapshot: %w", err)
+		}
+		globals[i] = v
 	}
-	mem := mod.Memory()
-	buf, _ := mem.Read(0, mem.Size())
-	if err := p.checkStack(buf); err != nil {
+	mem := inst.memory()
+	if err := p.checkStack(mem); err != nil {
 		return nil, err
 	}
 	if base := p.from; base != nil {
+		// A session's pause: keep only what differs from the base image.
 		if base.base != nil {
 			base = base.base
 		}
-		if img, ok := captureDelta(base, p.from, buf, globals, p.buffer); ok {
+		if img, ok := captureDelta(base, p.from, mem, globals, p.buffer); ok {
 			return img, nil
 		}
 	}
-	return NewImage(bytes.Clone(buf), globals, p.buffer), nil
+	return NewImage(bytes.Clone(mem), globals, p.buffer), nil
 }
 
 // checkStack compares the stack a resumed guest just unwound (memory is
@@ -408,23 +376,19 @@ func u32At(b []byte, off int) (uint32, bool) {
 	return binary.LittleEndian.Uint32(b[off:]), true
 }
 
-// rewind puts img's state into a new instance (its memory is already the
-// image's: see allocator) and starts asyncify's rewind.
-func (m *Module) rewind(ctx context.Context, mod api.Module, img *Image) error {
-	mem := mod.Memory()
-	pages := uint32(img.Len() / 65536)
-	if cur := mem.Size() / 65536; cur < pages {
-		if _, ok := mem.Grow(pages - cur); !ok {
+// rewind puts img's state into a new instance (its memory, once grown,
+// is the image's: see code.start) and starts asyncify's rewind.
+func (m *Module) rewind(inst instance, img *Image) error {
+	pages := uint32(img.Len() / pageSize)
+	if cur := uint32(len(inst.memory()) / pageSize); cur < pages {
+		if _, ok := inst.grow(pages - cur); !ok {
 			return ErrMemoryLimit
 		}
 	}
 	for i, name := range m.snap.globals {
-		g, ok := mod.ExportedGlobal(name).(api.MutableGlobal)
-		if !ok {
-			return fmt.Errorf("engine: global %s is not mutable", name)
+		if err := inst.setGlobal(name, img.Globals[i]); err != nil {
+			return err
 		}
-		g.Set(img.Globals[i])
 	}
-	_, err := mod.ExportedFunction("asyncify_start_rewind").Call(ctx, uint64(img.UnwindBuffer))
-	return err
+	return inst.call("asyncify_start_rewind", img.UnwindBuffer)
 }

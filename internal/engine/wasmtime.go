@@ -7,12 +7,10 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"math"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 
 	wasmtime "github.com/bytecodealliance/wasmtime-go/v39"
@@ -47,7 +45,7 @@ func wasmtimeConfig(metered bool) string {
 
 func init() { loadWasmtime = loadWasmtimeModule }
 
-type wtModule struct {
+type wtCode struct {
 	engine  *wasmtime.Engine
 	linker  *wasmtime.Linker
 	module  *wasmtime.Module
@@ -56,7 +54,7 @@ type wtModule struct {
 	exports map[string]bool
 }
 
-func loadWasmtimeModule(ctx context.Context, wasm []byte, opts Options) (backend, error) {
+func loadWasmtimeModule(ctx context.Context, wasm []byte, opts Options) (code, error) {
 	wasm, err := wasmbin.StripDebug(wasm)
 	if err != nil {
 		return nil, fmt.Errorf("engine: %w", err)
@@ -81,11 +79,11 @@ func loadWasmtimeModule(ctx context.Context, wasm []byte, opts Options) (backend
 		eng.Close()
 		return nil, err
 	}
-	m := &wtModule{engine: eng, linker: linker, module: mod, metered: !opts.Unmetered, exports: map[string]bool{}}
+	m := &wtCode{engine: eng, linker: linker, module: mod, metered: !opts.Unmetered, exports: map[string]bool{}}
 	for _, e := range mod.Exports() {
 		ty := e.Type()
 		if mt := ty.MemoryType(); mt != nil {
-			m.minMem = mt.Minimum() * 65536
+			m.minMem = mt.Minimum() * pageSize
 		}
 		if ty.FuncType() != nil {
 			m.exports[e.Name()] = true
@@ -157,10 +155,11 @@ func wasmtimeLinker(eng *wasmtime.Engine) (*wasmtime.Linker, error) {
 		call, results := f.Call, f.Results
 		pauses := f.Name == "fd_read" // the snapshot point (snapshot.go)
 		fn := func(c *wasmtime.Caller, args []wasmtime.Val) ([]wasmtime.Val, *wasmtime.Trap) {
-			r, _ := c.Data().(*wtRun)
-			if r == nil {
+			inst, _ := c.Data().(*wtInstance)
+			if inst == nil {
 				return nil, wasmtime.NewTrap("engine: WASI call outside a run")
 			}
+			r := inst.run
 			stack := make([]uint64, max(len(args), len(results)))
 			for i, a := range args {
 				if a.Kind() == wasmtime.KindI64 {
@@ -169,19 +168,17 @@ func wasmtimeLinker(eng *wasmtime.Engine) (*wasmtime.Linker, error) {
 					stack[i] = uint64(uint32(a.I32()))
 				}
 			}
-			if pauses && uint32(stack[0]) == 0 && r.pause != nil {
-				// As pauseAtStdin (snapshot.go) does on wazero.
-				switch r.pause.at(uint32(stack[2])) {
-				case pauseHere:
-					return r.pauseHere(c)
-				case stopRewind:
-					if _, err := callExport(c, "asyncify_stop_rewind"); err != nil {
-						return nil, r.trap(err)
-					}
+			done := false
+			if pauses && r.pause != nil && uint32(stack[0]) == 0 {
+				var err error
+				if done, err = r.atStdinRead(wtCaller{c: c, inst: inst}, stack); err != nil {
+					return nil, r.trapWasmtime(err)
 				}
 			}
-			if err := callSafely(call, r, stack); err != nil {
-				return nil, r.trap(err)
+			if !done {
+				if err := callSafely(call, inst, stack); err != nil {
+					return nil, r.trapWasmtime(err)
+				}
 			}
 			out := make([]wasmtime.Val, len(results))
 			for i, t := range results {
@@ -204,13 +201,20 @@ func wasmtimeLinker(eng *wasmtime.Engine) (*wasmtime.Linker, error) {
 // callSafely runs a WASI function, turning a panic into the run's error:
 // wazero does so for its host functions, and wasmtime-go would instead
 // re-raise it in the host once the guest call returns.
-func callSafely(call func(context.Context, *wasi.State, []byte, []uint64) error, r *wtRun, stack []uint64) (err error) {
+func callSafely(call func(context.Context, *wasi.State, []byte, []uint64) error, inst *wtInstance, stack []uint64) (err error) {
 	defer func() {
 		if v := recover(); v != nil {
 			err = fmt.Errorf("engine: host function panicked: %v", v)
 		}
 	}()
-	return call(r.ctx, r.wasi, r.mem.memory(), stack)
+	return call(inst.run.ctx, inst.run.wasi, inst.mem.memory(), stack)
+}
+
+// trap ends the guest's call with a host function's error; the export
+// call that returns wraps it again (wtInstance.call).
+func (r *run) trapWasmtime(err error) *wasmtime.Trap {
+	r.hostErr = err
+	return wasmtime.NewTrap(err.Error())
 }
 
 func wtValTypes(ts []wasi.ValueType) []*wasmtime.ValType {
@@ -225,136 +229,144 @@ func wtValTypes(ts []wasi.ValueType) []*wasmtime.ValType {
 	return out
 }
 
-// wtRun is one run's state, the store's data.
-type wtRun struct {
-	ctx     context.Context
-	wasi    *wasi.State
-	pause   *pausePoint
-	mem     cRun
-	metered bool
-	fuel    uint64 // given at the start, when metered
-	hostErr error  // the error a host function trapped with
-	store   *wasmtime.Store
-	inst    *wasmtime.Instance
-}
-
-// pauseHere starts the unwind that pauses the guest in this read.
-func (r *wtRun) pauseHere(c *wasmtime.Caller) ([]wasmtime.Val, *wasmtime.Trap) {
-	if err := r.unwind(c); err != nil {
-		return nil, r.trap(err)
-	}
-	return []wasmtime.Val{wasmtime.ValI32(0)}, nil // ignored: the caller unwinds
-}
-
-func (r *wtRun) trap(err error) *wasmtime.Trap {
-	r.hostErr = err
-	return wasmtime.NewTrap(err.Error())
-}
-
-// callExport calls one of the instance's exports from inside a host call.
-func callExport(c *wasmtime.Caller, name string, args ...any) (any, error) {
-	ext := c.GetExport(name)
-	if ext == nil || ext.Func() == nil {
-		return nil, fmt.Errorf("engine: no export %s", name)
-	}
-	res, err := ext.Func().Call(c, args...)
-	if err != nil {
-		return nil, fmt.Errorf("engine: %s: %w", name, err)
-	}
-	return res, nil
-}
-
-// unwind is pausePoint.unwind on wasmtime: room for asyncify's buffer,
-// then the unwind starts and the guest returns from _start.
-func (r *wtRun) unwind(c *wasmtime.Caller) error {
-	if fds := r.wasi.OpenFDs(); !slices.Equal(fds, []uint32{0, 1, 2, 3}) {
-		return fmt.Errorf("%w: %v", ErrPausedWithOpenFiles, fds)
-	}
-	if r.pause.buffer == 0 {
-		// Pages the guest's allocator never saw, reused by later pauses.
-		mem := c.GetExport("memory").Memory()
-		old, err := mem.Grow(c, unwindPages)
-		if err != nil {
-			return fmt.Errorf("engine: snapshot: no room for the unwind buffer: %w", ErrMemoryLimit)
-		}
-		r.pause.buffer = uint32(old * 65536)
-	}
-	buf := r.pause.buffer
-	m := r.mem.memory()
-	if uint64(buf)+unwindPages*65536 > uint64(len(m)) {
-		return fmt.Errorf("engine: snapshot: unwind buffer at %#x outside memory", buf)
-	}
-	putUint32(m[buf:], buf+8)
-	putUint32(m[buf+4:], buf+unwindPages*65536)
-	if _, err := callExport(c, "asyncify_start_unwind", int32(buf)); err != nil {
-		return err
-	}
-	r.pause.unwinding = true
-	return nil
-}
-
-func putUint32(b []byte, v uint32) {
-	b[0], b[1], b[2], b[3] = byte(v), byte(v>>8), byte(v>>16), byte(v>>24)
-}
-
-// start makes a store and instance for one run. On error the run is
-// already released.
-func (m *wtModule) start(ctx context.Context, spec RunSpec, pause *pausePoint) (*wtRun, error) {
-	limit := spec.MemoryLimit &^ 0xffff
-	if limit < m.minMem {
-		return nil, ErrMemoryLimit
-	}
-	r := &wtRun{ctx: wasi.WithState(ctx, spec.WASI), wasi: spec.WASI, pause: pause, mem: newCRun(limit)}
-	r.store = wasmtime.NewStoreWithData(m.engine, r)
-	if err := r.setFuel(m.metered, spec.Fuel); err != nil {
-		r.release()
+// start makes a store and instance for one run.
+func (m *wtCode) start(ctx context.Context, r *run, spec RunSpec, limit uint64, img *Image) (instance, error) {
+	inst := &wtInstance{run: r, mem: newCRun(limit)}
+	inst.store = wasmtime.NewStoreWithData(m.engine, inst)
+	if err := inst.setFuel(m.metered, spec.Fuel); err != nil {
+		inst.close()
 		return nil, err
 	}
-	r.store.SetEpochDeadline(1)
-	r.mem.watchEpoch(r.store)
+	inst.store.SetEpochDeadline(1)
+	inst.mem.watchEpoch(inst.store)
 	var err error
-	r.mem.instantiate(func() { r.inst, err = m.linker.Instantiate(r.store, m.module) })
+	inst.mem.instantiate(func() { inst.inst, err = m.linker.Instantiate(inst.store, m.module) })
 	if err != nil {
-		r.release()
+		inst.close()
 		if ctx.Err() != nil {
 			return nil, fmt.Errorf("%w: %w", ErrInterrupted, ctx.Err())
 		}
 		return nil, fmt.Errorf("engine: instantiate: %w", err)
 	}
-	return r, nil
+	if img != nil {
+		if err := inst.load(img); err != nil {
+			inst.close()
+			return nil, err
+		}
+	}
+	return inst, nil
+}
+
+func (m *wtCode) exportsFunction(name string) bool { return m.exports[name] }
+func (m *wtCode) minMemory() uint64                { return m.minMem }
+
+// trapCause puts the cause of a wasmtime trap ("wasm trap: call stack
+// exhausted") first, before the backtrace wasmtime leads with.
+func (m *wtCode) trapCause(err error) error {
+	msg := err.Error()
+	if _, after, ok := strings.Cut(msg, "Caused by:\n"); ok {
+		cause, _, _ := strings.Cut(strings.TrimSpace(after), "\n")
+		return fmt.Errorf("%s\n%w", cause, err)
+	}
+	return err
+}
+
+func (m *wtCode) close(context.Context) error {
+	m.linker.Close()
+	m.module.Close()
+	m.engine.Close()
+	return nil
+}
+
+// wtInstance is one run's store and instance, the store's data.
+type wtInstance struct {
+	run     *run
+	mem     cRun
+	metered bool
+	fuel    uint64 // given at the start, when metered
+	store   *wasmtime.Store
+	inst    *wasmtime.Instance
 }
 
 // setFuel fills a metered store's tank: the cap, or more than the run
 // could use.
-func (r *wtRun) setFuel(metered bool, limit uint64) error {
+func (i *wtInstance) setFuel(metered bool, limit uint64) error {
 	if !metered {
 		if limit > 0 {
 			return ErrUnmetered
 		}
 		return nil
 	}
-	r.metered, r.fuel = true, limit
-	if r.fuel == 0 {
-		r.fuel = unlimitedFuel
+	i.metered, i.fuel = true, limit
+	if i.fuel == 0 {
+		i.fuel = unlimitedFuel
 	}
-	if err := r.store.SetFuel(r.fuel); err != nil {
+	if err := i.store.SetFuel(i.fuel); err != nil {
 		return fmt.Errorf("engine: set fuel: %w", err)
+	}
+	return nil
+}
+
+// load grows the fresh instance's memory to img's size and fills it:
+// mapped copy-on-write where the image has a memfd, else copied.
+func (i *wtInstance) load(img *Image) error {
+	pages := uint32(img.Len() / pageSize)
+	if cur := uint32(len(i.memory()) / pageSize); cur < pages {
+		if _, ok := i.grow(pages - cur); !ok {
+			return ErrMemoryLimit
+		}
+	}
+	// A delta image (a session's) is its base with pages replaced.
+	full := img
+	if img.base != nil {
+		full = img.base
+	}
+	if !mapImage(i.mem.memory(), full) {
+		full.CopyTo(i.mem.memory())
+	}
+	img.applyDelta(i.mem.memory())
+	return nil
+}
+
+func (i *wtInstance) memory() []byte { return i.mem.memory() }
+
+func (i *wtInstance) grow(pages uint32) (uint32, bool) {
+	old, err := i.inst.GetExport(i.store, "memory").Memory().Grow(i.store, uint64(pages))
+	return uint32(old), err == nil
+}
+
+func (i *wtInstance) global(name string) (uint64, error) {
+	ext := i.inst.GetExport(i.store, name)
+	if ext == nil || ext.Global() == nil {
+		return 0, fmt.Errorf("engine: no global %s", name)
+	}
+	return wtGlobalBits(ext.Global().Get(i.store)), nil
+}
+
+func (i *wtInstance) setGlobal(name string, v uint64) error {
+	ext := i.inst.GetExport(i.store, name)
+	if ext == nil || ext.Global() == nil {
+		return fmt.Errorf("engine: no global %s", name)
+	}
+	g := ext.Global()
+	if err := g.Set(i.store, wtGlobalVal(g.Type(i.store).Content().Kind(), v)); err != nil {
+		return fmt.Errorf("engine: global %s: %w", name, err)
 	}
 	return nil
 }
 
 // call runs an export of the instance with the run's context watched: when
 // it ends, the epoch advances and this run's callback stops the guest.
-func (r *wtRun) call(name string, args ...any) error {
-	f := r.inst.GetFunc(r.store, name)
+func (i *wtInstance) call(name string, args ...uint32) error {
+	f := i.inst.GetFunc(i.store, name)
 	if f == nil {
 		return fmt.Errorf("engine: no export %s", name)
 	}
 	done := make(chan struct{})
-	stop := context.AfterFunc(r.ctx, func() {
+	stop := context.AfterFunc(i.run.ctx, func() {
 		defer close(done)
-		r.mem.stop()
-		r.store.Engine.IncrementEpoch()
+		i.mem.stop()
+		i.store.Engine.IncrementEpoch()
 	})
 	// A callback already started must finish before the run's C memory
 	// can be freed: a late stop() would write into memory that the next
@@ -364,181 +376,78 @@ func (r *wtRun) call(name string, args ...any) error {
 			<-done
 		}
 	}()
-	_, err := f.Call(r.store, args...)
+	_, err := f.Call(i.store, i32Args(args)...)
+	if err != nil && i.run.hostErr != nil {
+		// As wazero returns it: the host function's error, wrapped.
+		err, i.run.hostErr = &hostTrap{i.run.hostErr}, nil
+	}
 	return err
 }
 
-func (r *wtRun) release() {
-	r.store.Close()
-	r.mem.free()
-}
-
-// outcome reads the run's figures; call it before release.
-func (r *wtRun) outcome() Outcome {
-	out := Outcome{PeakMemory: r.mem.peak(), MemoryLimitHit: r.mem.hit()}
-	if !r.metered {
-		return out
-	}
-	if left, err := r.store.GetFuel(); err == nil {
-		out.Fuel = r.fuel - left
+func i32Args(args []uint32) []any {
+	out := make([]any, len(args))
+	for n, a := range args {
+		out[n] = int32(a)
 	}
 	return out
 }
 
-// classify is engine.classify for wasmtime's errors.
-func (r *wtRun) classify(out Outcome, err error) (Outcome, error) {
-	if err == nil {
-		return out, nil
+// figures reads the run's figures; call it before close.
+func (i *wtInstance) figures() Outcome {
+	out := Outcome{PeakMemory: i.mem.peak(), MemoryLimitHit: i.mem.hit()}
+	if !i.metered {
+		return out
 	}
-	var exit *wasi.ExitError
-	if errors.As(r.hostErr, &exit) {
-		out.ExitCode = exit.Code
-		return out, nil
+	if left, err := i.store.GetFuel(); err == nil {
+		out.Fuel = i.fuel - left
 	}
-	// wasmtime wraps the trap in its backtrace, which hides the trap code
-	// from wasmtime_trap_code; an empty tank tells the same.
-	if r.metered && r.hostErr == nil && out.Fuel == r.fuel {
-		return out, ErrFuelExhausted
-	}
-	if ctxErr := r.ctx.Err(); ctxErr != nil {
-		return out, fmt.Errorf("%w: %w", ErrInterrupted, ctxErr)
-	}
-	if r.hostErr != nil {
-		return out, r.hostErr
-	}
-	return out, &TrapError{Err: trapCause(err)}
+	return out
 }
 
-// trapCause puts the cause of a wasmtime trap ("wasm trap: call stack
-// exhausted") first, before the backtrace wasmtime leads with.
-func trapCause(err error) error {
-	msg := err.Error()
-	if _, after, ok := strings.Cut(msg, "Caused by:\n"); ok {
-		cause, _, _ := strings.Cut(strings.TrimSpace(after), "\n")
-		return fmt.Errorf("%s\n%w", cause, err)
+func (i *wtInstance) fuelExhausted() bool {
+	if !i.metered {
+		return false
 	}
+	left, err := i.store.GetFuel()
+	return err == nil && left == 0
+}
+
+func (i *wtInstance) close() {
+	i.store.Close()
+	i.mem.free()
+}
+
+// wtCaller is the instance as a host function sees it: its exports are
+// reached through the caller, inside the guest's call.
+type wtCaller struct {
+	c    *wasmtime.Caller
+	inst *wtInstance
+}
+
+func (w wtCaller) memory() []byte { return w.inst.mem.memory() }
+
+func (w wtCaller) grow(pages uint32) (uint32, bool) {
+	old, err := w.c.GetExport("memory").Memory().Grow(w.c, uint64(pages))
+	return uint32(old), err == nil
+}
+
+func (w wtCaller) global(name string) (uint64, error) { return w.inst.global(name) }
+func (w wtCaller) setGlobal(name string, v uint64) error {
+	return w.inst.setGlobal(name, v)
+}
+
+func (w wtCaller) call(name string, args ...uint32) error {
+	ext := w.c.GetExport(name)
+	if ext == nil || ext.Func() == nil {
+		return fmt.Errorf("engine: no export %s", name)
+	}
+	_, err := ext.Func().Call(w.c, i32Args(args)...)
 	return err
 }
 
-func (m *wtModule) run(ctx context.Context, spec RunSpec) (Outcome, error) {
-	r, err := m.start(ctx, spec, nil)
-	if err != nil {
-		return Outcome{MemoryLimitHit: errors.Is(err, ErrMemoryLimit)}, err
-	}
-	defer r.release()
-	err = r.call("_start")
-	return r.classify(r.outcome(), err)
-}
-
-func (m *wtModule) capture(ctx context.Context, spec RunSpec, snap *resumable) (*Image, error) {
-	p := &pausePoint{capture: true, pauseWhen: spec.PauseWhen}
-	r, err := m.start(ctx, spec, p)
-	if err != nil {
-		return nil, fmt.Errorf("engine: snapshot: %w", err)
-	}
-	defer r.release()
-	mem := r.mem.memory()
-	for _, s := range snap.segments {
-		if uint64(s.Offset)+uint64(len(s.Data)) > uint64(len(mem)) {
-			return nil, fmt.Errorf("engine: snapshot: data segment at %#x outside memory", s.Offset)
-		}
-		copy(mem[s.Offset:], s.Data)
-	}
-	err = r.call("_start")
-	if err != nil || !p.fired {
-		out, err := r.classify(Outcome{}, err)
-		if err == nil {
-			err = fmt.Errorf("%w (exit status %d)", ErrNoPausePoint, out.ExitCode)
-		}
-		return nil, fmt.Errorf("engine: snapshot: %w", err)
-	}
-	return r.paused(snap)
-}
-
-// paused finishes an unwind the guest has returned from and takes the
-// instance's state as an Image.
-func (r *wtRun) paused(snap *resumable) (*Image, error) {
-	if err := r.call("asyncify_stop_unwind"); err != nil {
-		return nil, fmt.Errorf("engine: snapshot: stop unwind: %w", err)
-	}
-	globals := make([]uint64, len(snap.globals))
-	for i, name := range snap.globals {
-		ext := r.inst.GetExport(r.store, name)
-		if ext == nil || ext.Global() == nil {
-			return nil, fmt.Errorf("engine: snapshot: no global %s", name)
-		}
-		globals[i] = wtGlobalBits(ext.Global().Get(r.store))
-	}
-	mem := r.mem.memory()
-	if err := r.pause.checkStack(mem); err != nil {
-		return nil, err
-	}
-	if base := r.pause.from; base != nil {
-		// A session's pause: keep only what differs from the base image.
-		if base.base != nil {
-			base = base.base
-		}
-		if img, ok := captureDelta(base, r.pause.from, mem, globals, r.pause.buffer); ok {
-			return img, nil
-		}
-	}
-	return NewImage(slices.Clone(mem), globals, r.pause.buffer), nil
-}
-
-func (m *wtModule) resume(ctx context.Context, img *Image, spec RunSpec, snap *resumable) (Outcome, error) {
-	if spec.MemoryLimit&^0xffff < uint64(img.Len()) {
-		return Outcome{MemoryLimitHit: true}, ErrMemoryLimit
-	}
-	p := &pausePoint{buffer: img.UnwindBuffer, pauseWhen: spec.PauseWhen, from: img}
-	r, err := m.start(ctx, spec, p)
-	if err != nil {
-		return Outcome{MemoryLimitHit: errors.Is(err, ErrMemoryLimit)}, err
-	}
-	defer r.release()
-	err = r.rewind(img, snap)
-	if err == nil {
-		err = p.resumeErr(ctx, r.call("_start"))
-	}
-	var paused *Image
-	if err == nil && p.paused {
-		paused, err = r.paused(snap)
-	}
-	out := r.outcome()
-	out.Image = paused
-	return r.classify(out, err)
-}
-
-// rewind puts img's memory and globals into the run's fresh instance and
-// starts asyncify's rewind.
-func (r *wtRun) rewind(img *Image, snap *resumable) error {
-	mem := r.inst.GetExport(r.store, "memory").Memory()
-	pages := uint64(img.Len() / 65536)
-	if cur := mem.Size(r.store); cur < pages {
-		if _, err := mem.Grow(r.store, pages-cur); err != nil {
-			return ErrMemoryLimit
-		}
-	}
-	// A delta image (a session's) is its base with pages replaced.
-	full := img
-	if img.base != nil {
-		full = img.base
-	}
-	if !mapImage(r.mem.memory(), full) {
-		full.CopyTo(r.mem.memory())
-	}
-	img.applyDelta(r.mem.memory())
-	for i, name := range snap.globals {
-		ext := r.inst.GetExport(r.store, name)
-		if ext == nil || ext.Global() == nil {
-			return fmt.Errorf("engine: no global %s", name)
-		}
-		g := ext.Global()
-		if err := g.Set(r.store, wtGlobalVal(g.Type(r.store).Content().Kind(), img.Globals[i])); err != nil {
-			return fmt.Errorf("engine: global %s: %w", name, err)
-		}
-	}
-	return r.call("asyncify_start_rewind", int32(img.UnwindBuffer))
-}
+func (w wtCaller) figures() Outcome    { return w.inst.figures() }
+func (w wtCaller) fuelExhausted() bool { return w.inst.fuelExhausted() }
+func (wtCaller) close()                {}
 
 // wtGlobalBits encodes a global's value as wazero does (api.EncodeI32, ...),
 // so images are the same on both engines.
@@ -564,13 +473,4 @@ func wtGlobalVal(kind wasmtime.ValKind, bits uint64) wasmtime.Val {
 		return wasmtime.ValF64(math.Float64frombits(bits))
 	}
 	return wasmtime.ValI32(int32(uint32(bits)))
-}
-
-func (m *wtModule) exportsFunction(name string) bool { return m.exports[name] }
-
-func (m *wtModule) close() error {
-	m.linker.Close()
-	m.module.Close()
-	m.engine.Close()
-	return nil
 }
