@@ -196,7 +196,8 @@ const (
 	// EngineWazero is the default: pure Go, no cgo.
 	EngineWazero = "wazero"
 	// EngineWasmtime is wasmtime through cgo, in binaries built with
-	// -tags airlock_wasmtime. It meters fuel (Limits.Fuel, Result.Fuel)
+	// -tags airlock_wasmtime that import package
+	// github.com/airlock-sandbox/airlock/wasmtime. It meters fuel (Limits.Fuel, Result.Fuel)
 	// unless WithFuelMetering(false).
 	EngineWasmtime = "wasmtime"
 )

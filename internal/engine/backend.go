@@ -27,9 +27,9 @@ var (
 	ErrUnmetered = errors.New("engine: a fuel cap needs fuel metering, and this module was loaded unmetered")
 )
 
-// loadWasmtime compiles wasm for wasmtime; set by wasmtime.go when the
-// build has the airlock_wasmtime tag.
-var loadWasmtime func(ctx context.Context, wasm []byte, opts Options) (code, error)
+// loadWasmtime compiles wasm for wasmtime; set by package wasmtime
+// (SetWasmtime) when a binary links it in.
+var loadWasmtime func(ctx context.Context, wasm []byte, opts Options) (Code, error)
 
 // Engines lists the engines compiled into this binary, the default first.
 func Engines() []string {
@@ -48,7 +48,7 @@ func engineName(name string) (string, error) {
 		return name, nil
 	}
 	if name == EngineWasmtime {
-		return "", fmt.Errorf("%w: wasmtime is not compiled in; build with -tags airlock_wasmtime (cgo, Linux or macOS)", ErrEngineUnavailable)
+		return "", fmt.Errorf("%w: wasmtime is not compiled in; build with -tags airlock_wasmtime (cgo, Linux or macOS) and import github.com/airlock-sandbox/airlock/wasmtime", ErrEngineUnavailable)
 	}
 	return "", fmt.Errorf("%w: unknown engine %q (have %v)", ErrEngineUnavailable, name, Engines())
 }

@@ -3,8 +3,9 @@
 // instance with its own memory cap, closed when the run ends.
 //
 // The package is the only place that knows the WebAssembly runtimes
-// (wazero; wasmtime in builds with -tags airlock_wasmtime; both behind the
-// code and instance interfaces of instance.go);
+// (wazero; wasmtime from package wasmtime, in builds with -tags
+// airlock_wasmtime; both behind the Code and Instance interfaces of
+// instance.go);
 // callers see Module and RunSpec, and host functions come from package wasi.
 package engine
 
@@ -55,7 +56,7 @@ type Options struct {
 // that loads the same bytes with the same cache directory.
 type Module struct {
 	key    string
-	code   code // the engine's (wazero.go, wasmtime.go)
+	code   Code // the engine's (wazero.go, package wasmtime)
 	minMem uint64
 	refs   int
 	snap   *resumable // set by LoadResumable (snapshot.go)
@@ -96,7 +97,7 @@ func Load(ctx context.Context, wasm []byte, opts Options) (*Module, error) {
 	if err != nil {
 		return nil, err
 	}
-	m := &Module{key: key, code: c, minMem: c.minMemory(), refs: 1}
+	m := &Module{key: key, code: c, minMem: c.MinMemory(), refs: 1}
 	loaded[key] = m
 	return m, nil
 }
@@ -110,7 +111,7 @@ func (m *Module) Close(ctx context.Context) error {
 		return nil
 	}
 	delete(loaded, m.key)
-	return m.code.close(ctx)
+	return m.code.Close(ctx)
 }
 
 // RunSpec is one run's instance-level configuration.
@@ -160,15 +161,15 @@ func (m *Module) Run(ctx context.Context, spec RunSpec) (Outcome, error) {
 	if err != nil {
 		return Outcome{MemoryLimitHit: true}, err
 	}
-	r := &run{ctx: ctx, wasi: spec.WASI}
-	inst, err := m.code.start(ctx, r, spec, limit, nil)
+	r := &RunState{ctx: ctx, wasi: spec.WASI}
+	inst, err := m.code.Start(ctx, r, spec, limit, nil)
 	if err != nil {
 		return Outcome{MemoryLimitHit: errors.Is(err, ErrMemoryLimit)}, err
 	}
-	defer inst.close()
-	err = inst.call("_start")
-	return r.classify(m.code, inst, inst.figures(), err)
+	defer inst.Close()
+	err = inst.Call("_start")
+	return r.classify(m.code, inst, inst.Figures(), err)
 }
 
 // exportsFunction tells whether the module exports a function by name.
-func (m *Module) exportsFunction(name string) bool { return m.code.exportsFunction(name) }
+func (m *Module) exportsFunction(name string) bool { return m.code.ExportsFunction(name) }

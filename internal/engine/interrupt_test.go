@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/airlock-sandbox/airlock/internal/engine"
+	"github.com/airlock-sandbox/airlock/internal/engine/enginetest"
 	"github.com/airlock-sandbox/airlock/internal/python"
 )
 
@@ -28,7 +29,7 @@ func TestPythonLoopsStopAtTheDeadline(t *testing.T) {
 		t.Fatal("the asyncified python.wasm did not take the loop-check rewrite")
 	}
 	cache, _ := python.CacheDir()
-	fresh, err := engine.Load(context.Background(), testArt.Wasm, engine.Options{CacheDir: filepath.Join(cache, "compiled")})
+	fresh, err := engine.Load(context.Background(), enginetest.Artifact().Wasm, engine.Options{CacheDir: filepath.Join(cache, "compiled")})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -170,27 +170,27 @@ func (p *pausePoint) at(buffers uint32) pauseAction {
 
 // unwind pauses the guest in the read it is in: room for asyncify's
 // buffer, then the unwind starts and the guest returns from _start.
-func (p *pausePoint) unwind(s *wasi.State, caller instance) error {
+func (p *pausePoint) unwind(s *wasi.State, caller Instance) error {
 	if fds := s.OpenFDs(); !slices.Equal(fds, []uint32{0, 1, 2, 3}) {
 		return fmt.Errorf("%w: %v", ErrPausedWithOpenFiles, fds)
 	}
 	if p.buffer == 0 {
 		// Pages the guest's allocator never saw (it grows memory from
 		// where memory.size says), so later pauses reuse them.
-		old, ok := caller.grow(unwindPages)
+		old, ok := caller.Grow(unwindPages)
 		if !ok {
 			return fmt.Errorf("engine: snapshot: no room for the unwind buffer: %w", ErrMemoryLimit)
 		}
 		p.buffer = old * pageSize
 	}
-	mem := caller.memory()
+	mem := caller.Memory()
 	if uint64(p.buffer)+unwindPages*pageSize > uint64(len(mem)) {
 		return fmt.Errorf("engine: snapshot: unwind buffer at %#x outside memory", p.buffer)
 	}
 	// asyncify's buffer header: the next free byte, then the end.
 	binary.LittleEndian.PutUint32(mem[p.buffer:], p.buffer+8)
 	binary.LittleEndian.PutUint32(mem[p.buffer+4:], p.buffer+unwindPages*pageSize)
-	if err := caller.call("asyncify_start_unwind", p.buffer); err != nil {
+	if err := caller.Call("asyncify_start_unwind", p.buffer); err != nil {
 		return fmt.Errorf("engine: asyncify_start_unwind: %w", err)
 	}
 	p.unwinding = true
@@ -215,20 +215,20 @@ func (m *Module) Capture(ctx context.Context, spec RunSpec) (*Image, error) {
 		return nil, fmt.Errorf("engine: snapshot: %w", err)
 	}
 	p := &pausePoint{capture: true, pauseWhen: spec.PauseWhen}
-	r := &run{ctx: ctx, wasi: spec.WASI, pause: p}
-	inst, err := m.code.start(ctx, r, spec, limit, nil)
+	r := &RunState{ctx: ctx, wasi: spec.WASI, pause: p}
+	inst, err := m.code.Start(ctx, r, spec, limit, nil)
 	if err != nil {
 		return nil, fmt.Errorf("engine: snapshot: %w", err)
 	}
-	defer inst.close()
-	mem := inst.memory()
+	defer inst.Close()
+	mem := inst.Memory()
 	for _, s := range m.snap.segments {
 		if uint64(s.Offset)+uint64(len(s.Data)) > uint64(len(mem)) {
 			return nil, fmt.Errorf("engine: snapshot: data segment at %#x outside memory", s.Offset)
 		}
 		copy(mem[s.Offset:], s.Data)
 	}
-	err = inst.call("_start")
+	err = inst.Call("_start")
 	if err != nil || !p.fired {
 		out, err := r.classify(m.code, inst, Outcome{}, err)
 		if err == nil {
@@ -283,40 +283,40 @@ func (m *Module) Resume(ctx context.Context, img *Image, spec RunSpec) (Outcome,
 		return Outcome{MemoryLimitHit: true}, err
 	}
 	p := &pausePoint{buffer: img.UnwindBuffer, pauseWhen: spec.PauseWhen, from: img}
-	r := &run{ctx: ctx, wasi: spec.WASI, pause: p}
-	inst, err := m.code.start(ctx, r, spec, limit, img)
+	r := &RunState{ctx: ctx, wasi: spec.WASI, pause: p}
+	inst, err := m.code.Start(ctx, r, spec, limit, img)
 	if err != nil {
 		return Outcome{MemoryLimitHit: errors.Is(err, ErrMemoryLimit)}, err
 	}
-	defer inst.close()
+	defer inst.Close()
 	err = m.rewind(inst, img)
 	if err == nil {
-		err = p.resumeErr(ctx, inst.call("_start"))
+		err = p.resumeErr(ctx, inst.Call("_start"))
 	}
 	var paused *Image
 	if err == nil && p.paused {
 		paused, err = m.paused(inst, p)
 	}
-	out := inst.figures()
+	out := inst.Figures()
 	out.Image = paused
 	return r.classify(m.code, inst, out, err)
 }
 
 // paused finishes an unwind the guest has returned from and takes the
 // instance's state as an Image.
-func (m *Module) paused(inst instance, p *pausePoint) (*Image, error) {
-	if err := inst.call("asyncify_stop_unwind"); err != nil {
+func (m *Module) paused(inst Instance, p *pausePoint) (*Image, error) {
+	if err := inst.Call("asyncify_stop_unwind"); err != nil {
 		return nil, fmt.Errorf("engine: snapshot: stop unwind: %w", err)
 	}
 	globals := make([]uint64, len(m.snap.globals))
 	for i, name := range m.snap.globals {
-		v, err := inst.global(name)
+		v, err := inst.Global(name)
 		if err != nil {
 			return nil, fmt.Errorf("engine: snapshot: %w", err)
 		}
 		globals[i] = v
 	}
-	mem := inst.memory()
+	mem := inst.Memory()
 	if err := p.checkStack(mem); err != nil {
 		return nil, err
 	}
@@ -377,18 +377,18 @@ func u32At(b []byte, off int) (uint32, bool) {
 }
 
 // rewind puts img's state into a new instance (its memory, once grown,
-// is the image's: see code.start) and starts asyncify's rewind.
-func (m *Module) rewind(inst instance, img *Image) error {
+// is the image's: see Code.Start) and starts asyncify's rewind.
+func (m *Module) rewind(inst Instance, img *Image) error {
 	pages := uint32(img.Len() / pageSize)
-	if cur := uint32(len(inst.memory()) / pageSize); cur < pages {
-		if _, ok := inst.grow(pages - cur); !ok {
+	if cur := uint32(len(inst.Memory()) / pageSize); cur < pages {
+		if _, ok := inst.Grow(pages - cur); !ok {
 			return ErrMemoryLimit
 		}
 	}
 	for i, name := range m.snap.globals {
-		if err := inst.setGlobal(name, img.Globals[i]); err != nil {
+		if err := inst.SetGlobal(name, img.Globals[i]); err != nil {
 			return err
 		}
 	}
-	return inst.call("asyncify_start_rewind", img.UnwindBuffer)
+	return inst.Call("asyncify_start_rewind", img.UnwindBuffer)
 }

@@ -34,7 +34,7 @@ type wzCode struct {
 	interrupt bool
 }
 
-func loadWazero(ctx context.Context, wasm []byte, opts Options) (code, error) {
+func loadWazero(ctx context.Context, wasm []byte, opts Options) (Code, error) {
 	sum := sha256.Sum256(wasm)
 	digest := hex.EncodeToString(sum[:])
 	// DWARF would only decorate guest stack traces, and it costs seconds per
@@ -118,8 +118,8 @@ func registerWASI(ctx context.Context, r wazero.Runtime) error {
 			if r == nil {
 				panic(errors.New("engine: WASI call outside a run"))
 			}
-			if pauses && r.pause != nil && uint32(stack[0]) == 0 {
-				done, err := r.atStdinRead(wzCaller{ctx: ctx, mod: mod}, stack)
+			if pauses && r.Pausing(stack) {
+				done, err := r.AtStdinRead(wzCaller{ctx: ctx, mod: mod}, stack)
 				if err != nil {
 					r.trapWazero(err)
 				}
@@ -143,7 +143,7 @@ func registerWASI(ctx context.Context, r wazero.Runtime) error {
 
 // trapWazero ends the guest's call with a host function's error: wazero unwinds
 // the guest and returns the panic value, wrapped, from the guest call.
-func (r *run) trapWazero(err error) {
+func (r *RunState) trapWazero(err error) {
 	r.hostErr = err
 	panic(&hostTrap{err})
 }
@@ -156,7 +156,7 @@ func valueTypes(ts []wasi.ValueType) []api.ValueType {
 	return out
 }
 
-func (c *wzCode) start(ctx context.Context, r *run, _ RunSpec, limit uint64, img *Image) (instance, error) {
+func (c *wzCode) Start(ctx context.Context, r *RunState, _ RunSpec, limit uint64, img *Image) (Instance, error) {
 	limits := &runLimits{maxBytes: limit}
 	ctx = experimental.WithMemoryAllocator(ctx, allocator{limits: limits, image: img})
 	ctx = context.WithValue(ctx, runKey{}, r)
@@ -184,14 +184,14 @@ func (c *wzCode) instantiate(ctx context.Context) (mod api.Module, err error) {
 	return c.runtime.InstantiateModule(ctx, c.compiled, wazero.NewModuleConfig().WithName("").WithStartFunctions())
 }
 
-func (c *wzCode) exportsFunction(name string) bool {
+func (c *wzCode) ExportsFunction(name string) bool {
 	_, ok := c.compiled.ExportedFunctions()[name]
 	return ok
 }
 
-func (c *wzCode) minMemory() uint64               { return c.minMem }
-func (c *wzCode) trapCause(err error) error       { return err }
-func (c *wzCode) close(ctx context.Context) error { return c.runtime.Close(ctx) }
+func (c *wzCode) MinMemory() uint64               { return c.minMem }
+func (c *wzCode) TrapCause(err error) error       { return err }
+func (c *wzCode) Close(ctx context.Context) error { return c.runtime.Close(ctx) }
 
 // wzCaller is an instance as a host function sees it: calls into it are
 // nested in the guest's, whose context is already watched.
@@ -200,15 +200,15 @@ type wzCaller struct {
 	mod api.Module
 }
 
-func (i wzCaller) memory() []byte {
+func (i wzCaller) Memory() []byte {
 	mem := i.mod.Memory()
 	buf, _ := mem.Read(0, mem.Size())
 	return buf
 }
 
-func (i wzCaller) grow(pages uint32) (uint32, bool) { return i.mod.Memory().Grow(pages) }
+func (i wzCaller) Grow(pages uint32) (uint32, bool) { return i.mod.Memory().Grow(pages) }
 
-func (i wzCaller) global(name string) (uint64, error) {
+func (i wzCaller) Global(name string) (uint64, error) {
 	g := i.mod.ExportedGlobal(name)
 	if g == nil {
 		return 0, fmt.Errorf("engine: no global %s", name)
@@ -216,7 +216,7 @@ func (i wzCaller) global(name string) (uint64, error) {
 	return g.Get(), nil
 }
 
-func (i wzCaller) setGlobal(name string, v uint64) error {
+func (i wzCaller) SetGlobal(name string, v uint64) error {
 	g, ok := i.mod.ExportedGlobal(name).(api.MutableGlobal)
 	if !ok {
 		return fmt.Errorf("engine: global %s is not mutable", name)
@@ -225,7 +225,7 @@ func (i wzCaller) setGlobal(name string, v uint64) error {
 	return nil
 }
 
-func (i wzCaller) call(name string, args ...uint32) error {
+func (i wzCaller) Call(name string, args ...uint32) error {
 	f := i.mod.ExportedFunction(name)
 	if f == nil {
 		return fmt.Errorf("engine: no export %s", name)
@@ -239,9 +239,9 @@ func (i wzCaller) call(name string, args ...uint32) error {
 	return err
 }
 
-func (wzCaller) figures() Outcome    { return Outcome{} }
-func (wzCaller) fuelExhausted() bool { return false } // wazero does not meter
-func (wzCaller) close()              {}
+func (wzCaller) Figures() Outcome    { return Outcome{} }
+func (wzCaller) FuelExhausted() bool { return false } // wazero does not meter
+func (wzCaller) Close()              {}
 
 // wzInstance is an instance a run started.
 type wzInstance struct {
@@ -250,9 +250,9 @@ type wzInstance struct {
 	limits *runLimits
 }
 
-func (i *wzInstance) call(name string, args ...uint32) error {
+func (i *wzInstance) Call(name string, args ...uint32) error {
 	stop := i.code.watchInterrupt(i.ctx, i.mod)
-	err := i.wzCaller.call(name, args...)
+	err := i.wzCaller.Call(name, args...)
 	stop()
 	var sysExit *sys.ExitError
 	if errors.As(err, &sysExit) && i.ctx.Err() == nil {
@@ -262,8 +262,8 @@ func (i *wzInstance) call(name string, args ...uint32) error {
 	return err
 }
 
-func (i *wzInstance) figures() Outcome {
+func (i *wzInstance) Figures() Outcome {
 	return Outcome{PeakMemory: i.limits.peak.Load(), MemoryLimitHit: i.limits.hit.Load()}
 }
 
-func (i *wzInstance) close() { i.mod.Close(context.Background()) }
+func (i *wzInstance) Close() { i.mod.Close(context.Background()) }

@@ -1,6 +1,6 @@
 //go:build airlock_wasmtime && cgo && unix
 
-package engine
+package wasmtime
 
 /*
 #include <pthread.h>

@@ -1,6 +1,6 @@
 //go:build airlock_wasmtime && cgo && unix
 
-package engine_test
+package wasmtime_test
 
 import (
 	"bytes"

@@ -1,6 +1,6 @@
 //go:build airlock_wasmtime && cgo && unix
 
-package engine
+package wasmtime
 
 import (
 	"bytes"
@@ -16,14 +16,14 @@ import (
 	wasmtime "github.com/bytecodealliance/wasmtime-go/v39"
 
 	"github.com/airlock-sandbox/airlock/internal/atomicfile"
+	"github.com/airlock-sandbox/airlock/internal/engine"
 	"github.com/airlock-sandbox/airlock/internal/wasi"
 	"github.com/airlock-sandbox/airlock/internal/wasmbin"
 )
 
-// The wasmtime engine: the same WASI table, snapshots and limits as on
-// wazero, plus fuel. Fuel metering is on unless Options.Unmetered, so every
-// run reports what it consumed; a run without a fuel cap gets more than it
-// could use.
+// The same WASI table, snapshots and limits as on wazero, plus fuel. Fuel
+// metering is on unless Options.Unmetered, so every run reports what it
+// consumed; a run without a fuel cap gets more than it could use.
 
 // WasmtimeVersion is the wasmtime-go release compiled in; it keys the
 // compile cache, whose files only the same release can load.
@@ -43,7 +43,9 @@ func wasmtimeConfig(metered bool) string {
 	return "fuel=" + fuel + ";epoch=1;memcreator=1;cow=0"
 }
 
-func init() { loadWasmtime = loadWasmtimeModule }
+func init() { engine.SetWasmtime(loadWasmtimeModule) }
+
+const pageSize = 65536
 
 type wtCode struct {
 	engine  *wasmtime.Engine
@@ -54,7 +56,7 @@ type wtCode struct {
 	exports map[string]bool
 }
 
-func loadWasmtimeModule(ctx context.Context, wasm []byte, opts Options) (code, error) {
+func loadWasmtimeModule(ctx context.Context, wasm []byte, opts engine.Options) (engine.Code, error) {
 	wasm, err := wasmbin.StripDebug(wasm)
 	if err != nil {
 		return nil, fmt.Errorf("engine: %w", err)
@@ -62,7 +64,7 @@ func loadWasmtimeModule(ctx context.Context, wasm []byte, opts Options) (code, e
 	cfg := wasmtime.NewConfig()
 	cfg.SetConsumeFuel(!opts.Unmetered)
 	cfg.SetEpochInterruption(true)
-	cfg.SetMaxWasmStack(wasmtimeStack()) // wasmtime_stack.go
+	cfg.SetMaxWasmStack(wasmtimeStack()) // stack.go
 	// Copy-on-write data initialisation needs wasmtime's own mmap
 	// memories; with ours, wasmtime copies the data segments in.
 	cfg.SetMemoryInitCOWSet(false)
@@ -98,7 +100,7 @@ func loadWasmtimeModule(ctx context.Context, wasm []byte, opts Options) (code, e
 // wasmtime checks its structure and version, not its code bytes, so the
 // file ends with the sha256 of the code before it, checked first (a
 // flipped byte would otherwise run as changed instructions).
-func compileCached(eng *wasmtime.Engine, wasm []byte, opts Options) (*wasmtime.Module, error) {
+func compileCached(eng *wasmtime.Engine, wasm []byte, opts engine.Options) (*wasmtime.Module, error) {
 	path := ""
 	if opts.CacheDir != "" {
 		h := sha256.New()
@@ -159,7 +161,6 @@ func wasmtimeLinker(eng *wasmtime.Engine) (*wasmtime.Linker, error) {
 			if inst == nil {
 				return nil, wasmtime.NewTrap("engine: WASI call outside a run")
 			}
-			r := inst.run
 			stack := make([]uint64, max(len(args), len(results)))
 			for i, a := range args {
 				if a.Kind() == wasmtime.KindI64 {
@@ -169,15 +170,15 @@ func wasmtimeLinker(eng *wasmtime.Engine) (*wasmtime.Linker, error) {
 				}
 			}
 			done := false
-			if pauses && r.pause != nil && uint32(stack[0]) == 0 {
+			if pauses && inst.run.Pausing(stack) {
 				var err error
-				if done, err = r.atStdinRead(wtCaller{c: c, inst: inst}, stack); err != nil {
-					return nil, r.trapWasmtime(err)
+				if done, err = inst.run.AtStdinRead(wtCaller{c: c, inst: inst}, stack); err != nil {
+					return nil, trap(inst.run, err)
 				}
 			}
 			if !done {
 				if err := callSafely(call, inst, stack); err != nil {
-					return nil, r.trapWasmtime(err)
+					return nil, trap(inst.run, err)
 				}
 			}
 			out := make([]wasmtime.Val, len(results))
@@ -207,13 +208,13 @@ func callSafely(call func(context.Context, *wasi.State, []byte, []uint64) error,
 			err = fmt.Errorf("engine: host function panicked: %v", v)
 		}
 	}()
-	return call(inst.run.ctx, inst.run.wasi, inst.mem.memory(), stack)
+	return call(inst.run.Context(), inst.run.WASI(), inst.mem.memory(), stack)
 }
 
 // trap ends the guest's call with a host function's error; the export
-// call that returns wraps it again (wtInstance.call).
-func (r *run) trapWasmtime(err error) *wasmtime.Trap {
-	r.hostErr = err
+// call that returns gives it back (wtInstance.Call).
+func trap(r *engine.RunState, err error) *wasmtime.Trap {
+	r.Trapped(err)
 	return wasmtime.NewTrap(err.Error())
 }
 
@@ -230,11 +231,11 @@ func wtValTypes(ts []wasi.ValueType) []*wasmtime.ValType {
 }
 
 // start makes a store and instance for one run.
-func (m *wtCode) start(ctx context.Context, r *run, spec RunSpec, limit uint64, img *Image) (instance, error) {
+func (m *wtCode) Start(ctx context.Context, r *engine.RunState, spec engine.RunSpec, limit uint64, img *engine.Image) (engine.Instance, error) {
 	inst := &wtInstance{run: r, mem: newCRun(limit)}
 	inst.store = wasmtime.NewStoreWithData(m.engine, inst)
 	if err := inst.setFuel(m.metered, spec.Fuel); err != nil {
-		inst.close()
+		inst.Close()
 		return nil, err
 	}
 	inst.store.SetEpochDeadline(1)
@@ -242,27 +243,27 @@ func (m *wtCode) start(ctx context.Context, r *run, spec RunSpec, limit uint64, 
 	var err error
 	inst.mem.instantiate(func() { inst.inst, err = m.linker.Instantiate(inst.store, m.module) })
 	if err != nil {
-		inst.close()
+		inst.Close()
 		if ctx.Err() != nil {
-			return nil, fmt.Errorf("%w: %w", ErrInterrupted, ctx.Err())
+			return nil, fmt.Errorf("%w: %w", engine.ErrInterrupted, ctx.Err())
 		}
 		return nil, fmt.Errorf("engine: instantiate: %w", err)
 	}
 	if img != nil {
 		if err := inst.load(img); err != nil {
-			inst.close()
+			inst.Close()
 			return nil, err
 		}
 	}
 	return inst, nil
 }
 
-func (m *wtCode) exportsFunction(name string) bool { return m.exports[name] }
-func (m *wtCode) minMemory() uint64                { return m.minMem }
+func (m *wtCode) ExportsFunction(name string) bool { return m.exports[name] }
+func (m *wtCode) MinMemory() uint64                { return m.minMem }
 
-// trapCause puts the cause of a wasmtime trap ("wasm trap: call stack
+// TrapCause puts the cause of a wasmtime trap ("wasm trap: call stack
 // exhausted") first, before the backtrace wasmtime leads with.
-func (m *wtCode) trapCause(err error) error {
+func (m *wtCode) TrapCause(err error) error {
 	msg := err.Error()
 	if _, after, ok := strings.Cut(msg, "Caused by:\n"); ok {
 		cause, _, _ := strings.Cut(strings.TrimSpace(after), "\n")
@@ -271,7 +272,7 @@ func (m *wtCode) trapCause(err error) error {
 	return err
 }
 
-func (m *wtCode) close(context.Context) error {
+func (m *wtCode) Close(context.Context) error {
 	m.linker.Close()
 	m.module.Close()
 	m.engine.Close()
@@ -280,7 +281,7 @@ func (m *wtCode) close(context.Context) error {
 
 // wtInstance is one run's store and instance, the store's data.
 type wtInstance struct {
-	run     *run
+	run     *engine.RunState
 	mem     cRun
 	metered bool
 	fuel    uint64 // given at the start, when metered
@@ -293,7 +294,7 @@ type wtInstance struct {
 func (i *wtInstance) setFuel(metered bool, limit uint64) error {
 	if !metered {
 		if limit > 0 {
-			return ErrUnmetered
+			return engine.ErrUnmetered
 		}
 		return nil
 	}
@@ -307,35 +308,26 @@ func (i *wtInstance) setFuel(metered bool, limit uint64) error {
 	return nil
 }
 
-// load grows the fresh instance's memory to img's size and fills it:
-// mapped copy-on-write where the image has a memfd, else copied.
-func (i *wtInstance) load(img *Image) error {
+// load grows the fresh instance's memory to img's size and fills it.
+func (i *wtInstance) load(img *engine.Image) error {
 	pages := uint32(img.Len() / pageSize)
-	if cur := uint32(len(i.memory()) / pageSize); cur < pages {
-		if _, ok := i.grow(pages - cur); !ok {
-			return ErrMemoryLimit
+	if cur := uint32(len(i.Memory()) / pageSize); cur < pages {
+		if _, ok := i.Grow(pages - cur); !ok {
+			return engine.ErrMemoryLimit
 		}
 	}
-	// A delta image (a session's) is its base with pages replaced.
-	full := img
-	if img.base != nil {
-		full = img.base
-	}
-	if !mapImage(i.mem.memory(), full) {
-		full.CopyTo(i.mem.memory())
-	}
-	img.applyDelta(i.mem.memory())
+	img.Fill(i.mem.memory())
 	return nil
 }
 
-func (i *wtInstance) memory() []byte { return i.mem.memory() }
+func (i *wtInstance) Memory() []byte { return i.mem.memory() }
 
-func (i *wtInstance) grow(pages uint32) (uint32, bool) {
+func (i *wtInstance) Grow(pages uint32) (uint32, bool) {
 	old, err := i.inst.GetExport(i.store, "memory").Memory().Grow(i.store, uint64(pages))
 	return uint32(old), err == nil
 }
 
-func (i *wtInstance) global(name string) (uint64, error) {
+func (i *wtInstance) Global(name string) (uint64, error) {
 	ext := i.inst.GetExport(i.store, name)
 	if ext == nil || ext.Global() == nil {
 		return 0, fmt.Errorf("engine: no global %s", name)
@@ -343,7 +335,7 @@ func (i *wtInstance) global(name string) (uint64, error) {
 	return wtGlobalBits(ext.Global().Get(i.store)), nil
 }
 
-func (i *wtInstance) setGlobal(name string, v uint64) error {
+func (i *wtInstance) SetGlobal(name string, v uint64) error {
 	ext := i.inst.GetExport(i.store, name)
 	if ext == nil || ext.Global() == nil {
 		return fmt.Errorf("engine: no global %s", name)
@@ -355,15 +347,15 @@ func (i *wtInstance) setGlobal(name string, v uint64) error {
 	return nil
 }
 
-// call runs an export of the instance with the run's context watched: when
+// Call runs an export of the instance with the run's context watched: when
 // it ends, the epoch advances and this run's callback stops the guest.
-func (i *wtInstance) call(name string, args ...uint32) error {
+func (i *wtInstance) Call(name string, args ...uint32) error {
 	f := i.inst.GetFunc(i.store, name)
 	if f == nil {
 		return fmt.Errorf("engine: no export %s", name)
 	}
 	done := make(chan struct{})
-	stop := context.AfterFunc(i.run.ctx, func() {
+	stop := context.AfterFunc(i.run.Context(), func() {
 		defer close(done)
 		i.mem.stop()
 		i.store.Engine.IncrementEpoch()
@@ -377,11 +369,7 @@ func (i *wtInstance) call(name string, args ...uint32) error {
 		}
 	}()
 	_, err := f.Call(i.store, i32Args(args)...)
-	if err != nil && i.run.hostErr != nil {
-		// As wazero returns it: the host function's error, wrapped.
-		err, i.run.hostErr = &hostTrap{i.run.hostErr}, nil
-	}
-	return err
+	return i.run.CallError(err)
 }
 
 func i32Args(args []uint32) []any {
@@ -392,9 +380,9 @@ func i32Args(args []uint32) []any {
 	return out
 }
 
-// figures reads the run's figures; call it before close.
-func (i *wtInstance) figures() Outcome {
-	out := Outcome{PeakMemory: i.mem.peak(), MemoryLimitHit: i.mem.hit()}
+// Figures reads the run's figures; call it before close.
+func (i *wtInstance) Figures() engine.Outcome {
+	out := engine.Outcome{PeakMemory: i.mem.peak(), MemoryLimitHit: i.mem.hit()}
 	if !i.metered {
 		return out
 	}
@@ -404,7 +392,7 @@ func (i *wtInstance) figures() Outcome {
 	return out
 }
 
-func (i *wtInstance) fuelExhausted() bool {
+func (i *wtInstance) FuelExhausted() bool {
 	if !i.metered {
 		return false
 	}
@@ -412,7 +400,7 @@ func (i *wtInstance) fuelExhausted() bool {
 	return err == nil && left == 0
 }
 
-func (i *wtInstance) close() {
+func (i *wtInstance) Close() {
 	i.store.Close()
 	i.mem.free()
 }
@@ -424,19 +412,19 @@ type wtCaller struct {
 	inst *wtInstance
 }
 
-func (w wtCaller) memory() []byte { return w.inst.mem.memory() }
+func (w wtCaller) Memory() []byte { return w.inst.mem.memory() }
 
-func (w wtCaller) grow(pages uint32) (uint32, bool) {
+func (w wtCaller) Grow(pages uint32) (uint32, bool) {
 	old, err := w.c.GetExport("memory").Memory().Grow(w.c, uint64(pages))
 	return uint32(old), err == nil
 }
 
-func (w wtCaller) global(name string) (uint64, error) { return w.inst.global(name) }
-func (w wtCaller) setGlobal(name string, v uint64) error {
-	return w.inst.setGlobal(name, v)
+func (w wtCaller) Global(name string) (uint64, error) { return w.inst.Global(name) }
+func (w wtCaller) SetGlobal(name string, v uint64) error {
+	return w.inst.SetGlobal(name, v)
 }
 
-func (w wtCaller) call(name string, args ...uint32) error {
+func (w wtCaller) Call(name string, args ...uint32) error {
 	ext := w.c.GetExport(name)
 	if ext == nil || ext.Func() == nil {
 		return fmt.Errorf("engine: no export %s", name)
@@ -445,9 +433,9 @@ func (w wtCaller) call(name string, args ...uint32) error {
 	return err
 }
 
-func (w wtCaller) figures() Outcome    { return w.inst.figures() }
-func (w wtCaller) fuelExhausted() bool { return w.inst.fuelExhausted() }
-func (wtCaller) close()                {}
+func (w wtCaller) Figures() engine.Outcome { return w.inst.Figures() }
+func (w wtCaller) FuelExhausted() bool     { return w.inst.FuelExhausted() }
+func (wtCaller) Close()                    {}
 
 // wtGlobalBits encodes a global's value as wazero does (api.EncodeI32, ...),
 // so images are the same on both engines.

@@ -1,6 +1,6 @@
 //go:build airlock_wasmtime && cgo && unix
 
-package engine
+package wasmtime
 
 // Two things wasmtime-go does not expose, done through wasmtime's C API
 // directly (the declarations below match the pinned v39 headers):

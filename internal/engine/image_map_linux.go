@@ -1,5 +1,3 @@
-//go:build airlock_wasmtime && cgo && linux
-
 package engine
 
 import (
@@ -8,12 +6,12 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// mapImage maps img's memfd copy-on-write over the start of mem, a run's
+// mapInto maps img's memfd copy-on-write over the start of mem, a run's
 // memory already grown to the image's size: the run then reads the
 // image's pages from the page cache, shared with other runs, instead of
 // copying ~13 MB it mostly never touches. It reports false when the image
 // has no memfd or the mapping fails; mem is unchanged then.
-func mapImage(mem []byte, img *Image) bool {
+func (img *Image) mapInto(mem []byte) bool {
 	b := img.backing
 	if b == nil || len(mem) < b.size || b.size != len(img.Memory) {
 		return false
