@@ -6,11 +6,9 @@ import (
 	"errors"
 	"fmt"
 	iofs "io/fs"
-	"math/rand/v2"
 	"path"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -18,8 +16,6 @@ import (
 	"github.com/airlock-sandbox/airlock/internal/engine"
 	"github.com/airlock-sandbox/airlock/internal/python"
 	"github.com/airlock-sandbox/airlock/internal/testenv"
-	"github.com/airlock-sandbox/airlock/internal/wasi"
-	"github.com/airlock-sandbox/airlock/internal/wasi/errno"
 	"github.com/airlock-sandbox/airlock/internal/wasi/memfs"
 	"github.com/airlock-sandbox/airlock/tools"
 )
@@ -237,101 +233,32 @@ func (sb *Sandbox) Run(ctx context.Context, req Request) (*Result, error) {
 		return failed(start, err)
 	}
 	before := func(p string) ([]byte, bool) { data, ok := inputs[p]; return data, ok }
-	return sb.runIn(ctx, start, &req, limits, fs, before, pkgs, nil)
-}
-
-func failed(start time.Time, e *Error) (*Result, error) {
-	return &Result{Error: e, Duration: time.Since(start)}, e
-}
-
-// runIn runs a validated request in fs. call is nil for a plain run; a
-// session's call resumes from the session's image and pauses again.
-// pkgs are the packages the prelude puts on sys.path (mounted in fs).
-func (sb *Sandbox) runIn(ctx context.Context, start time.Time, req *Request, limits Limits, fs *memfs.FS, before func(string) ([]byte, bool), pkgs *packageSet, call *sessionCall) (*Result, error) {
 	ctx, exit, ok := sb.enter(ctx)
 	if !ok {
 		return failed(start, newError(KindInvalidRequest, ErrClosed, "%v", ErrClosed))
 	}
 	defer exit()
-	res := &Result{}
-	stdout := &capWriter{limit: limits.Output}
-	stderr := &capWriter{limit: limits.Output}
-	if req.OnOutput != nil {
-		stdout.onWrite = func(p []byte) { req.OnOutput("stdout", p) }
-		stderr.onWrite = func(p []byte) { req.OnOutput("stderr", p) }
+	r, e := sb.prepare(start, &req, limits, fs, before, pkgs)
+	if e == nil {
+		e = r.open()
 	}
-	env := sb.artifact.BaseEnv()
-	wcfg := wasi.Config{Args: python.Args(), Stdout: stdout, Stderr: stderr, FS: fs}
-	if req.Deterministic {
-		wcfg.Clock = wasi.NewFakeClock()
-		wcfg.Random = rand.NewChaCha8(seedBytes(req.Seed))
-		env = append(env, "PYTHONHASHSEED="+strconv.FormatUint(req.Seed%4294967296, 10))
+	if e != nil {
+		return r.done(&Result{}, e)
 	}
-	wcfg.Env = python.MergeEnv(python.MergeEnv(env, req.Env), sb.packageEnv(pkgs))
-	if req.Interactive {
-		wcfg.Env = append(wcfg.Env, "AIRLOCK_INTERACTIVE=1") // read by prelude.py
-	}
-	var err *Error
-	if wcfg.Devices, err = sb.hostDevices(req, limits); err != nil {
-		res.Error, res.Duration = err, time.Since(start)
-		return res, err
-	}
-	spec := engine.RunSpec{MemoryLimit: uint64(limits.Memory), Fuel: uint64(limits.Fuel)}
-	if call != nil {
-		call.prepare(&wcfg, &spec)
-	}
-	// The devices' files count against the file quota like any other: a
-	// quota too small for them is the request's to fix, said so, rather
-	// than tools silently missing and a quota error blamed on the program.
-	// (Other failures, such as a session's guest having put a directory
-	// there, leave that device out, as wasi.State does.)
-	for p := range wcfg.Devices {
-		if e := fs.WriteFile(p, nil); errors.Is(e, errno.ENOSPC) {
-			err = newError(KindInvalidRequest, e, "a file quota of %d leaves no room for %s, which this run needs: %v", limits.FSFiles, p, e)
-			res.Error, res.Duration = err, time.Since(start)
-			return res, err
-		}
-	}
-	wcfg.Stdin = python.Stdin(req.Filename, wcfg.Env, []byte(req.Code), bytes.NewReader(req.Stdin))
-	state := wasi.NewState(wcfg)
-	spec.WASI = state
-
-	if call == nil && !sb.resumes(req, wcfg.Env) {
+	if !sb.resumes(&req, r.wcfg.Env) {
 		// The first such run loads the fresh module, a compile when the
 		// cache is cold (seconds; ~20 s of CPU on wasmtime): set-up of the
 		// Sandbox, not the run's time. An error comes back from execute.
 		_, _ = sb.freshModule(ctx)
 	}
-	runCtx, cancel := context.WithTimeout(ctx, limits.Timeout)
-	defer cancel()
-	var out engine.Outcome
-	var runErr error
-	if call != nil {
-		out, runErr = sb.snap.module.Resume(runCtx, call.from, spec)
-	} else {
-		out, runErr = sb.execute(runCtx, req, wcfg.Env, spec)
-	}
-	state.Close()
+	out, runErr := r.execute(ctx, func(ctx context.Context) (engine.Outcome, error) {
+		return sb.execute(ctx, &req, r.wcfg.Env, r.spec)
+	})
+	return r.done(r.result(out, runErr))
+}
 
-	res.Stdout, res.Stderr = stdout.buf.Bytes(), stderr.buf.Bytes()
-	res.StdoutTruncated, res.StderrTruncated = stdout.truncated, stderr.truncated
-	res.ExitCode = int(out.ExitCode)
-	res.PeakMemory = int64(out.PeakMemory)
-	res.Fuel = int64(out.Fuel)
-	res.Files = changedFiles(fs, before)
-	if call != nil && out.Image != nil {
-		out.ExitCode = uint32(call.status.code) // paused, not exited
-		res.ExitCode = call.status.code
-	}
-	e := classify(runErr, out, fs, limits)
-	if call != nil {
-		e = call.finish(res, out, e)
-	}
-	res.Error, res.Duration = e, time.Since(start)
-	if e != nil {
-		return res, e
-	}
-	return res, nil
+func failed(start time.Time, e *Error) (*Result, error) {
+	return &Result{Error: e, Duration: time.Since(start)}, e
 }
 
 func seedBytes(seed uint64) (b [32]byte) {
