@@ -80,31 +80,39 @@ func putFilestat(m memory, ptr uint32, n *memfs.Inode, filetype byte) errno.Errn
 	return errno.ESUCCESS
 }
 
+// fdClose is fd_close(fd). Errors: EBADF.
 func fdClose(_ context.Context, s *State, _ memory, p []uint64) errno.Errno {
-	return s.closeFile(uint32(p[0]))
+	fd := uint32(p[0])
+	return s.closeFile(fd)
 }
 
+// fdSync is fd_sync(fd) and fd_datasync(fd): nothing to flush. Errors: EBADF.
 func fdSync(_ context.Context, s *State, _ memory, p []uint64) errno.Errno {
-	_, e := s.file(uint32(p[0]))
+	fd := uint32(p[0])
+	_, e := s.file(fd)
 	return e
 }
 
+// fdAdvise is fd_advise(fd, offset, length, advice). Errors: EBADF, EINVAL.
 func fdAdvise(_ context.Context, s *State, _ memory, p []uint64) errno.Errno {
-	f, e := s.file(uint32(p[0]))
+	fd, offset, length, advice := uint32(p[0]), int64(p[1]), int64(p[2]), uint32(p[3])
+	f, e := s.file(fd)
 	if e != errno.ESUCCESS {
 		return e
 	}
 	if f.kind != kindFile {
 		return errno.EBADF
 	}
-	if int64(p[1]) < 0 || int64(p[2]) < 0 || uint32(p[3]) > 5 {
+	if offset < 0 || length < 0 || advice > 5 {
 		return errno.EINVAL
 	}
 	return errno.ESUCCESS
 }
 
+// fdAllocate is fd_allocate(fd, offset, length). Errors: EBADF, EINVAL, EISDIR, the filesystem's (errno.Of).
 func fdAllocate(_ context.Context, s *State, _ memory, p []uint64) errno.Errno {
-	f, e := s.writableFile(uint32(p[0]))
+	fd := uint32(p[0])
+	f, e := s.writableFile(fd)
 	if e != errno.ESUCCESS {
 		return e
 	}
@@ -118,12 +126,14 @@ func fdAllocate(_ context.Context, s *State, _ memory, p []uint64) errno.Errno {
 	return errno.ESUCCESS
 }
 
+// fdFdstatGet is fd_fdstat_get(fd, statPtr). Errors: EBADF, EFAULT.
 func fdFdstatGet(_ context.Context, s *State, m memory, p []uint64) errno.Errno {
-	f, e := s.file(uint32(p[0]))
+	fd, statPtr := uint32(p[0]), uint32(p[1])
+	f, e := s.file(fd)
 	if e != errno.ESUCCESS {
 		return e
 	}
-	b, ok := m.slice(uint32(p[1]), 24)
+	b, ok := m.slice(statPtr, 24)
 	if !ok {
 		return errno.EFAULT
 	}
@@ -135,8 +145,10 @@ func fdFdstatGet(_ context.Context, s *State, m memory, p []uint64) errno.Errno 
 	return errno.ESUCCESS
 }
 
+// fdFdstatSetFlags is fd_fdstat_set_flags(fd, fdflags). Errors: EBADF, EINVAL.
 func fdFdstatSetFlags(_ context.Context, s *State, _ memory, p []uint64) errno.Errno {
-	f, e := s.file(uint32(p[0]))
+	fd := uint32(p[0])
+	f, e := s.file(fd)
 	if e != errno.ESUCCESS {
 		return e
 	}
@@ -148,19 +160,26 @@ func fdFdstatSetFlags(_ context.Context, s *State, _ memory, p []uint64) errno.E
 	return errno.ESUCCESS
 }
 
+// fdFdstatSetRights is fd_fdstat_set_rights(fd, rightsBase, rightsInheriting).
+//
 // fdFdstatSetRights accepts any request: rights only ever shrink and are
 // not what bounds the guest (see rightsAll).
+//
+// Errors: EBADF.
 func fdFdstatSetRights(_ context.Context, s *State, _ memory, p []uint64) errno.Errno {
-	_, e := s.file(uint32(p[0]))
+	fd := uint32(p[0])
+	_, e := s.file(fd)
 	return e
 }
 
+// fdFilestatGet is fd_filestat_get(fd, statPtr). Errors: EBADF, EFAULT.
 func fdFilestatGet(_ context.Context, s *State, m memory, p []uint64) errno.Errno {
-	f, e := s.file(uint32(p[0]))
+	fd, statPtr := uint32(p[0]), uint32(p[1])
+	f, e := s.file(fd)
 	if e != errno.ESUCCESS {
 		return e
 	}
-	return putFilestat(m, uint32(p[1]), f.node, filetypeOf(f))
+	return putFilestat(m, statPtr, f.node, filetypeOf(f))
 }
 
 func (s *State) writableFile(fd uint32) (*openFile, errno.Errno) {
@@ -176,15 +195,17 @@ func (s *State) writableFile(fd uint32) (*openFile, errno.Errno) {
 	return f, errno.ESUCCESS
 }
 
+// fdFilestatSetSize is fd_filestat_set_size(fd, size). Errors: EBADF, EINVAL, EISDIR, the filesystem's (errno.Of).
 func fdFilestatSetSize(_ context.Context, s *State, _ memory, p []uint64) errno.Errno {
-	f, e := s.writableFile(uint32(p[0]))
+	fd, size := uint32(p[0]), int64(p[1])
+	f, e := s.writableFile(fd)
 	if e != errno.ESUCCESS {
 		return e
 	}
-	if int64(p[1]) < 0 {
+	if size < 0 {
 		return errno.EINVAL
 	}
-	return errno.Of(s.fs.Truncate(f.node, int64(p[1])))
+	return errno.Of(s.fs.Truncate(f.node, size))
 }
 
 // setTimes applies fst_flags to n: each of atim and mtim is set to the
@@ -208,26 +229,30 @@ func (s *State) setTimes(n *memfs.Inode, atim, mtim int64, flags uint16) errno.E
 	return errno.ESUCCESS
 }
 
+// fdFilestatSetTimes is fd_filestat_set_times(fd, atim, mtim, fstFlags). Errors: EBADF, EINVAL, EROFS.
 func fdFilestatSetTimes(_ context.Context, s *State, _ memory, p []uint64) errno.Errno {
-	f, e := s.file(uint32(p[0]))
+	fd, atim, mtim, fstFlags := uint32(p[0]), int64(p[1]), int64(p[2]), uint16(p[3])
+	f, e := s.file(fd)
 	if e != errno.ESUCCESS {
 		return e
 	}
 	if f.node == nil {
 		return errno.EBADF
 	}
-	return s.setTimes(f.node, int64(p[1]), int64(p[2]), uint16(p[3]))
+	return s.setTimes(f.node, atim, mtim, fstFlags)
 }
 
+// fdPrestatGet is fd_prestat_get(fd, prestatPtr). Errors: EBADF, EFAULT.
 func fdPrestatGet(_ context.Context, s *State, m memory, p []uint64) errno.Errno {
-	f, e := s.file(uint32(p[0]))
+	fd, prestatPtr := uint32(p[0]), uint32(p[1])
+	f, e := s.file(fd)
 	if e != errno.ESUCCESS {
 		return e
 	}
 	if f.preopen == "" {
 		return errno.EBADF
 	}
-	b, ok := m.slice(uint32(p[1]), 8)
+	b, ok := m.slice(prestatPtr, 8)
 	if !ok {
 		return errno.EFAULT
 	}
@@ -236,18 +261,20 @@ func fdPrestatGet(_ context.Context, s *State, m memory, p []uint64) errno.Errno
 	return errno.ESUCCESS
 }
 
+// fdPrestatDirName is fd_prestat_dir_name(fd, pathPtr, pathLen). Errors: EBADF, EFAULT, ENAMETOOLONG.
 func fdPrestatDirName(_ context.Context, s *State, m memory, p []uint64) errno.Errno {
-	f, e := s.file(uint32(p[0]))
+	fd, pathPtr, pathLen := uint32(p[0]), uint32(p[1]), uint32(p[2])
+	f, e := s.file(fd)
 	if e != errno.ESUCCESS {
 		return e
 	}
 	if f.preopen == "" {
 		return errno.EBADF
 	}
-	if uint32(p[2]) < uint32(len(f.preopen)) {
+	if pathLen < uint32(len(f.preopen)) {
 		return errno.ENAMETOOLONG
 	}
-	b, ok := m.slice(uint32(p[1]), uint32(len(f.preopen)))
+	b, ok := m.slice(pathPtr, uint32(len(f.preopen)))
 	if !ok {
 		return errno.EFAULT
 	}
@@ -270,8 +297,10 @@ func (s *State) ioArgs(m memory, fd, iovs, count, resultPtr uint32) (*openFile, 
 	return f, bufs, e
 }
 
+// fdRead is fd_read(fd, iovsPtr, iovsLen, nreadPtr). Errors: EBADF, EFAULT, EINVAL, EIO, EISDIR, the filesystem's (errno.Of).
 func fdRead(ctx context.Context, s *State, m memory, p []uint64) errno.Errno {
-	f, bufs, e := s.ioArgs(m, uint32(p[0]), uint32(p[1]), uint32(p[2]), uint32(p[3]))
+	fd, iovsPtr, iovsLen, nreadPtr := uint32(p[0]), uint32(p[1]), uint32(p[2]), uint32(p[3])
+	f, bufs, e := s.ioArgs(m, fd, iovsPtr, iovsLen, nreadPtr)
 	if e != errno.ESUCCESS {
 		return e
 	}
@@ -292,7 +321,7 @@ func fdRead(ctx context.Context, s *State, m memory, p []uint64) errno.Errno {
 	if e != errno.ESUCCESS {
 		return e
 	}
-	m.putU32(uint32(p[3]), uint32(total))
+	m.putU32(nreadPtr, uint32(total))
 	return errno.ESUCCESS
 }
 
@@ -349,8 +378,10 @@ func (s *State) writeFile(n *memfs.Inode, bufs [][]byte, off int64) (int, errno.
 	return total, errno.ESUCCESS
 }
 
+// fdWrite is fd_write(fd, iovsPtr, iovsLen, nwrittenPtr). Errors: EBADF, EFAULT, EINVAL, EIO, EISDIR, the filesystem's (errno.Of).
 func fdWrite(ctx context.Context, s *State, m memory, p []uint64) errno.Errno {
-	f, bufs, e := s.ioArgs(m, uint32(p[0]), uint32(p[1]), uint32(p[2]), uint32(p[3]))
+	fd, iovsPtr, iovsLen, nwrittenPtr := uint32(p[0]), uint32(p[1]), uint32(p[2]), uint32(p[3])
+	f, bufs, e := s.ioArgs(m, fd, iovsPtr, iovsLen, nwrittenPtr)
 	if e != errno.ESUCCESS {
 		return e
 	}
@@ -387,13 +418,14 @@ func fdWrite(ctx context.Context, s *State, m memory, p []uint64) errno.Errno {
 			return e
 		}
 	}
-	m.putU32(uint32(p[3]), uint32(total))
+	m.putU32(nwrittenPtr, uint32(total))
 	return errno.ESUCCESS
 }
 
 // positioned checks fd for pread/pwrite: a regular file at a valid offset.
 func (s *State) positioned(m memory, p []uint64) (*openFile, [][]byte, int64, errno.Errno) {
-	f, bufs, e := s.ioArgs(m, uint32(p[0]), uint32(p[1]), uint32(p[2]), uint32(p[4]))
+	fd, iovsPtr, iovsLen, nPtr := uint32(p[0]), uint32(p[1]), uint32(p[2]), uint32(p[4])
+	f, bufs, e := s.ioArgs(m, fd, iovsPtr, iovsLen, nPtr)
 	if e != errno.ESUCCESS {
 		return nil, nil, 0, e
 	}
@@ -410,7 +442,9 @@ func (s *State) positioned(m memory, p []uint64) (*openFile, [][]byte, int64, er
 	return f, bufs, off, errno.ESUCCESS
 }
 
+// fdPread is fd_pread(fd, iovsPtr, iovsLen, offset, nreadPtr). Errors: EBADF, EFAULT, EINVAL, EISDIR, ESPIPE, the filesystem's (errno.Of).
 func fdPread(_ context.Context, s *State, m memory, p []uint64) errno.Errno {
+	nreadPtr := uint32(p[4])
 	f, bufs, off, e := s.positioned(m, p)
 	if e != errno.ESUCCESS {
 		return e
@@ -422,11 +456,13 @@ func fdPread(_ context.Context, s *State, m memory, p []uint64) errno.Errno {
 	if e != errno.ESUCCESS {
 		return e
 	}
-	m.putU32(uint32(p[4]), uint32(total))
+	m.putU32(nreadPtr, uint32(total))
 	return errno.ESUCCESS
 }
 
+// fdPwrite is fd_pwrite(fd, iovsPtr, iovsLen, offset, nwrittenPtr). Errors: EBADF, EFAULT, EINVAL, EISDIR, ESPIPE, the filesystem's (errno.Of).
 func fdPwrite(_ context.Context, s *State, m memory, p []uint64) errno.Errno {
+	nwrittenPtr := uint32(p[4])
 	f, bufs, off, e := s.positioned(m, p)
 	if e != errno.ESUCCESS {
 		return e
@@ -438,12 +474,14 @@ func fdPwrite(_ context.Context, s *State, m memory, p []uint64) errno.Errno {
 	if e != errno.ESUCCESS {
 		return e
 	}
-	m.putU32(uint32(p[4]), uint32(total))
+	m.putU32(nwrittenPtr, uint32(total))
 	return errno.ESUCCESS
 }
 
+// fdSeek is fd_seek(fd, offset, whence, newOffsetPtr). Errors: EBADF, EFAULT, EINVAL, EISDIR, ESPIPE.
 func fdSeek(_ context.Context, s *State, m memory, p []uint64) errno.Errno {
-	f, e := s.file(uint32(p[0]))
+	fd := uint32(p[0])
+	f, e := s.file(fd)
 	if e != errno.ESUCCESS {
 		return e
 	}
@@ -476,20 +514,23 @@ func fdSeek(_ context.Context, s *State, m memory, p []uint64) errno.Errno {
 	return errno.ESUCCESS
 }
 
+// fdTell is fd_tell(fd, offsetPtr). Errors: EBADF, EFAULT, ESPIPE.
 func fdTell(_ context.Context, s *State, m memory, p []uint64) errno.Errno {
-	f, e := s.file(uint32(p[0]))
+	fd, offsetPtr := uint32(p[0]), uint32(p[1])
+	f, e := s.file(fd)
 	if e != errno.ESUCCESS {
 		return e
 	}
 	if f.kind != kindFile {
 		return errno.ESPIPE
 	}
-	if !m.putU64(uint32(p[1]), uint64(f.offset)) {
+	if !m.putU64(offsetPtr, uint64(f.offset)) {
 		return errno.EFAULT
 	}
 	return errno.ESUCCESS
 }
 
+// fdRenumber is fd_renumber(fd, to). Errors: EBADF.
 func fdRenumber(_ context.Context, s *State, _ memory, p []uint64) errno.Errno {
 	from, to := uint32(p[0]), uint32(p[1])
 	f, e := s.file(from)
@@ -508,17 +549,22 @@ func fdRenumber(_ context.Context, s *State, _ memory, p []uint64) errno.Errno {
 	return errno.ESUCCESS
 }
 
+// fdReaddir is fd_readdir(fd, bufPtr, bufLen, cookie, bufusedPtr).
+//
 // fdReaddir writes dirents starting at cookie; "." and ".." are entries 0
 // and 1. A full buffer (bufused == len) tells the guest to call again.
+//
+// Errors: EBADF, EFAULT, ENOTDIR, the filesystem's (errno.Of).
 func fdReaddir(_ context.Context, s *State, m memory, p []uint64) errno.Errno {
-	f, e := s.file(uint32(p[0]))
+	fd, bufPtr, bufLen := uint32(p[0]), uint32(p[1]), uint32(p[2])
+	f, e := s.file(fd)
 	if e != errno.ESUCCESS {
 		return e
 	}
 	if f.kind != kindDir {
 		return errno.ENOTDIR
 	}
-	buf, ok := m.slice(uint32(p[1]), uint32(p[2]))
+	buf, ok := m.slice(bufPtr, bufLen)
 	if !ok {
 		return errno.EFAULT
 	}

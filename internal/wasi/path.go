@@ -38,31 +38,37 @@ func (s *State) dirPath(m memory, fd, ptr, n uint32) (*memfs.Inode, string, errn
 	return f.node, path, errno.ESUCCESS
 }
 
+// pathCreateDirectory is path_create_directory(dirFd, pathPtr, pathLen). Errors: EBADF, EFAULT, ENAMETOOLONG, ENOTDIR, the filesystem's (errno.Of).
 func pathCreateDirectory(_ context.Context, s *State, m memory, p []uint64) errno.Errno {
-	dir, path, e := s.dirPath(m, uint32(p[0]), uint32(p[1]), uint32(p[2]))
+	dirFd, pathPtr, pathLen := uint32(p[0]), uint32(p[1]), uint32(p[2])
+	dir, path, e := s.dirPath(m, dirFd, pathPtr, pathLen)
 	if e != errno.ESUCCESS {
 		return e
 	}
 	return errno.Of(s.fs.Mkdir(dir, path))
 }
 
+// pathFilestatGet is path_filestat_get(dirFd, lookupFlags, pathPtr, pathLen, statPtr). Errors: EBADF, EFAULT, ENAMETOOLONG, ENOTDIR, the filesystem's (errno.Of).
 func pathFilestatGet(_ context.Context, s *State, m memory, p []uint64) errno.Errno {
-	dir, path, e := s.dirPath(m, uint32(p[0]), uint32(p[2]), uint32(p[3]))
+	dirFd, pathPtr, pathLen, statPtr := uint32(p[0]), uint32(p[2]), uint32(p[3]), uint32(p[4])
+	dir, path, e := s.dirPath(m, dirFd, pathPtr, pathLen)
 	if e != errno.ESUCCESS {
 		return e
 	}
-	if _, ok := m.slice(uint32(p[4]), filestatSize); !ok {
+	if _, ok := m.slice(statPtr, filestatSize); !ok {
 		return errno.EFAULT
 	}
 	n, err := s.fs.Lookup(dir, path)
 	if err != nil {
 		return errno.Of(err)
 	}
-	return putFilestat(m, uint32(p[4]), n, nodeFiletype(n))
+	return putFilestat(m, statPtr, n, nodeFiletype(n))
 }
 
+// pathFilestatSetTimes is path_filestat_set_times(dirFd, lookupFlags, pathPtr, pathLen, atim, mtim, fstFlags). Errors: EBADF, EFAULT, EINVAL, ENAMETOOLONG, ENOTDIR, EROFS, the filesystem's (errno.Of).
 func pathFilestatSetTimes(_ context.Context, s *State, m memory, p []uint64) errno.Errno {
-	dir, path, e := s.dirPath(m, uint32(p[0]), uint32(p[2]), uint32(p[3]))
+	dirFd, pathPtr, pathLen, atim, mtim, fstFlags := uint32(p[0]), uint32(p[2]), uint32(p[3]), int64(p[4]), int64(p[5]), uint16(p[6])
+	dir, path, e := s.dirPath(m, dirFd, pathPtr, pathLen)
 	if e != errno.ESUCCESS {
 		return e
 	}
@@ -70,23 +76,27 @@ func pathFilestatSetTimes(_ context.Context, s *State, m memory, p []uint64) err
 	if err != nil {
 		return errno.Of(err)
 	}
-	return s.setTimes(n, int64(p[4]), int64(p[5]), uint16(p[6]))
+	return s.setTimes(n, atim, mtim, fstFlags)
 }
 
+// pathLink is path_link(oldDirFd, oldFlags, oldPathPtr, oldPathLen, newDirFd, newPathPtr, newPathLen). Errors: EBADF, EFAULT, ENAMETOOLONG, ENOTDIR, the filesystem's (errno.Of).
 func pathLink(_ context.Context, s *State, m memory, p []uint64) errno.Errno {
-	oldDir, oldPath, e := s.dirPath(m, uint32(p[0]), uint32(p[2]), uint32(p[3]))
+	oldDirFd, oldPathPtr, oldPathLen, newDirFd, newPathPtr, newPathLen := uint32(p[0]), uint32(p[2]), uint32(p[3]), uint32(p[4]), uint32(p[5]), uint32(p[6])
+	oldDir, oldPath, e := s.dirPath(m, oldDirFd, oldPathPtr, oldPathLen)
 	if e != errno.ESUCCESS {
 		return e
 	}
-	newDir, newPath, e := s.dirPath(m, uint32(p[4]), uint32(p[5]), uint32(p[6]))
+	newDir, newPath, e := s.dirPath(m, newDirFd, newPathPtr, newPathLen)
 	if e != errno.ESUCCESS {
 		return e
 	}
 	return errno.Of(s.fs.Link(oldDir, oldPath, newDir, newPath))
 }
 
+// pathOpen is path_open(dirFd, dirflags, pathPtr, pathLen, oflags, rightsBase, rightsInheriting, fdflags, fdPtr). Errors: EBADF, EFAULT, EINVAL, EISDIR, EMFILE, ENAMETOOLONG, ENOTDIR, EROFS, the filesystem's (errno.Of).
 func pathOpen(_ context.Context, s *State, m memory, p []uint64) errno.Errno {
-	dir, path, e := s.dirPath(m, uint32(p[0]), uint32(p[2]), uint32(p[3]))
+	dirFd, pathPtr, pathLen := uint32(p[0]), uint32(p[2]), uint32(p[3])
+	dir, path, e := s.dirPath(m, dirFd, pathPtr, pathLen)
 	if e != errno.ESUCCESS {
 		return e
 	}
@@ -144,10 +154,15 @@ func pathOpen(_ context.Context, s *State, m memory, p []uint64) errno.Errno {
 	return errno.ESUCCESS
 }
 
+// pathReadlink is path_readlink(dirFd, pathPtr, pathLen, bufPtr, bufLen, bufusedPtr).
+//
 // pathReadlink: the filesystem has no symbolic links, so an existing path
 // is never one (EINVAL, as readlink(2) says of a non-link).
+//
+// Errors: EBADF, EFAULT, EINVAL, ENAMETOOLONG, ENOTDIR, the filesystem's (errno.Of).
 func pathReadlink(_ context.Context, s *State, m memory, p []uint64) errno.Errno {
-	dir, path, e := s.dirPath(m, uint32(p[0]), uint32(p[1]), uint32(p[2]))
+	dirFd, pathPtr, pathLen := uint32(p[0]), uint32(p[1]), uint32(p[2])
+	dir, path, e := s.dirPath(m, dirFd, pathPtr, pathLen)
 	if e != errno.ESUCCESS {
 		return e
 	}
@@ -157,37 +172,48 @@ func pathReadlink(_ context.Context, s *State, m memory, p []uint64) errno.Errno
 	return errno.EINVAL
 }
 
+// pathRemoveDirectory is path_remove_directory(dirFd, pathPtr, pathLen). Errors: EBADF, EFAULT, ENAMETOOLONG, ENOTDIR, the filesystem's (errno.Of).
 func pathRemoveDirectory(_ context.Context, s *State, m memory, p []uint64) errno.Errno {
-	dir, path, e := s.dirPath(m, uint32(p[0]), uint32(p[1]), uint32(p[2]))
+	dirFd, pathPtr, pathLen := uint32(p[0]), uint32(p[1]), uint32(p[2])
+	dir, path, e := s.dirPath(m, dirFd, pathPtr, pathLen)
 	if e != errno.ESUCCESS {
 		return e
 	}
 	return errno.Of(s.fs.Rmdir(dir, path))
 }
 
+// pathRename is path_rename(oldDirFd, oldPathPtr, oldPathLen, newDirFd, newPathPtr, newPathLen). Errors: EBADF, EFAULT, ENAMETOOLONG, ENOTDIR, the filesystem's (errno.Of).
 func pathRename(_ context.Context, s *State, m memory, p []uint64) errno.Errno {
-	oldDir, oldPath, e := s.dirPath(m, uint32(p[0]), uint32(p[1]), uint32(p[2]))
+	oldDirFd, oldPathPtr, oldPathLen, newDirFd, newPathPtr, newPathLen := uint32(p[0]), uint32(p[1]), uint32(p[2]), uint32(p[3]), uint32(p[4]), uint32(p[5])
+	oldDir, oldPath, e := s.dirPath(m, oldDirFd, oldPathPtr, oldPathLen)
 	if e != errno.ESUCCESS {
 		return e
 	}
-	newDir, newPath, e := s.dirPath(m, uint32(p[3]), uint32(p[4]), uint32(p[5]))
+	newDir, newPath, e := s.dirPath(m, newDirFd, newPathPtr, newPathLen)
 	if e != errno.ESUCCESS {
 		return e
 	}
 	return errno.Of(s.fs.Rename(oldDir, oldPath, newDir, newPath))
 }
 
+// pathSymlink is path_symlink(oldPathPtr, oldPathLen, dirFd, newPathPtr, newPathLen).
+//
 // pathSymlink refuses: links could only point inside the same memory
 // filesystem, and leaving them out keeps path resolution loop-free.
+//
+// Errors: EBADF, EFAULT, ENAMETOOLONG, ENOTDIR, ENOTSUP.
 func pathSymlink(_ context.Context, s *State, m memory, p []uint64) errno.Errno {
-	if _, _, e := s.dirPath(m, uint32(p[2]), uint32(p[3]), uint32(p[4])); e != errno.ESUCCESS {
+	dirFd, newPathPtr, newPathLen := uint32(p[2]), uint32(p[3]), uint32(p[4])
+	if _, _, e := s.dirPath(m, dirFd, newPathPtr, newPathLen); e != errno.ESUCCESS {
 		return e
 	}
 	return errno.ENOTSUP
 }
 
+// pathUnlinkFile is path_unlink_file(dirFd, pathPtr, pathLen). Errors: EBADF, EFAULT, ENAMETOOLONG, ENOTDIR, the filesystem's (errno.Of).
 func pathUnlinkFile(_ context.Context, s *State, m memory, p []uint64) errno.Errno {
-	dir, path, e := s.dirPath(m, uint32(p[0]), uint32(p[1]), uint32(p[2]))
+	dirFd, pathPtr, pathLen := uint32(p[0]), uint32(p[1]), uint32(p[2])
+	dir, path, e := s.dirPath(m, dirFd, pathPtr, pathLen)
 	if e != errno.ESUCCESS {
 		return e
 	}

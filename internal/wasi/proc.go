@@ -16,13 +16,20 @@ type ExitError struct{ Code uint32 }
 
 func (e *ExitError) Error() string { return fmt.Sprintf("wasi: exit status %d", e.Code) }
 
+// procExit is proc_exit(rval): it traps with *ExitError, which ends the run
+// with that status.
 func procExit(_ context.Context, _ *State, _ []byte, stack []uint64) error {
-	return &ExitError{Code: uint32(stack[0])}
+	rval := uint32(stack[0])
+	return &ExitError{Code: rval}
 }
 
+// procRaise is proc_raise(sig). Errors: ENOSYS.
+//
 // procRaise refuses: there are no signals to deliver in the sandbox.
 func procRaise(context.Context, *State, memory, []uint64) errno.Errno { return errno.ENOSYS }
 
+// schedYield is sched_yield(). It never fails.
+//
 // schedYield lets other goroutines run: the engine's loop budget calls it
 // periodically from guests that never call the host otherwise.
 func schedYield(context.Context, *State, memory, []uint64) errno.Errno {
@@ -30,6 +37,8 @@ func schedYield(context.Context, *State, memory, []uint64) errno.Errno {
 	return errno.ESUCCESS
 }
 
+// sockUnsupported is sock_accept, sock_recv, sock_send and sock_shutdown:
+// a run has no sockets. Errors: ENOTSUP.
 func sockUnsupported(context.Context, *State, memory, []uint64) errno.Errno {
 	return errno.ENOTSUP
 }
@@ -73,20 +82,28 @@ func listGet(m memory, list []string, ptrsPtr, bufPtr uint32) errno.Errno {
 	return errno.ESUCCESS
 }
 
+// argsSizesGet is args_sizes_get(argcPtr, argvBufSizePtr). Errors: EFAULT.
 func argsSizesGet(_ context.Context, s *State, m memory, p []uint64) errno.Errno {
-	return listSizes(m, s.cfg.Args, uint32(p[0]), uint32(p[1]))
+	argcPtr, argvBufSizePtr := uint32(p[0]), uint32(p[1])
+	return listSizes(m, s.cfg.Args, argcPtr, argvBufSizePtr)
 }
 
+// argsGet is args_get(argvPtr, argvBufPtr). Errors: EFAULT.
 func argsGet(_ context.Context, s *State, m memory, p []uint64) errno.Errno {
-	return listGet(m, s.cfg.Args, uint32(p[0]), uint32(p[1]))
+	argvPtr, argvBufPtr := uint32(p[0]), uint32(p[1])
+	return listGet(m, s.cfg.Args, argvPtr, argvBufPtr)
 }
 
+// environSizesGet is environ_sizes_get(countPtr, bufSizePtr). Errors: EFAULT.
 func environSizesGet(_ context.Context, s *State, m memory, p []uint64) errno.Errno {
-	return listSizes(m, s.cfg.Env, uint32(p[0]), uint32(p[1]))
+	countPtr, bufSizePtr := uint32(p[0]), uint32(p[1])
+	return listSizes(m, s.cfg.Env, countPtr, bufSizePtr)
 }
 
+// environGet is environ_get(environPtr, environBufPtr). Errors: EFAULT.
 func environGet(_ context.Context, s *State, m memory, p []uint64) errno.Errno {
-	return listGet(m, s.cfg.Env, uint32(p[0]), uint32(p[1]))
+	environPtr, environBufPtr := uint32(p[0]), uint32(p[1])
+	return listGet(m, s.cfg.Env, environPtr, environBufPtr)
 }
 
 const (
@@ -96,11 +113,13 @@ const (
 	clockThreadCPU
 )
 
+// clockResGet is clock_res_get(id, resolutionPtr). Errors: EFAULT, EINVAL.
 func clockResGet(_ context.Context, _ *State, m memory, p []uint64) errno.Errno {
-	if uint32(p[0]) > clockThreadCPU {
+	id, resolutionPtr := uint32(p[0]), uint32(p[1])
+	if id > clockThreadCPU {
 		return errno.EINVAL
 	}
-	if !m.putU64(uint32(p[1]), uint64(time.Microsecond)) {
+	if !m.putU64(resolutionPtr, uint64(time.Microsecond)) {
 		return errno.EFAULT
 	}
 	return errno.ESUCCESS
@@ -118,19 +137,23 @@ func (s *State) now(id uint32) (int64, errno.Errno) {
 	return 0, errno.EINVAL
 }
 
+// clockTimeGet is clock_time_get(id, precision, timePtr). Errors: EFAULT, EINVAL.
 func clockTimeGet(_ context.Context, s *State, m memory, p []uint64) errno.Errno {
-	t, e := s.now(uint32(p[0]))
+	id, timePtr := uint32(p[0]), uint32(p[2])
+	t, e := s.now(id)
 	if e != errno.ESUCCESS {
 		return e
 	}
-	if !m.putU64(uint32(p[2]), uint64(t)) {
+	if !m.putU64(timePtr, uint64(t)) {
 		return errno.EFAULT
 	}
 	return errno.ESUCCESS
 }
 
+// randomGet is random_get(bufPtr, bufLen). Errors: EFAULT, EIO.
 func randomGet(_ context.Context, s *State, m memory, p []uint64) errno.Errno {
-	buf, ok := m.slice(uint32(p[0]), uint32(p[1]))
+	bufPtr, bufLen := uint32(p[0]), uint32(p[1])
+	buf, ok := m.slice(bufPtr, bufLen)
 	if !ok {
 		return errno.EFAULT
 	}
@@ -150,10 +173,14 @@ const (
 	subClockAbstime  = 1
 )
 
+// pollOneoff is poll_oneoff(in, out, nsubscriptions, neventsPtr).
+//
 // pollOneoff serves the guest's sleeps and readiness checks. Descriptors
 // are memory-backed and never block, so fd subscriptions are ready at once;
 // otherwise the call sleeps until the earliest clock subscription, cut short
 // by the run's context.
+//
+// Errors: EBADF, EFAULT, EINTR, EINVAL.
 func pollOneoff(ctx context.Context, s *State, m memory, p []uint64) errno.Errno {
 	in, out, n, neventsPtr := uint32(p[0]), uint32(p[1]), uint32(p[2]), uint32(p[3])
 	if n == 0 {
