@@ -2,6 +2,15 @@ package airlock
 
 import "github.com/airlock-sandbox/airlock/internal/testenv"
 
-// The suite runs on the engine and build $AIRLOCK_ENGINE and
-// $AIRLOCK_PYTHON name, as the airlock command would (internal/testenv).
-func init() { testenv.Defaults = testenv.FromEnv }
+// The examples and internal tests run on the build $AIRLOCK_PYTHON names,
+// as the airlock command would (internal/testenv), and on the default
+// engine whatever $AIRLOCK_ENGINE says: this test binary cannot link the
+// wasmtime engine, or every program importing airlock would download it in
+// go mod tidy. The conformance suite (internal/conformance) runs on both.
+func init() {
+	testenv.Defaults = func() testenv.Config {
+		c := testenv.FromEnv()
+		c.Engine = ""
+		return c
+	}
+}
