@@ -8,6 +8,14 @@
 //
 // A Sandbox is safe for concurrent use; each Run gets its own instance and
 // nothing carries over from one run to the next.
+//
+// # Zero and negative
+//
+// One rule for every number that configures Airlock (Limits, options,
+// server.Config): zero means the default; negative means none where the
+// knob can be off (WithSessionTTL: never expire; WithMaxSessions: no
+// sessions; server.Config's Queue and ReleaseIdle) and is refused
+// elsewhere (a negative limit is an invalid request).
 package airlock
 
 import (

@@ -52,7 +52,7 @@ const (
 func WithSessionTTL(d time.Duration) Option { return func(c *config) { c.sessionTTL = d } }
 
 // WithMaxSessions caps the live sessions of a Sandbox (each holds an image
-// of ~15-30 MB); 0 keeps the default.
+// of ~15-30 MB); 0 keeps the default, negative allows none.
 func WithMaxSessions(n int) Option { return func(c *config) { c.maxSessions = n } }
 
 // SessionOptions configure NewSession.
