@@ -32,7 +32,13 @@ var (
 
 // TrapError is a guest crash: a WebAssembly trap such as unreachable or an
 // out-of-bounds access, or a stack overflow.
-type TrapError struct{ Err error }
+type TrapError struct {
+	Err error
+	// Frames names the functions on the guest's stack when it trapped,
+	// innermost first ("$N" for one the module does not name); nil where
+	// the engine gives no names.
+	Frames []string
+}
 
 func (e *TrapError) Error() string { return "engine: guest trapped: " + e.Err.Error() }
 func (e *TrapError) Unwrap() error { return e.Err }

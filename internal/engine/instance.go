@@ -27,6 +27,9 @@ type Code interface {
 	MinMemory() uint64
 	// TrapCause is a trap's error as a TrapError shows it.
 	TrapCause(err error) error
+	// TrapFrames are the function names on the stack a trap's error
+	// reports, innermost first, or nil.
+	TrapFrames(err error) []string
 	Close(ctx context.Context) error
 }
 
@@ -176,7 +179,7 @@ func (r *RunState) classify(c Code, inst Instance, out Outcome, err error) (Outc
 	if isHost {
 		return out, ht.err
 	}
-	return out, &TrapError{Err: c.TrapCause(err)}
+	return out, &TrapError{Err: c.TrapCause(err), Frames: c.TrapFrames(err)}
 }
 
 // hostTrap carries a host function's error through the guest's unwinding

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"runtime"
 
 	"github.com/tetratelabs/wazero"
@@ -189,8 +190,23 @@ func (c *wzCode) ExportsFunction(name string) bool {
 	return ok
 }
 
-func (c *wzCode) MinMemory() uint64               { return c.minMem }
-func (c *wzCode) TrapCause(err error) error       { return err }
+func (c *wzCode) MinMemory() uint64         { return c.minMem }
+func (c *wzCode) TrapCause(err error) error { return err }
+
+// TrapFrames reads wazero's wasm stack trace, whose frames are lines
+// "\t<module>.<function>(<params>) <results>"; the module's name may have
+// dots ("python.wasm"), C names have none, an unnamed function is
+// "$<index>". The engine is the one place that knows this format.
+func (c *wzCode) TrapFrames(err error) []string {
+	var frames []string
+	for _, m := range traceFrame.FindAllStringSubmatch(err.Error(), -1) {
+		frames = append(frames, m[1])
+	}
+	return frames
+}
+
+var traceFrame = regexp.MustCompile(`(?m)^\t[^(\n]*\.([^.(\n]+)\(`)
+
 func (c *wzCode) Close(ctx context.Context) error { return c.runtime.Close(ctx) }
 
 // wzCaller is an instance as a host function sees it: calls into it are

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"strings"
 
@@ -40,12 +39,6 @@ type stopAtRead struct{}
 
 func (stopAtRead) Read([]byte) (int, error) { panic(errStopAtRead) }
 
-// traceFrame matches a frame of wazero's wasm stack trace,
-// "\t<module>.<function>(<params>) <results>", where the module's name may
-// have dots ("python.wasm") and C names have none; an unnamed function
-// reads "$<index>".
-var traceFrame = regexp.MustCompile(`(?m)^\t[^(\n]*\.([^.(\n]+)\(`)
-
 // PausePath returns the names of the functions on art's stack at the
 // interactive loop's first read of stdin, innermost first, without the
 // WASI import itself. cacheDir ("" for none) keeps the compiled module,
@@ -77,9 +70,11 @@ func PausePath(ctx context.Context, art *Artifact, cacheDir string) ([]string, e
 	if err == nil || !strings.Contains(err.Error(), errStopAtRead.Error()) {
 		return nil, fmt.Errorf("python: pause path: the interpreter did not read stdin: %v", err)
 	}
+	// The engine names the frames (engine.TrapError.Frames).
+	var trap *engine.TrapError
 	var stack []string
-	for _, m := range traceFrame.FindAllStringSubmatch(err.Error(), -1) {
-		stack = append(stack, m[1])
+	if errors.As(err, &trap) {
+		stack = trap.Frames
 	}
 	// The innermost frame is the WASI import, the outermost the entry.
 	if len(stack) < 3 || stack[0] != "fd_read" {

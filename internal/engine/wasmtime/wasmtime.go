@@ -272,6 +272,10 @@ func (m *wtCode) TrapCause(err error) error {
 	return err
 }
 
+// TrapFrames: wasmtime's backtrace is not read; PausePath, the one user,
+// runs on wazero.
+func (m *wtCode) TrapFrames(error) []string { return nil }
+
 func (m *wtCode) Close(context.Context) error {
 	m.linker.Close()
 	m.module.Close()
