@@ -98,15 +98,15 @@ func (r *RunState) CallError(err error) error {
 // memoryCap is a run's memory cap in whole pages, or ErrMemoryLimit when
 // that is below the module's minimum or img's size.
 func (m *Module) memoryCap(limit uint64, img *Image) (uint64, error) {
-	limit &^= pageSize - 1
+	limit &^= PageSize - 1
 	if limit < m.minMem || img != nil && limit < uint64(img.Len()) {
 		return 0, ErrMemoryLimit
 	}
 	return limit, nil
 }
 
-// pageSize is WebAssembly's page.
-const pageSize = 65536
+// PageSize is WebAssembly's page, the unit of every image's memory.
+const PageSize = 65536
 
 // Fill puts img's memory into mem, a fresh instance's memory grown to the
 // image's size: mapped copy-on-write where the image has a memfd, else

@@ -181,15 +181,15 @@ func (p *pausePoint) unwind(s *wasi.State, caller Instance) error {
 		if !ok {
 			return fmt.Errorf("engine: snapshot: no room for the unwind buffer: %w", ErrMemoryLimit)
 		}
-		p.buffer = old * pageSize
+		p.buffer = old * PageSize
 	}
 	mem := caller.Memory()
-	if uint64(p.buffer)+unwindPages*pageSize > uint64(len(mem)) {
+	if uint64(p.buffer)+unwindPages*PageSize > uint64(len(mem)) {
 		return fmt.Errorf("engine: snapshot: unwind buffer at %#x outside memory", p.buffer)
 	}
 	// asyncify's buffer header: the next free byte, then the end.
 	binary.LittleEndian.PutUint32(mem[p.buffer:], p.buffer+8)
-	binary.LittleEndian.PutUint32(mem[p.buffer+4:], p.buffer+unwindPages*pageSize)
+	binary.LittleEndian.PutUint32(mem[p.buffer+4:], p.buffer+unwindPages*PageSize)
 	if err := caller.Call("asyncify_start_unwind", p.buffer); err != nil {
 		return fmt.Errorf("engine: asyncify_start_unwind: %w", err)
 	}
@@ -379,8 +379,8 @@ func u32At(b []byte, off int) (uint32, bool) {
 // rewind puts img's state into a new instance (its memory, once grown,
 // is the image's: see Code.Start) and starts asyncify's rewind.
 func (m *Module) rewind(inst Instance, img *Image) error {
-	pages := uint32(img.Len() / pageSize)
-	if cur := uint32(len(inst.Memory()) / pageSize); cur < pages {
+	pages := uint32(img.Len() / PageSize)
+	if cur := uint32(len(inst.Memory()) / PageSize); cur < pages {
 		if _, ok := inst.Grow(pages - cur); !ok {
 			return ErrMemoryLimit
 		}

@@ -97,7 +97,7 @@ func loadWazero(ctx context.Context, wasm []byte, opts Options) (Code, error) {
 	}
 	c := &wzCode{runtime: r, compiled: compiled, interrupt: instrumentErr == nil}
 	for _, mem := range compiled.ExportedMemories() {
-		c.minMem = uint64(mem.Min()) * pageSize
+		c.minMem = uint64(mem.Min()) * PageSize
 	}
 	return c, nil
 }

@@ -45,8 +45,6 @@ func wasmtimeConfig(metered bool) string {
 
 func init() { engine.SetWasmtime(loadWasmtimeModule) }
 
-const pageSize = 65536
-
 type wtCode struct {
 	engine  *wasmtime.Engine
 	linker  *wasmtime.Linker
@@ -85,7 +83,7 @@ func loadWasmtimeModule(ctx context.Context, wasm []byte, opts engine.Options) (
 	for _, e := range mod.Exports() {
 		ty := e.Type()
 		if mt := ty.MemoryType(); mt != nil {
-			m.minMem = mt.Minimum() * pageSize
+			m.minMem = mt.Minimum() * engine.PageSize
 		}
 		if ty.FuncType() != nil {
 			m.exports[e.Name()] = true
@@ -314,8 +312,8 @@ func (i *wtInstance) setFuel(metered bool, limit uint64) error {
 
 // load grows the fresh instance's memory to img's size and fills it.
 func (i *wtInstance) load(img *engine.Image) error {
-	pages := uint32(img.Len() / pageSize)
-	if cur := uint32(len(i.Memory()) / pageSize); cur < pages {
+	pages := uint32(img.Len() / engine.PageSize)
+	if cur := uint32(len(i.Memory()) / engine.PageSize); cur < pages {
 		if _, ok := i.Grow(pages - cur); !ok {
 			return engine.ErrMemoryLimit
 		}
