@@ -8,14 +8,23 @@
 //
 // A Sandbox is safe for concurrent use; each Run gets its own instance and
 // nothing carries over from one run to the next.
+//
+// # Zero and negative
+//
+// One rule for every number that configures Airlock (Limits, options,
+// server.Config): zero means the default; negative means none where the
+// knob can be off (WithSessionTTL: never expire; WithMaxSessions: no
+// sessions; server.Config's Queue and ReleaseIdle) and is refused
+// elsewhere (a negative limit is an invalid request).
 package airlock
 
 import (
 	"io"
 	"time"
 
-	"github.com/airlock-sandbox/airlock/engine"
-	"github.com/airlock-sandbox/airlock/hostfuncs"
+	"github.com/airlock-sandbox/airlock/internal/engine"
+	"github.com/airlock-sandbox/airlock/internal/testenv"
+	"github.com/airlock-sandbox/airlock/tools"
 )
 
 // Limits bound one run. Zero fields take the Sandbox's defaults.
@@ -41,15 +50,19 @@ type Limits struct {
 	Fuel int64
 }
 
-// DefaultLimits are used where neither the Request nor the Sandbox says otherwise.
-var DefaultLimits = Limits{
-	Timeout:     10 * time.Second,
-	Memory:      256 << 20,
-	Output:      1 << 20,
-	FSBytes:     64 << 20,
-	FSFiles:     10000,
-	HostCalls:   1000,
-	HostPayload: 1 << 20,
+// DefaultLimits are used where neither the Request nor the Sandbox says
+// otherwise. It is a function so that no caller can change them for the
+// whole process.
+func DefaultLimits() Limits {
+	return Limits{
+		Timeout:     10 * time.Second,
+		Memory:      256 << 20,
+		Output:      1 << 20,
+		FSBytes:     64 << 20,
+		FSFiles:     10000,
+		HostCalls:   1000,
+		HostPayload: 1 << 20,
+	}
 }
 
 func (l Limits) withDefaults(d Limits) Limits {
@@ -120,7 +133,7 @@ type Request struct {
 	// Tools names the host tools (see WithTools) this run may call; nil
 	// allows every registered tool, an empty non-nil slice none.
 	Tools []string
-	// Values reach host tools through hostfuncs.CallInfo; they are shared
+	// Values reach host tools through tools.CallInfo; they are shared
 	// by the run's calls and must not be changed while it runs.
 	Values map[string]any
 	// RichOutput collects what a notebook would show: the value of the
@@ -208,16 +221,16 @@ type config struct {
 	noCache    bool
 	limits     Limits
 	notice     io.Writer
-	tools      []hostfuncs.Tool
-	registry   *hostfuncs.Registry // built by New from tools
-	snapshots  *bool               // nil: on when set-up made them possible (snapshot.go)
-	packages   []string            // WithPackages (packages.go)
-	preimport  []string            // WithPreimport
+	tools      []tools.Tool
+	registry   *tools.Registry // built by New from tools
+	snapshots  *bool           // nil: on when set-up made them possible (snapshot.go)
+	packages   []string        // WithPackages (packages.go)
+	preimport  []string        // WithPreimport
 
 	sessionTTL  time.Duration // session.go
 	maxSessions int
 	sessionKey  []byte    // WithSessionKey (session_file.go)
-	engine      string    // "" : $AIRLOCK_ENGINE, else wazero
+	engine      string    // "": wazero
 	unmetered   bool      // WithFuelMetering(false)
 	net         netConfig // WithNetwork, WithNetworkEnv (network.go)
 }
@@ -227,17 +240,19 @@ const (
 	// EngineWazero is the default: pure Go, no cgo.
 	EngineWazero = "wazero"
 	// EngineWasmtime is wasmtime through cgo, in binaries built with
-	// -tags airlock_wasmtime. It meters fuel (Limits.Fuel, Result.Fuel)
+	// -tags airlock_wasmtime that import package
+	// github.com/airlock-sandbox/airlock/wasmtime. It meters fuel (Limits.Fuel, Result.Fuel)
 	// unless WithFuelMetering(false).
 	EngineWasmtime = "wasmtime"
 )
 
-// EnvEngine names the environment variable that picks the engine when
-// WithEngine is not given.
+// EnvEngine names the environment variable the airlock command takes its
+// default engine from. The package itself reads no environment: a program
+// passes WithEngine.
 const EnvEngine = "AIRLOCK_ENGINE"
 
 // WithEngine runs the Sandbox on the named engine (EngineWazero or
-// EngineWasmtime) instead of $AIRLOCK_ENGINE's, or wazero. New fails with
+// EngineWasmtime) instead of wazero. New fails with
 // ErrEngineUnavailable for an engine this binary was built without.
 func WithEngine(name string) Option { return func(c *config) { c.engine = name } }
 
@@ -255,14 +270,30 @@ func AvailableEngines() []string { return engine.Engines() }
 func WithPython(path string) Option { return func(c *config) { c.pythonPath = path } }
 
 // WithCacheDir keeps compiled code (and looks for the fetched default
-// python.wasm) in dir instead of $AIRLOCK_CACHE_DIR or the user cache dir.
+// python.wasm) in dir instead of the user cache dir's airlock folder.
 func WithCacheDir(dir string) Option { return func(c *config) { c.cacheDir = dir } }
 
 // WithoutCompileCache compiles in memory only.
 func WithoutCompileCache() Option { return func(c *config) { c.noCache = true } }
 
 // WithLimits sets the defaults for requests that leave a limit at zero.
-func WithLimits(l Limits) Option { return func(c *config) { c.limits = l.withDefaults(DefaultLimits) } }
+func WithLimits(l Limits) Option {
+	return func(c *config) { c.limits = l.withDefaults(DefaultLimits()) }
+}
+
+// fillFrom takes what cfg's options left unset from the test suites'
+// environment (internal/testenv).
+func (c *config) fillFrom(env testenv.Config) {
+	if c.engine == "" {
+		c.engine = env.Engine
+	}
+	if c.pythonPath == "" {
+		c.pythonPath = env.Python
+	}
+	if c.cacheDir == "" {
+		c.cacheDir = env.CacheDir
+	}
+}
 
 // WithNotice receives a one-line message before a slow first compile.
 func WithNotice(w io.Writer) Option { return func(c *config) { c.notice = w } }

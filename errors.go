@@ -3,6 +3,8 @@ package airlock
 import (
 	"errors"
 	"fmt"
+
+	"github.com/airlock-sandbox/airlock/internal/python"
 )
 
 // Kind names why a run did not complete normally. The strings are part of
@@ -32,6 +34,22 @@ var (
 
 // ErrEngineUnavailable is New's error for an engine this binary lacks.
 var ErrEngineUnavailable = errors.New("airlock: engine not available")
+
+// New's errors about the Python build. They are the internal package's own
+// values, so errors.Is matches whichever layer wrapped them.
+var (
+	// ErrNoOwnBuild: the own CPython build is not made yet (scripts/setup.sh).
+	ErrNoOwnBuild = python.ErrNoOwnBuild
+	// ErrNotFetched: the npm build was asked for and is not fetched.
+	ErrNotFetched = python.ErrNotFetched
+	// ErrChecksum: a build's files are not the ones recorded for it.
+	ErrChecksum = python.ErrChecksum
+	// ErrNotAsyncified: snapshots were asked for and the build has no
+	// asyncified module (`airlock setup` makes it).
+	ErrNotAsyncified = python.ErrNotAsyncified
+	// ErrNoWasmOpt: making the asyncified module needs Binaryen's wasm-opt.
+	ErrNoWasmOpt = python.ErrNoWasmOpt
+)
 
 var sentinels = map[Kind]error{
 	KindTimeout:        ErrTimeout,

@@ -6,21 +6,17 @@ import (
 	"errors"
 	"fmt"
 	iofs "io/fs"
-	"math/rand/v2"
-	"os"
 	"path"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
 
-	"github.com/airlock-sandbox/airlock/engine"
-	"github.com/airlock-sandbox/airlock/hostfuncs"
-	"github.com/airlock-sandbox/airlock/python"
-	"github.com/airlock-sandbox/airlock/wasi"
-	"github.com/airlock-sandbox/airlock/wasi/errno"
-	"github.com/airlock-sandbox/airlock/wasi/memfs"
+	"github.com/airlock-sandbox/airlock/internal/engine"
+	"github.com/airlock-sandbox/airlock/internal/python"
+	"github.com/airlock-sandbox/airlock/internal/testenv"
+	"github.com/airlock-sandbox/airlock/internal/wasi/memfs"
+	"github.com/airlock-sandbox/airlock/tools"
 )
 
 // Sandbox runs requests against one compiled python.wasm.
@@ -65,12 +61,15 @@ type Sandbox struct {
 // process's compiled copy and the on-disk cache.
 //
 // # Errors
-// python.ErrNotFetched when no python.wasm is available, python.ErrChecksum
+// ErrNoOwnBuild or ErrNotFetched when no python.wasm is available, ErrChecksum
 // for a default artifact that is not the pinned one, a compile error.
 func New(ctx context.Context, opts ...Option) (*Sandbox, error) {
-	cfg := config{limits: DefaultLimits}
+	cfg := config{limits: DefaultLimits()}
 	for _, o := range opts {
 		o(&cfg)
+	}
+	if testenv.Defaults != nil {
+		cfg.fillFrom(testenv.Defaults())
 	}
 	if cfg.cacheDir == "" {
 		dir, err := python.CacheDir()
@@ -89,19 +88,16 @@ func New(ctx context.Context, opts ...Option) (*Sandbox, error) {
 	if err := setupNetwork(&cfg); err != nil {
 		return nil, fmt.Errorf("airlock: WithNetwork: %w", err)
 	}
-	reg, err := hostfuncs.NewRegistry(cfg.tools...)
+	reg, err := tools.NewRegistry(cfg.tools...)
 	if err != nil {
 		return nil, fmt.Errorf("airlock: %w", err)
 	}
 	cfg.registry = reg
 	if cfg.engine == "" {
-		cfg.engine = os.Getenv(EnvEngine)
-	}
-	if cfg.engine == "" {
 		cfg.engine = EngineWazero
 	}
 	if !slices.Contains(engine.Engines(), cfg.engine) {
-		return nil, fmt.Errorf("%w: %q (this binary has %s; wasmtime needs a build with -tags airlock_wasmtime)",
+		return nil, fmt.Errorf("%w: %q (this binary has %s; wasmtime needs a build with -tags airlock_wasmtime that imports github.com/airlock-sandbox/airlock/wasmtime)",
 			ErrEngineUnavailable, cfg.engine, strings.Join(engine.Engines(), ", "))
 	}
 	art, err := python.Load(cfg.pythonPath, cfg.cacheDir)
@@ -155,7 +151,7 @@ func (sb *Sandbox) freshModule(ctx context.Context) (*engine.Module, error) {
 }
 
 // Limits are the limits a Request's zero fields take: WithLimits', over
-// DefaultLimits.
+// DefaultLimits().
 func (sb *Sandbox) Limits() Limits { return sb.cfg.limits }
 
 // Close stops the runs going (they end as cancelled), ends the sessions,
@@ -249,151 +245,32 @@ func (sb *Sandbox) Run(ctx context.Context, req Request) (*Result, error) {
 		return failed(start, err)
 	}
 	before := func(p string) ([]byte, bool) { data, ok := inputs[p]; return data, ok }
-	return sb.runIn(ctx, start, &req, limits, fs, before, pkgs, nil)
-}
-
-func failed(start time.Time, e *Error) (*Result, error) {
-	return &Result{Error: e, Duration: time.Since(start)}, e
-}
-
-// runIn runs a validated request in fs. call is nil for a plain run; a
-// session's call resumes from the session's image and pauses again.
-// pkgs are the packages the prelude puts on sys.path (mounted in fs).
-func (sb *Sandbox) runIn(ctx context.Context, start time.Time, req *Request, limits Limits, fs *memfs.FS, before func(string) ([]byte, bool), pkgs *packageSet, call *sessionCall) (*Result, error) {
 	ctx, exit, ok := sb.enter(ctx)
 	if !ok {
 		return failed(start, newError(KindInvalidRequest, ErrClosed, "%v", ErrClosed))
 	}
 	defer exit()
-	res := &Result{}
-	stdout := &capWriter{limit: limits.Output}
-	stderr := &capWriter{limit: limits.Output}
-	if req.OnOutput != nil {
-		stdout.onWrite = func(p []byte) { req.OnOutput("stdout", p) }
-		stderr.onWrite = func(p []byte) { req.OnOutput("stderr", p) }
+	r, e := sb.prepare(ctx, start, &req, limits, fs, before, pkgs)
+	if e == nil {
+		e = r.open()
 	}
-	env := sb.artifact.BaseEnv()
-	wcfg := wasi.Config{Args: python.Args(), Stdout: stdout, Stderr: stderr, FS: fs}
-	if req.Deterministic {
-		wcfg.Clock = wasi.NewFakeClock()
-		wcfg.Random = rand.NewChaCha8(seedBytes(req.Seed))
-		env = append(env, "PYTHONHASHSEED="+strconv.FormatUint(req.Seed%4294967296, 10))
+	if e != nil {
+		return r.done(&Result{}, e)
 	}
-	// Canaries (WithCanaries): their variables under the request's, their
-	// files placed where missing (a session keeps them between calls).
-	audit := newRunAudit(start, sb.cfg.canaries, sb.canaryFiles)
-	for _, c := range sb.cfg.canaries {
-		if c.Env != "" {
-			env = python.MergeEnv(env, map[string]string{c.Env: string(c.Value)})
-		}
-	}
-	for p, data := range sb.canaryFiles {
-		if _, e := fs.Lookup(fs.Root(), p); e != nil {
-			if dir := path.Dir(p); dir != "/" {
-				_, _ = fs.MkdirAll(dir)
-			}
-			_ = fs.WriteFile(p, data) // a quota too small for it only loses the canary
-		}
-	}
-	if len(sb.canaryFiles) > 0 {
-		inner := before
-		before = func(p string) ([]byte, bool) {
-			if data, ok := sb.canaryFiles[p]; ok {
-				return data, true
-			}
-			return inner(p)
-		}
-	}
-	wcfg.Watch = audit
-	wcfg.Env = python.MergeEnv(python.MergeEnv(env, req.Env), sb.packageEnv(pkgs))
-	if req.Interactive {
-		wcfg.Env = append(wcfg.Env, "AIRLOCK_INTERACTIVE=1") // read by prelude.py
-	}
-	var err *Error
-	if wcfg.Devices, err = sb.hostDevices(req, limits, audit.tool); err != nil {
-		res.Error, res.Duration = err, time.Since(start)
-		return res, err
-	}
-	if wcfg.Devices == nil {
-		wcfg.Devices = map[string]wasi.Device{}
-	}
-	wcfg.HiddenDevices = map[string]wasi.Device{auditDevice: audit}
-	var displays *displaySink
-	if req.RichOutput {
-		displays = newDisplaySink(limits.Output)
-		wcfg.Env = append(wcfg.Env, "AIRLOCK_RICH=1") // read by prelude.py
-		wcfg.Devices[displayDevice] = displays
-	}
-	netDev, nerr := sb.networkDevice(ctx, req, &wcfg.Devices, &wcfg.Env)
-	if nerr != nil {
-		res.Error, res.Duration = nerr, time.Since(start)
-		return res, nerr
-	}
-	spec := engine.RunSpec{MemoryLimit: uint64(limits.Memory), Fuel: uint64(limits.Fuel)}
-	if call != nil {
-		call.prepare(&wcfg, &spec)
-	}
-	// The devices' files count against the file quota like any other: a
-	// quota too small for them is the request's to fix, said so, rather
-	// than tools silently missing and a quota error blamed on the program.
-	// (Other failures, such as a session's guest having put a directory
-	// there, leave that device out, as wasi.State does.)
-	for p := range wcfg.Devices {
-		if e := fs.WriteFile(p, nil); errors.Is(e, errno.ENOSPC) {
-			err = newError(KindInvalidRequest, e, "a file quota of %d leaves no room for %s, which this run needs: %v", limits.FSFiles, p, e)
-			res.Error, res.Duration = err, time.Since(start)
-			return res, err
-		}
-	}
-	wcfg.Stdin = python.Stdin(req.Filename, wcfg.Env, []byte(req.Code), bytes.NewReader(req.Stdin))
-	state := wasi.NewState(wcfg)
-	spec.WASI = state
-
-	if call == nil && !sb.resumes(req, wcfg.Env) {
+	if !sb.resumes(&req, r.wcfg.Env) {
 		// The first such run loads the fresh module, a compile when the
 		// cache is cold (seconds; ~20 s of CPU on wasmtime): set-up of the
 		// Sandbox, not the run's time. An error comes back from execute.
 		_, _ = sb.freshModule(ctx)
 	}
-	runCtx, cancel := context.WithTimeout(ctx, limits.Timeout)
-	defer cancel()
-	var out engine.Outcome
-	var runErr error
-	if call != nil {
-		out, runErr = sb.snap.module.Resume(runCtx, call.from, spec)
-	} else {
-		out, runErr = sb.execute(runCtx, req, wcfg.Env, spec)
-	}
-	state.Close()
-	if netDev != nil {
-		netDev.Close()
-		res.Network = netDev.Decisions()
-		audit.network(res.Network)
-	}
+	out, runErr := r.execute(ctx, func(ctx context.Context) (engine.Outcome, error) {
+		return sb.execute(ctx, &req, r.wcfg.Env, r.spec)
+	})
+	return r.done(r.result(out, runErr))
+}
 
-	res.Stdout, res.Stderr = stdout.buf.Bytes(), stderr.buf.Bytes()
-	res.StdoutTruncated, res.StderrTruncated = stdout.truncated, stderr.truncated
-	res.ExitCode = int(out.ExitCode)
-	res.PeakMemory = int64(out.PeakMemory)
-	res.Fuel = int64(out.Fuel)
-	res.Files = changedFiles(fs, before)
-	if displays != nil {
-		displays.results(res)
-	}
-	if call != nil && out.Image != nil {
-		out.ExitCode = uint32(call.status.code) // paused, not exited
-		res.ExitCode = call.status.code
-	}
-	e := classify(runErr, out, fs, limits)
-	if call != nil {
-		e = call.finish(res, out, e)
-	}
-	res.Error, res.Duration = e, time.Since(start)
-	audit.finish(res)
-	if e != nil {
-		return res, e
-	}
-	return res, nil
+func failed(start time.Time, e *Error) (*Result, error) {
+	return &Result{Error: e, Duration: time.Since(start)}, e
 }
 
 func seedBytes(seed uint64) (b [32]byte) {

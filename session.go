@@ -13,10 +13,10 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/airlock-sandbox/airlock/engine"
-	"github.com/airlock-sandbox/airlock/python"
-	"github.com/airlock-sandbox/airlock/wasi"
-	"github.com/airlock-sandbox/airlock/wasi/memfs"
+	"github.com/airlock-sandbox/airlock/internal/engine"
+	"github.com/airlock-sandbox/airlock/internal/python"
+	"github.com/airlock-sandbox/airlock/internal/wasi"
+	"github.com/airlock-sandbox/airlock/internal/wasi/memfs"
 )
 
 // Sessions keep an interpreter's state from one call to the next, as a
@@ -52,7 +52,7 @@ const (
 func WithSessionTTL(d time.Duration) Option { return func(c *config) { c.sessionTTL = d } }
 
 // WithMaxSessions caps the live sessions of a Sandbox (each holds an image
-// of ~15-30 MB); 0 keeps the default.
+// of ~15-30 MB); 0 keeps the default, negative allows none.
 func WithMaxSessions(n int) Option { return func(c *config) { c.maxSessions = n } }
 
 // SessionOptions configure NewSession.
@@ -257,7 +257,7 @@ func (s *Session) Exec(ctx context.Context, req Request) (*Result, error) {
 		data, err := old.View(p)
 		return data, err == nil
 	}
-	res, err := s.sb.runIn(ctx, start, &req, limits, fs, before, s.sb.pkgs, call)
+	res, err := s.sb.resumeCall(ctx, start, &req, limits, fs, before, call)
 	if call.next != nil {
 		s.image.release()
 		s.image = newShared(call.next)
@@ -269,7 +269,33 @@ func (s *Session) Exec(ctx context.Context, req Request) (*Result, error) {
 	return res, err
 }
 
-// sessionCall is what runIn needs to run a call in a session.
+// resumeCall runs a session's call: resumed from the session's image, paused
+// again once the prelude has reported the call's status.
+func (sb *Sandbox) resumeCall(ctx context.Context, start time.Time, req *Request, limits Limits, fs *memfs.FS, before func(string) ([]byte, bool), call *sessionCall) (*Result, error) {
+	ctx, exit, ok := sb.enter(ctx)
+	if !ok {
+		return failed(start, newError(KindInvalidRequest, ErrClosed, "%v", ErrClosed))
+	}
+	defer exit()
+	r, e := sb.prepare(ctx, start, req, limits, fs, before, sb.pkgs)
+	if e == nil {
+		call.prepare(&r.wcfg, &r.spec)
+		e = r.open()
+	}
+	if e != nil {
+		return r.done(&Result{}, e)
+	}
+	out, runErr := r.execute(ctx, func(ctx context.Context) (engine.Outcome, error) {
+		return sb.snap.module.Resume(ctx, call.from, r.spec)
+	})
+	if out.Image != nil {
+		out.ExitCode = uint32(call.status.code) // paused, not exited
+	}
+	res, e := r.result(out, runErr)
+	return r.done(res, call.finish(res, out, e))
+}
+
+// sessionCall is what a session's call adds to a run.
 type sessionCall struct {
 	from   *engine.Image // resumed
 	reseed bool          // the call reseeds random (Session.reseed)

@@ -12,9 +12,9 @@ import (
 	"slices"
 	"time"
 
-	"github.com/airlock-sandbox/airlock/engine"
-	"github.com/airlock-sandbox/airlock/wasi/errno"
-	"github.com/airlock-sandbox/airlock/wasi/memfs"
+	"github.com/airlock-sandbox/airlock/internal/engine"
+	"github.com/airlock-sandbox/airlock/internal/wasi/errno"
+	"github.com/airlock-sandbox/airlock/internal/wasi/memfs"
 )
 
 // A saved session is one blob:
@@ -45,7 +45,7 @@ const (
 	sessionVersion = 2 // 2: the fuel limit is saved
 	// sessionSigned is version 2's layout with an HMAC-SHA256 trailer.
 	sessionSigned = 3
-	pageSize      = 65536
+	pageSize      = engine.PageSize // the unit of the page bitmap
 	// minSessionKey is the shortest key WithSessionKey takes: HMAC is only
 	// as strong as its key.
 	minSessionKey = 16

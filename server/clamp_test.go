@@ -30,9 +30,9 @@ func TestClampHugeTimeoutWithoutMaximum(t *testing.T) {
 // a request without limits for the default 10 s. A fuel of 0 is no cap.
 func TestClampOmittedLimitsTakeTheMaxima(t *testing.T) {
 	maxima := airlock.Limits{Timeout: 5 * time.Second, Memory: 64 << 20, Output: 1 << 20, FSFiles: 100, Fuel: 1e9}
-	l, clamped := RunLimits{}.clamp(airlock.DefaultLimits, maxima)
-	want := airlock.Limits{Timeout: 5 * time.Second, Memory: 64 << 20, Output: 1 << 20, FSBytes: airlock.DefaultLimits.FSBytes,
-		FSFiles: 100, HostCalls: airlock.DefaultLimits.HostCalls, HostPayload: airlock.DefaultLimits.HostPayload, Fuel: 1e9}
+	l, clamped := RunLimits{}.clamp(airlock.DefaultLimits(), maxima)
+	want := airlock.Limits{Timeout: 5 * time.Second, Memory: 64 << 20, Output: 1 << 20, FSBytes: airlock.DefaultLimits().FSBytes,
+		FSFiles: 100, HostCalls: airlock.DefaultLimits().HostCalls, HostPayload: airlock.DefaultLimits().HostPayload, Fuel: 1e9}
 	if l != want {
 		t.Fatalf("limits %+v, want %+v", l, want)
 	}
@@ -40,7 +40,7 @@ func TestClampOmittedLimitsTakeTheMaxima(t *testing.T) {
 		t.Fatalf("clamped %v: the header names only what the client sent", clamped)
 	}
 	// What the client sends below the maxima is kept.
-	if l, clamped := (RunLimits{TimeoutMS: 200, Memory: 32 << 20}).clamp(airlock.DefaultLimits, maxima); l.Timeout != 200*time.Millisecond || l.Memory != 32<<20 || slices.Contains(clamped, "memory") {
+	if l, clamped := (RunLimits{TimeoutMS: 200, Memory: 32 << 20}).clamp(airlock.DefaultLimits(), maxima); l.Timeout != 200*time.Millisecond || l.Memory != 32<<20 || slices.Contains(clamped, "memory") {
 		t.Fatalf("limits %+v clamped %v", l, clamped)
 	}
 }

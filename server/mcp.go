@@ -16,7 +16,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/airlock-sandbox/airlock"
-	"github.com/airlock-sandbox/airlock/hostfuncs"
+	"github.com/airlock-sandbox/airlock/tools"
 )
 
 // MCPConfig configures NewMCP.
@@ -25,8 +25,8 @@ type MCPConfig struct {
 	Sandbox *airlock.Sandbox
 	// Tools are the host tools registered on Sandbox, listed in the
 	// run_python description so a model knows it may call them.
-	Tools []hostfuncs.Tool
-	// MaxLimits caps runs (default airlock.DefaultLimits); the model picks
+	Tools []tools.Tool
+	// MaxLimits caps runs (default airlock.DefaultLimits()); the model picks
 	// the timeout below MaxLimits.Timeout.
 	MaxLimits airlock.Limits
 	// Concurrency caps the runs going at once (default: CPUs); further
@@ -62,7 +62,7 @@ type RunPythonArgs struct {
 // at the first line that does not decode.
 func NewMCP(cfg MCPConfig) *mcp.Server {
 	if cfg.MaxLimits == (airlock.Limits{}) {
-		cfg.MaxLimits = airlock.DefaultLimits
+		cfg.MaxLimits = airlock.DefaultLimits()
 	}
 	if cfg.Concurrency <= 0 {
 		cfg.Concurrency = runtime.NumCPU()
@@ -141,7 +141,7 @@ func mcpDescription(cfg MCPConfig) string {
 		"Output past %d characters keeps its head and tail, and the whole is readable as a resource the text names; "+
 		"images the code writes (PNG, JPEG, GIF, WebP, SVG files) come back as images, and every file written as a resource link. "+
 		"Limits: %s wall clock (default %s), %d MiB of memory, %d KiB of output per stream.",
-		version, packages, cfg.MaxText, cfg.MaxLimits.Timeout, min(cfg.MaxLimits.Timeout, airlock.DefaultLimits.Timeout),
+		version, packages, cfg.MaxText, cfg.MaxLimits.Timeout, min(cfg.MaxLimits.Timeout, airlock.DefaultLimits().Timeout),
 		cfg.MaxLimits.Memory>>20, cfg.MaxLimits.Output>>10)
 	if len(cfg.Tools) > 0 {
 		b.WriteString("\n\nHost functions the code can call (`import airlock`, then `airlock.tools.NAME(...)`, " +
@@ -155,7 +155,7 @@ func mcpDescription(cfg MCPConfig) string {
 
 func (m *mcpServer) runPython(ctx context.Context, in RunPythonArgs) *mcp.CallToolResult {
 	cfg, table := m.cfg, m.table
-	timeout := min(cfg.MaxLimits.Timeout, airlock.DefaultLimits.Timeout)
+	timeout := min(cfg.MaxLimits.Timeout, airlock.DefaultLimits().Timeout)
 	if in.Timeout > 0 {
 		timeout = cfg.MaxLimits.Timeout
 		if in.Timeout < timeout.Seconds() {

@@ -32,11 +32,13 @@ import (
 	"github.com/airlock-sandbox/airlock"
 )
 
-// Config configures a Server. Zero fields take the defaults noted.
+// Config configures a Server. As everywhere in Airlock, zero means the
+// default noted; negative means none where a knob can be off (Queue,
+// ReleaseIdle) and is refused by New elsewhere.
 type Config struct {
 	// Sandbox runs the requests; required.
 	Sandbox *airlock.Sandbox
-	// MaxLimits caps every request's limits (default airlock.DefaultLimits);
+	// MaxLimits caps every request's limits (default airlock.DefaultLimits());
 	// a request's zero limits take the Sandbox's defaults, capped the same.
 	MaxLimits airlock.Limits
 	// Concurrency is how many runs go at once (default runtime.NumCPU()).
@@ -117,10 +119,25 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Sandbox == nil {
 		return nil, errors.New("server: Config.Sandbox is required")
 	}
-	if cfg.MaxLimits == (airlock.Limits{}) {
-		cfg.MaxLimits = airlock.DefaultLimits
+	for _, f := range []struct {
+		name string
+		v    int64
+	}{
+		{"Concurrency", int64(cfg.Concurrency)}, {"MaxBody", cfg.MaxBody},
+		{"MaxBodyReads", int64(cfg.MaxBodyReads)}, {"MaxBodyReadsPerClient", int64(cfg.MaxBodyReadsPerClient)},
+		{"BodyTimeout", int64(cfg.BodyTimeout)}, {"MinBodyRate", cfg.MinBodyRate},
+		{"MaxConns", int64(cfg.MaxConns)}, {"MaxConnsPerClient", int64(cfg.MaxConnsPerClient)},
+		{"IdleTimeout", int64(cfg.IdleTimeout)}, {"ReadHeaderTimeout", int64(cfg.ReadHeaderTimeout)},
+		{"MaxHeaderBytes", int64(cfg.MaxHeaderBytes)},
+	} {
+		if f.v < 0 {
+			return nil, fmt.Errorf("server: Config.%s is negative; 0 takes the default", f.name)
+		}
 	}
-	if cfg.Concurrency <= 0 {
+	if cfg.MaxLimits == (airlock.Limits{}) {
+		cfg.MaxLimits = airlock.DefaultLimits()
+	}
+	if cfg.Concurrency == 0 {
 		cfg.Concurrency = runtime.NumCPU()
 	}
 	switch {
@@ -129,16 +146,16 @@ func New(cfg Config) (*Server, error) {
 	case cfg.Queue < 0:
 		cfg.Queue = 0
 	}
-	if cfg.MaxBody <= 0 {
+	if cfg.MaxBody == 0 {
 		cfg.MaxBody = 32 << 20
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	if cfg.MaxBodyReads <= 0 {
+	if cfg.MaxBodyReads == 0 {
 		cfg.MaxBodyReads = max(2*(cfg.Concurrency+cfg.Queue), 16)
 	}
-	if cfg.MaxBodyReadsPerClient <= 0 {
+	if cfg.MaxBodyReadsPerClient == 0 {
 		cfg.MaxBodyReadsPerClient = max(cfg.MaxBodyReads/4, 1)
 	}
 	defaults := []struct {
@@ -146,20 +163,20 @@ func New(cfg Config) (*Server, error) {
 		d time.Duration
 	}{{&cfg.BodyTimeout, DefaultBodyTimeout}, {&cfg.IdleTimeout, DefaultIdleTimeout}, {&cfg.ReadHeaderTimeout, DefaultReadHeaderTimeout}}
 	for _, f := range defaults {
-		if *f.v <= 0 {
+		if *f.v == 0 {
 			*f.v = f.d
 		}
 	}
-	if cfg.MinBodyRate <= 0 {
+	if cfg.MinBodyRate == 0 {
 		cfg.MinBodyRate = DefaultMinBodyRate
 	}
-	if cfg.MaxConns <= 0 {
+	if cfg.MaxConns == 0 {
 		cfg.MaxConns = DefaultMaxConns
 	}
-	if cfg.MaxConnsPerClient <= 0 {
+	if cfg.MaxConnsPerClient == 0 {
 		cfg.MaxConnsPerClient = DefaultMaxConnsPerClient
 	}
-	if cfg.MaxHeaderBytes <= 0 {
+	if cfg.MaxHeaderBytes == 0 {
 		cfg.MaxHeaderBytes = DefaultMaxHeaderBytes
 	}
 	if cfg.ReleaseIdle == 0 {

@@ -166,7 +166,7 @@ func TestBadRequests(t *testing.T) {
 }
 
 func TestLimitsClamped(t *testing.T) {
-	max := airlock.DefaultLimits
+	max := airlock.DefaultLimits()
 	max.Timeout, max.Memory = 500*time.Millisecond, 64<<20
 	url, _, _ := start(t, Config{MaxLimits: max})
 

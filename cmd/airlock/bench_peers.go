@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"github.com/airlock-sandbox/airlock"
-	"github.com/airlock-sandbox/airlock/bench"
-	"github.com/airlock-sandbox/airlock/python"
+	"github.com/airlock-sandbox/airlock/internal/bench"
+	"github.com/airlock-sandbox/airlock/internal/python"
 )
 
 // peersOptions are the flags of `airlock bench --peers`.
@@ -21,7 +21,6 @@ type peersOptions struct {
 	runs             int
 	pyodideFreshRuns int
 	setupOnly        bool
-	charts           string
 	asJSON           bool
 	nativePython     string
 }
@@ -130,13 +129,6 @@ func cmdBenchPeers(ctx context.Context, o peersOptions, stdout, stderr io.Writer
 	}
 	report.Load += " → " + loadAvg()
 
-	if o.charts != "" {
-		files, err := bench.Charts(report.Results, o.charts)
-		if err != nil {
-			return 1, err
-		}
-		fmt.Fprintln(stderr, "airlock: charts:", strings.Join(files, " "))
-	}
 	if o.asJSON {
 		return 0, writeReport(stdout, report)
 	}

@@ -10,174 +10,11 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
-	"time"
 
 	"github.com/airlock-sandbox/airlock"
 	"github.com/airlock-sandbox/airlock/server"
 )
-
-// multiFlag collects a repeatable string flag.
-type multiFlag []string
-
-func (m *multiFlag) String() string     { return strings.Join(*m, ",") }
-func (m *multiFlag) Set(v string) error { *m = append(*m, v); return nil }
-
-// sizeFlag parses 256MiB, 1MB, 4096 and the like.
-type sizeFlag struct{ n int64 }
-
-func (s *sizeFlag) String() string { return strconv.FormatInt(s.n, 10) }
-func (s *sizeFlag) Set(v string) error {
-	n, err := parseSize(v)
-	s.n = n
-	return err
-}
-
-var sizeUnits = []struct {
-	suffix string
-	mult   int64
-}{
-	{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30},
-	{"KB", 1e3}, {"MB", 1e6}, {"GB", 1e9},
-	{"K", 1 << 10}, {"M", 1 << 20}, {"G", 1 << 30}, {"B", 1},
-}
-
-func parseSize(v string) (int64, error) {
-	mult := int64(1)
-	num := strings.TrimSpace(v)
-	for _, u := range sizeUnits {
-		if strings.HasSuffix(num, u.suffix) {
-			num, mult = strings.TrimSpace(strings.TrimSuffix(num, u.suffix)), u.mult
-			break
-		}
-	}
-	n, err := strconv.ParseInt(num, 10, 64)
-	if err != nil || n < 0 || n > (1<<62)/mult {
-		return 0, fmt.Errorf("invalid size %q (want e.g. 256MiB, 1MB, 4096)", v)
-	}
-	return n * mult, nil
-}
-
-// limitFlags are a run's limits (run, repl).
-type limitFlags struct {
-	timeout                 *time.Duration
-	memory, output, fsBytes sizeFlag
-	fsFiles                 *int
-	fuel                    *int64
-}
-
-func (l *limitFlags) register(fs *flag.FlagSet) {
-	d := airlock.DefaultLimits
-	l.timeout = fs.Duration("timeout", d.Timeout, "wall-clock limit")
-	l.memory, l.output, l.fsBytes = sizeFlag{d.Memory}, sizeFlag{d.Output}, sizeFlag{d.FSBytes}
-	fs.Var(&l.memory, "memory", "memory limit (e.g. 256MiB)")
-	fs.Var(&l.output, "output-limit", "cap on stdout and on stderr, each")
-	fs.Var(&l.fsBytes, "fs-bytes", "cap on the total size of files in the sandbox")
-	l.fsFiles = fs.Int("fs-files", d.FSFiles, "max files and directories in the sandbox")
-	l.fuel = fs.Int64("fuel", 0, "CPU budget in fuel units, about one per WebAssembly instruction; same verdict on any machine (wasmtime engine only; 0: none)")
-}
-
-func (l *limitFlags) limits() airlock.Limits {
-	return airlock.Limits{Timeout: *l.timeout, Memory: l.memory.n, Output: l.output.n, FSBytes: l.fsBytes.n, FSFiles: *l.fsFiles, Fuel: *l.fuel}
-}
-
-// fileFlags are repeated --file HOST[:GUEST] flags.
-type fileFlags struct{ multiFlag }
-
-func (m *fileFlags) register(fs *flag.FlagSet) {
-	fs.Var(&m.multiFlag, "file", "HOST[:GUEST] file to copy in (repeatable; default guest path /home/user/<basename>)")
-}
-
-// read loads --file HOST[:GUEST] specs into guest files.
-func (m *fileFlags) read() (map[string][]byte, error) {
-	files := make(map[string][]byte, len(m.multiFlag))
-	for _, spec := range m.multiFlag {
-		host, guest, ok := strings.Cut(spec, ":")
-		if !ok {
-			guest = filepath.Base(host)
-		}
-		data, err := os.ReadFile(host)
-		if err != nil {
-			return nil, argFileError("--file", err)
-		}
-		files[guest] = data
-	}
-	return files, nil
-}
-
-// commonFlags are the flags every command that builds a Sandbox takes.
-type commonFlags struct {
-	python       string
-	cacheDir     string
-	engine       string
-	fuelMetering bool
-}
-
-func (c *commonFlags) register(fs *flag.FlagSet) {
-	fs.StringVar(&c.python, "python", "", "build to run: own (Airlock's CPython 3.13, the default), npm (the -O0 CPython 3.12 fallback) or a python.wasm path (default: $AIRLOCK_PYTHON, else own)")
-	fs.StringVar(&c.cacheDir, "cache-dir", "", "artifact and compile cache (default: $AIRLOCK_CACHE_DIR or the user cache dir)")
-	fs.StringVar(&c.engine, "engine", "", "WebAssembly engine: wazero, or wasmtime in builds with -tags airlock_wasmtime (default: $AIRLOCK_ENGINE, else wazero); bench takes a comma-separated list")
-	fs.BoolVar(&c.fuelMetering, "fuel-metering", true, "on wasmtime, meter fuel so runs report it and accept --fuel; false runs interpreter-bound code ~20% faster")
-}
-
-func (c *commonFlags) sandbox(ctx context.Context, stderr io.Writer, extra ...airlock.Option) (*airlock.Sandbox, error) {
-	opts := append([]airlock.Option{airlock.WithNotice(stderr)}, extra...)
-	if c.python != "" {
-		opts = append(opts, airlock.WithPython(c.python))
-	}
-	if c.cacheDir != "" {
-		opts = append(opts, airlock.WithCacheDir(c.cacheDir))
-	}
-	if c.engine != "" {
-		opts = append(opts, airlock.WithEngine(c.engine))
-	}
-	if !c.fuelMetering {
-		opts = append(opts, airlock.WithFuelMetering(false))
-	}
-	return airlock.New(ctx, opts...)
-}
-
-// packageFlags give a long-lived Sandbox (serve, mcp, repl) its packages:
-// loaded once, shared by every run. There is no request field for them,
-// as a remote client must not name the server's host paths.
-type packageFlags struct {
-	packages  multiFlag
-	preimport multiFlag
-}
-
-func (p *packageFlags) register(fs *flag.FlagSet) {
-	fs.Var(&p.packages, "package", "pure-Python package every run can import: a wheel, a zip or a directory (repeatable)")
-	fs.Var(&p.preimport, "preimport", "module to import before every run, once into the snapshot (repeatable, or comma-separated)")
-}
-
-func (p *packageFlags) options() []airlock.Option {
-	var mods []string
-	for _, v := range p.preimport {
-		for m := range strings.SplitSeq(v, ",") {
-			if m = strings.TrimSpace(m); m != "" {
-				mods = append(mods, m)
-			}
-		}
-	}
-	return []airlock.Option{airlock.WithPackages(p.packages...), airlock.WithPreimport(mods...)}
-}
-
-// parseInterleaved lets flags follow positional arguments, as in
-// `airlock run main.py --json`.
-func parseInterleaved(fs *flag.FlagSet, args []string) ([]string, error) {
-	var positional []string
-	for {
-		if err := fs.Parse(args); err != nil {
-			return nil, err
-		}
-		if fs.NArg() == 0 {
-			return positional, nil
-		}
-		positional = append(positional, fs.Arg(0))
-		args = fs.Args()[1:]
-	}
-}
 
 func cmdRun(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) (int, error) {
 	fs := flag.NewFlagSet("airlock run", flag.ContinueOnError)
@@ -281,25 +118,39 @@ func cmdRun(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 		return 1, err
 	}
 	defer sb.Close(context.Background())
-	res, runErr := sb.Run(ctx, req)
-	if *asJSON {
-		printJSON(stdout, server.NewResult(res, server.PythonOf(sb), false))
-	} else {
-		stdout.Write(res.Stdout)
-		stderr.Write(res.Stderr)
-		printRich(stdout, server.NewResult(res, server.PythonOf(sb), false))
-		if runErr != nil {
-			fmt.Fprintln(stderr, "airlock:", runErr)
+	res, _ := sb.Run(ctx, req) // the error is res.Error, which report prints
+	return report(server.NewResult(res, server.PythonOf(sb), false), res.Files, *outDir, *asJSON, stdout, stderr), nil
+}
+
+// report prints a run's result the same way whether it ran here or on a
+// server (res is the JSON contract, without file data; files carry it)
+// and returns the exit status.
+func report(res server.Result, files []airlock.File, outDir string, asJSON bool, stdout, stderr io.Writer) int {
+	if asJSON {
+		for i := range res.Files {
+			res.Files[i].Data = nil
 		}
+		printJSON(stdout, res)
+	} else {
+		io.WriteString(stdout, res.Stdout)
+		io.WriteString(stderr, res.Stderr)
+		printRich(stdout, res)
+		if res.Error != nil {
+			e := &airlock.Error{Kind: airlock.Kind(res.Error.Kind), Message: res.Error.Message}
+			fmt.Fprintln(stderr, "airlock:", e)
+		}
+	}
+	status := processStatus(res.ExitCode)
+	if res.Error != nil {
+		status = kindStatus(airlock.Kind(res.Error.Kind))
 	}
 	// After the report: a file the host cannot write (the guest names
 	// them) must not cost the run's output or exit status; it only keeps
 	// a successful run from exiting 0.
-	status := exitStatus(res)
-	if *outDir != "" && !writeOut(*outDir, res.Files, stderr) && status == 0 {
+	if outDir != "" && !writeOut(outDir, files, stderr) && status == 0 {
 		status = 1
 	}
-	return status, nil
+	return status
 }
 
 // printRich prints, after a run's output (--value), each display's text
@@ -407,27 +258,7 @@ func runRemote(ctx context.Context, url string, req airlock.Request, outDir stri
 	for i, f := range res.Files {
 		files[i] = airlock.File{Path: f.Path, Size: f.Size, Data: f.Data}
 	}
-	if asJSON {
-		for i := range res.Files {
-			res.Files[i].Data = nil
-		}
-		printJSON(stdout, *res)
-	} else {
-		io.WriteString(stdout, res.Stdout)
-		io.WriteString(stderr, res.Stderr)
-		printRich(stdout, *res)
-		if res.Error != nil {
-			fmt.Fprintf(stderr, "airlock: %s: %s\n", res.Error.Kind, res.Error.Message)
-		}
-	}
-	status := processStatus(res.ExitCode)
-	if res.Error != nil {
-		status = kindStatus(airlock.Kind(res.Error.Kind))
-	}
-	if outDir != "" && !writeOut(outDir, files, stderr) && status == 0 {
-		status = 1
-	}
-	return status, nil
+	return report(*res, files, outDir, asJSON, stdout, stderr), nil
 }
 
 // watchRun runs cmd under watchLoop, holding a Sandbox open meanwhile so

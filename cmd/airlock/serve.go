@@ -17,56 +17,12 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/airlock-sandbox/airlock"
-	"github.com/airlock-sandbox/airlock/hostfuncs"
 	"github.com/airlock-sandbox/airlock/server"
+	"github.com/airlock-sandbox/airlock/tools"
 )
 
-// maxFlags are the server maxima a request's limits are clamped to.
-type maxFlags struct {
-	timeout                 *time.Duration
-	memory, output, fsBytes sizeFlag
-	fsFiles                 *int
-}
-
-func (m *maxFlags) register(fs *flag.FlagSet) {
-	d := airlock.DefaultLimits
-	m.timeout = fs.Duration("max-timeout", 30*time.Second, "largest timeout a request may ask for")
-	m.memory, m.output, m.fsBytes = sizeFlag{d.Memory}, sizeFlag{d.Output}, sizeFlag{d.FSBytes}
-	fs.Var(&m.memory, "max-memory", "largest memory limit a request may ask for")
-	fs.Var(&m.output, "max-output", "largest cap on stdout and on stderr")
-	fs.Var(&m.fsBytes, "max-fs-bytes", "largest filesystem quota in bytes")
-	m.fsFiles = fs.Int("max-fs-files", d.FSFiles, "largest filesystem quota in files")
-}
-
-func (m *maxFlags) limits() airlock.Limits {
-	l := airlock.DefaultLimits
-	l.Timeout, l.Memory, l.Output, l.FSBytes, l.FSFiles = *m.timeout, m.memory.n, m.output.n, m.fsBytes.n, *m.fsFiles
-	return l
-}
-
-// sessionFlags are the Sandbox's session TTL and cap (serve, mcp).
-type sessionFlags struct {
-	ttl *time.Duration
-	max *int
-}
-
-func (f *sessionFlags) register(fs *flag.FlagSet) {
-	f.ttl = fs.Duration("session-ttl", airlock.DefaultSessionTTL, "how long a session may sit idle before it expires (negative: never)")
-	f.max = fs.Int("max-sessions", airlock.DefaultMaxSessions, "live sessions at most (each holds ~15-30 MB)")
-}
-
-func (f *sessionFlags) options() ([]airlock.Option, error) {
-	if *f.max < 1 {
-		return nil, usageError{"--max-sessions must be at least 1"}
-	}
-	if *f.ttl == 0 {
-		return nil, usageError{"--session-ttl must not be 0 (negative: never expire)"}
-	}
-	return []airlock.Option{airlock.WithSessionTTL(*f.ttl), airlock.WithMaxSessions(*f.max)}, nil
-}
-
 // toolsFor returns the built-in tool set name ("" for none) and its option.
-func toolsFor(name string) ([]hostfuncs.Tool, []airlock.Option, error) {
+func toolsFor(name string) ([]tools.Tool, []airlock.Option, error) {
 	if name == "" {
 		return nil, nil, nil
 	}

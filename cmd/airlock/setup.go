@@ -13,7 +13,7 @@ import (
 
 	"github.com/airlock-sandbox/airlock"
 	"github.com/airlock-sandbox/airlock/internal/atomicfile"
-	"github.com/airlock-sandbox/airlock/python"
+	"github.com/airlock-sandbox/airlock/internal/python"
 )
 
 func cmdSetup(ctx context.Context, args []string, stdout, stderr io.Writer) (int, error) {
@@ -46,9 +46,6 @@ func cmdSetup(ctx context.Context, args []string, stdout, stderr io.Writer) (int
 	// Only the build asked for is prepared: the npm one is fetched when it
 	// is the one named, never as a stand-in for a missing own build.
 	build := common.python
-	if build == "" {
-		build = os.Getenv(python.EnvPython)
-	}
 	if build == python.SelectNPM {
 		path, err := python.Fetch(ctx, dir, stderr)
 		if err != nil {
@@ -114,9 +111,6 @@ func (c *countingWriter) Write(p []byte) (int, error) {
 // bundleUsage checks the flags that go with --export or --import.
 func bundleUsage(common commonFlags, exportPath, importPath string, snapshots bool) error {
 	build := common.python
-	if build == "" {
-		build = os.Getenv(python.EnvPython)
-	}
 	switch {
 	case exportPath != "" && importPath != "":
 		return usageError{"--export and --import: one at a time"}

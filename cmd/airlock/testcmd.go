@@ -37,7 +37,7 @@ func cmdTest(ctx context.Context, args []string, stdout, stderr io.Writer) (int,
 		pattern = fset.String("pattern", "test*.py", "unittest discovery pattern")
 		verbose = fset.Bool("v", false, "list every test")
 		timeout = fset.Duration("timeout", 60*time.Second, "wall-clock limit of the whole suite")
-		memory  = &sizeFlag{airlock.DefaultLimits.Memory}
+		memory  = &sizeFlag{airlock.DefaultLimits().Memory}
 		watch   = fset.Bool("watch", false, "re-run on every change under DIR (Ctrl-C stops)")
 		clear   = fset.Bool("clear", false, "with --watch, clear the screen before each run")
 	)
@@ -59,7 +59,7 @@ func cmdTest(ctx context.Context, args []string, stdout, stderr io.Writer) (int,
 		return watchRun(ctx, positional[0], *clear, true, &common, nil, stdout, stderr,
 			func(ctx context.Context) (int, error) { return cmdTest(ctx, args, stdout, stderr) })
 	}
-	files, err := readTree(positional[0], airlock.DefaultLimits.FSBytes)
+	files, err := readTree(positional[0], airlock.DefaultLimits().FSBytes)
 	if err != nil {
 		return 1, err
 	}

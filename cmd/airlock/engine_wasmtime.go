@@ -1,0 +1,5 @@
+//go:build airlock_wasmtime
+
+package main
+
+import _ "github.com/airlock-sandbox/airlock/wasmtime" // the wasmtime engine, with -tags airlock_wasmtime

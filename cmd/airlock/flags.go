@@ -1,0 +1,245 @@
+package main
+
+// The flag types the commands share, and how their values become options:
+// the one place the command line (and its environment defaults) turns into
+// library calls.
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/airlock-sandbox/airlock"
+	"github.com/airlock-sandbox/airlock/internal/python"
+)
+
+// multiFlag collects a repeatable string flag.
+type multiFlag []string
+
+func (m *multiFlag) String() string     { return strings.Join(*m, ",") }
+func (m *multiFlag) Set(v string) error { *m = append(*m, v); return nil }
+
+// sizeFlag parses 256MiB, 1MB, 4096 and the like.
+type sizeFlag struct{ n int64 }
+
+func (s *sizeFlag) String() string { return strconv.FormatInt(s.n, 10) }
+func (s *sizeFlag) Set(v string) error {
+	n, err := parseSize(v)
+	s.n = n
+	return err
+}
+
+var sizeUnits = []struct {
+	suffix string
+	mult   int64
+}{
+	{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30},
+	{"KB", 1e3}, {"MB", 1e6}, {"GB", 1e9},
+	{"K", 1 << 10}, {"M", 1 << 20}, {"G", 1 << 30}, {"B", 1},
+}
+
+func parseSize(v string) (int64, error) {
+	mult := int64(1)
+	num := strings.TrimSpace(v)
+	for _, u := range sizeUnits {
+		if strings.HasSuffix(num, u.suffix) {
+			num, mult = strings.TrimSpace(strings.TrimSuffix(num, u.suffix)), u.mult
+			break
+		}
+	}
+	n, err := strconv.ParseInt(num, 10, 64)
+	if err != nil || n < 0 || n > (1<<62)/mult {
+		return 0, fmt.Errorf("invalid size %q (want e.g. 256MiB, 1MB, 4096)", v)
+	}
+	return n * mult, nil
+}
+
+// limitFlags are a run's limits (run, repl).
+type limitFlags struct {
+	timeout                 *time.Duration
+	memory, output, fsBytes sizeFlag
+	fsFiles                 *int
+	fuel                    *int64
+}
+
+func (l *limitFlags) register(fs *flag.FlagSet) {
+	d := airlock.DefaultLimits()
+	l.timeout = fs.Duration("timeout", d.Timeout, "wall-clock limit")
+	l.memory, l.output, l.fsBytes = sizeFlag{d.Memory}, sizeFlag{d.Output}, sizeFlag{d.FSBytes}
+	fs.Var(&l.memory, "memory", "memory limit (e.g. 256MiB)")
+	fs.Var(&l.output, "output-limit", "cap on stdout and on stderr, each")
+	fs.Var(&l.fsBytes, "fs-bytes", "cap on the total size of files in the sandbox")
+	l.fsFiles = fs.Int("fs-files", d.FSFiles, "max files and directories in the sandbox")
+	l.fuel = fs.Int64("fuel", 0, "CPU budget in fuel units, about one per WebAssembly instruction; same verdict on any machine (wasmtime engine only; 0: none)")
+}
+
+func (l *limitFlags) limits() airlock.Limits {
+	return airlock.Limits{Timeout: *l.timeout, Memory: l.memory.n, Output: l.output.n, FSBytes: l.fsBytes.n, FSFiles: *l.fsFiles, Fuel: *l.fuel}
+}
+
+// fileFlags are repeated --file HOST[:GUEST] flags.
+type fileFlags struct{ multiFlag }
+
+func (m *fileFlags) register(fs *flag.FlagSet) {
+	fs.Var(&m.multiFlag, "file", "HOST[:GUEST] file to copy in (repeatable; default guest path /home/user/<basename>)")
+}
+
+// read loads --file HOST[:GUEST] specs into guest files.
+func (m *fileFlags) read() (map[string][]byte, error) {
+	files := make(map[string][]byte, len(m.multiFlag))
+	for _, spec := range m.multiFlag {
+		host, guest, ok := strings.Cut(spec, ":")
+		if !ok {
+			guest = filepath.Base(host)
+		}
+		data, err := os.ReadFile(host)
+		if err != nil {
+			return nil, argFileError("--file", err)
+		}
+		files[guest] = data
+	}
+	return files, nil
+}
+
+// commonFlags are the flags every command that builds a Sandbox takes.
+type commonFlags struct {
+	python       string
+	cacheDir     string
+	engine       string
+	fuelMetering bool
+}
+
+// register adds the flags, with their defaults from the environment: the
+// command is the one place that reads it (the library takes options).
+// The help text names the variables rather than printing their values.
+func (c *commonFlags) register(fs *flag.FlagSet) {
+	fromEnv := func(name, env string, abs bool) {
+		fs.Lookup(name).DefValue = ""
+		v := os.Getenv(env)
+		if abs && v != "" {
+			// As it was when the library read it: the process may change
+			// directory, the cache must not move with it.
+			if a, err := filepath.Abs(v); err == nil {
+				v = a
+			}
+		}
+		if v != "" {
+			fs.Set(name, v)
+		}
+	}
+	defer fromEnv("python", python.EnvPython, false)
+	defer fromEnv("cache-dir", python.EnvCacheDir, true)
+	defer fromEnv("engine", airlock.EnvEngine, false)
+	fs.StringVar(&c.python, "python", "", "build to run: own (Airlock's CPython 3.13, the default), npm (the -O0 CPython 3.12 fallback) or a python.wasm path (default: $AIRLOCK_PYTHON, else own)")
+	fs.StringVar(&c.cacheDir, "cache-dir", "", "artifact and compile cache (default: $AIRLOCK_CACHE_DIR or the user cache dir)")
+	fs.StringVar(&c.engine, "engine", "", "WebAssembly engine: wazero, or wasmtime in builds with -tags airlock_wasmtime (default: $AIRLOCK_ENGINE, else wazero); bench takes a comma-separated list")
+	fs.BoolVar(&c.fuelMetering, "fuel-metering", true, "on wasmtime, meter fuel so runs report it and accept --fuel; false runs interpreter-bound code ~20% faster")
+}
+
+func (c *commonFlags) sandbox(ctx context.Context, stderr io.Writer, extra ...airlock.Option) (*airlock.Sandbox, error) {
+	opts := append([]airlock.Option{airlock.WithNotice(stderr)}, extra...)
+	if c.python != "" {
+		opts = append(opts, airlock.WithPython(c.python))
+	}
+	if c.cacheDir != "" {
+		opts = append(opts, airlock.WithCacheDir(c.cacheDir))
+	}
+	if c.engine != "" {
+		opts = append(opts, airlock.WithEngine(c.engine))
+	}
+	if !c.fuelMetering {
+		opts = append(opts, airlock.WithFuelMetering(false))
+	}
+	return airlock.New(ctx, opts...)
+}
+
+// packageFlags give a long-lived Sandbox (serve, mcp, repl) its packages:
+// loaded once, shared by every run. There is no request field for them,
+// as a remote client must not name the server's host paths.
+type packageFlags struct {
+	packages  multiFlag
+	preimport multiFlag
+}
+
+func (p *packageFlags) register(fs *flag.FlagSet) {
+	fs.Var(&p.packages, "package", "pure-Python package every run can import: a wheel, a zip or a directory (repeatable)")
+	fs.Var(&p.preimport, "preimport", "module to import before every run, once into the snapshot (repeatable, or comma-separated)")
+}
+
+func (p *packageFlags) options() []airlock.Option {
+	var mods []string
+	for _, v := range p.preimport {
+		for m := range strings.SplitSeq(v, ",") {
+			if m = strings.TrimSpace(m); m != "" {
+				mods = append(mods, m)
+			}
+		}
+	}
+	return []airlock.Option{airlock.WithPackages(p.packages...), airlock.WithPreimport(mods...)}
+}
+
+// parseInterleaved lets flags follow positional arguments, as in
+// `airlock run main.py --json`.
+func parseInterleaved(fs *flag.FlagSet, args []string) ([]string, error) {
+	var positional []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return nil, err
+		}
+		if fs.NArg() == 0 {
+			return positional, nil
+		}
+		positional = append(positional, fs.Arg(0))
+		args = fs.Args()[1:]
+	}
+}
+
+// maxFlags are the server maxima a request's limits are clamped to.
+type maxFlags struct {
+	timeout                 *time.Duration
+	memory, output, fsBytes sizeFlag
+	fsFiles                 *int
+}
+
+func (m *maxFlags) register(fs *flag.FlagSet) {
+	d := airlock.DefaultLimits()
+	m.timeout = fs.Duration("max-timeout", 30*time.Second, "largest timeout a request may ask for")
+	m.memory, m.output, m.fsBytes = sizeFlag{d.Memory}, sizeFlag{d.Output}, sizeFlag{d.FSBytes}
+	fs.Var(&m.memory, "max-memory", "largest memory limit a request may ask for")
+	fs.Var(&m.output, "max-output", "largest cap on stdout and on stderr")
+	fs.Var(&m.fsBytes, "max-fs-bytes", "largest filesystem quota in bytes")
+	m.fsFiles = fs.Int("max-fs-files", d.FSFiles, "largest filesystem quota in files")
+}
+
+func (m *maxFlags) limits() airlock.Limits {
+	l := airlock.DefaultLimits()
+	l.Timeout, l.Memory, l.Output, l.FSBytes, l.FSFiles = *m.timeout, m.memory.n, m.output.n, m.fsBytes.n, *m.fsFiles
+	return l
+}
+
+// sessionFlags are the Sandbox's session TTL and cap (serve, mcp).
+type sessionFlags struct {
+	ttl *time.Duration
+	max *int
+}
+
+func (f *sessionFlags) register(fs *flag.FlagSet) {
+	f.ttl = fs.Duration("session-ttl", airlock.DefaultSessionTTL, "how long a session may sit idle before it expires (negative: never)")
+	f.max = fs.Int("max-sessions", airlock.DefaultMaxSessions, "live sessions at most (each holds ~15-30 MB)")
+}
+
+func (f *sessionFlags) options() ([]airlock.Option, error) {
+	if *f.max < 1 {
+		return nil, usageError{"--max-sessions must be at least 1"}
+	}
+	if *f.ttl == 0 {
+		return nil, usageError{"--session-ttl must not be 0 (negative: never expire)"}
+	}
+	return []airlock.Option{airlock.WithSessionTTL(*f.ttl), airlock.WithMaxSessions(*f.max)}, nil
+}

@@ -1,5 +1,0 @@
-package engine
-
-// LoopChecked tells tests whether m's loops check the interrupt global
-// (rather than relying on wazero closing the instance).
-func LoopChecked(m *Module) bool { return m.interrupt }

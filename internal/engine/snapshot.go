@@ -1,0 +1,394 @@
+package engine
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+
+	"github.com/airlock-sandbox/airlock/internal/wasi"
+	"github.com/airlock-sandbox/airlock/internal/wasmbin"
+)
+
+// Snapshots. A module transformed by Binaryen's asyncify (with fd_read as
+// the one import that may pause) can stop at its first read of stdin and be
+// resumed there later, in another instance:
+//
+//   - Capture runs _start until the guest first calls fd_read on fd 0. The
+//     host grows memory by a few pages the guest has never seen, points
+//     asyncify's buffer there and starts an unwind; the guest's call stack
+//     unwinds into the buffer and _start returns. Memory and the mutable
+//     globals (the stack pointer, asyncify's own) are the Image.
+//   - Resume instantiates afresh, puts the image's memory and globals in
+//     place, starts a rewind and calls _start: the guest re-enters the same
+//     fd_read, where the host stops the rewind and serves the read as usual.
+//
+// The module compiled for this has its active data segments emptied (the
+// image holds memory as it was, segments applied) and every mutable global
+// exported, so the compiled code never depends on an image.
+
+// Errors of snapshot capture and restore.
+var (
+	// ErrNotResumable: the module lacks asyncify's exports.
+	ErrNotResumable = errors.New("engine: module is not asyncified (no asyncify_start_unwind export)")
+	// ErrNoPausePoint: the guest ended before it first read stdin.
+	ErrNoPausePoint = errors.New("engine: the guest ended before its snapshot point (the first read of stdin)")
+	// ErrPausedWithOpenFiles: at the snapshot point the guest had open
+	// descriptors beyond 0-3, which a restored run would not have.
+	ErrPausedWithOpenFiles = errors.New("engine: descriptors beyond stdio and the root were open at the snapshot point")
+	// ErrPausedElsewhere: a resumed guest paused in a read of stdin other
+	// than the one its image was paused in (its unwound stack differs), so
+	// its stack may hold functions asyncify did not instrument and could
+	// not be resumed.
+	ErrPausedElsewhere = errors.New("engine: the guest paused in a read of stdin other than its image's")
+	// ErrBadImage: a resumed guest never arrived back at the read its
+	// image was paused in.
+	ErrBadImage = errors.New("engine: the image did not resume at its pause point")
+)
+
+const (
+	// globalPrefix names the exports added for mutable globals.
+	globalPrefix = "airlock.global."
+	// unwindPages is the size of asyncify's buffer for the paused call
+	// stack: CPython's at the prelude's os.read needs a few KiB.
+	unwindPages = 2
+)
+
+// resumable is what a Module loaded by LoadResumable knows besides its code.
+type resumable struct {
+	segments []wasmbin.Segment // the emptied active data segments
+	globals  []string          // exported mutable globals, by index order
+}
+
+// LoadResumable prepares an asyncified module for Capture and Resume
+// (mutable globals exported, data segments moved out) and loads it as Load
+// does. The preparation is deterministic, so the compile cache hits.
+//
+// # Errors
+// As Load; ErrNotResumable for a module without asyncify's exports.
+func LoadResumable(ctx context.Context, wasm []byte, opts Options) (*Module, error) {
+	wasm, err := wasmbin.StripDebug(wasm)
+	if err != nil {
+		return nil, fmt.Errorf("engine: %w", err)
+	}
+	prepared, globals, err := wasmbin.ExportMutableGlobals(wasm, globalPrefix)
+	if err != nil {
+		return nil, fmt.Errorf("engine: export globals: %w", err)
+	}
+	prepared, segments, err := wasmbin.DropActiveData(prepared)
+	if err != nil {
+		return nil, fmt.Errorf("engine: move data segments: %w", err)
+	}
+	m, err := Load(ctx, prepared, opts)
+	if err != nil {
+		return nil, err
+	}
+	for _, name := range []string{"_start", "asyncify_start_unwind", "asyncify_stop_unwind", "asyncify_start_rewind", "asyncify_stop_rewind"} {
+		if !m.exportsFunction(name) {
+			m.Close(ctx)
+			return nil, fmt.Errorf("%w: missing %s", ErrNotResumable, name)
+		}
+	}
+	loadedMu.Lock()
+	if m.snap == nil {
+		m.snap = &resumable{segments: segments, globals: globals}
+	}
+	loadedMu.Unlock()
+	return m, nil
+}
+
+// Image is an instance paused at a read of stdin: its linear memory and
+// mutable globals. Memory is nil for a delta image (see Len, CopyTo). It is immutable once captured and shared by every
+// run resumed from it.
+type Image struct {
+	// Memory is the whole linear memory, a multiple of 64 KiB.
+	Memory []byte
+	// Globals are the exported mutable globals' values, in the module's order.
+	Globals []uint64
+	// UnwindBuffer is the address of asyncify's buffer inside Memory.
+	UnwindBuffer uint32
+
+	backing *backing // copy-on-write source of Memory, when available
+
+	// A delta image (snapshot_delta.go) has no Memory: it is base's
+	// memory, size bytes long, with pages replaced.
+	base  *Image
+	size  int
+	pages []deltaPage
+
+	poolMu    sync.Mutex
+	pools     map[uint64]*regionPool // by reservation size (snapshot_pool.go)
+	poolClock uint64                 // counts poolFor calls, for regionPool.used
+	closed    bool
+}
+
+// pausePoint is a run's state at the snapshot point (run.pause), which
+// fd_read's adapter consults.
+type pausePoint struct {
+	capture bool   // unwind at a read of fd 0 (else: stop the rewind at the first)
+	fired   bool   // the point was reached
+	buffer  uint32 // the unwind buffer: grown when capturing, the image's when resuming
+	// pauseWhen (RunSpec.PauseWhen) picks the read a capture pauses in,
+	// and may pause a resumed run again at a later read of fd 0; paused
+	// tells it did, and unwinding that asyncify's unwind has started.
+	pauseWhen func(buffers uint32) bool
+	paused    bool
+	unwinding bool
+	from      *Image // the image resumed, whose base a new pause is a delta over
+}
+
+// pauseAction is what a read of fd 0 does in a capture or resume.
+type pauseAction int
+
+const (
+	readOn     pauseAction = iota // serve the read
+	pauseHere                     // unwind: the guest pauses in this read
+	stopRewind                    // the rewound guest is back in its read: end the rewind, then serve it
+)
+
+// at tells what a read of fd 0 passing buffers does, and notes it.
+func (p *pausePoint) at(buffers uint32) pauseAction {
+	switch {
+	case p.capture:
+		if p.fired || p.pauseWhen != nil && !p.pauseWhen(buffers) {
+			return readOn
+		}
+		p.fired = true
+		return pauseHere
+	case !p.fired:
+		p.fired = true
+		return stopRewind
+	case p.pauseWhen != nil && !p.paused && p.pauseWhen(buffers):
+		p.paused = true
+		return pauseHere
+	}
+	return readOn
+}
+
+// unwind pauses the guest in the read it is in: room for asyncify's
+// buffer, then the unwind starts and the guest returns from _start.
+func (p *pausePoint) unwind(s *wasi.State, caller Instance) error {
+	if fds := s.OpenFDs(); !slices.Equal(fds, []uint32{0, 1, 2, 3}) {
+		return fmt.Errorf("%w: %v", ErrPausedWithOpenFiles, fds)
+	}
+	if p.buffer == 0 {
+		// Pages the guest's allocator never saw (it grows memory from
+		// where memory.size says), so later pauses reuse them.
+		old, ok := caller.Grow(unwindPages)
+		if !ok {
+			return fmt.Errorf("engine: snapshot: no room for the unwind buffer: %w", ErrMemoryLimit)
+		}
+		p.buffer = old * PageSize
+	}
+	mem := caller.Memory()
+	if uint64(p.buffer)+unwindPages*PageSize > uint64(len(mem)) {
+		return fmt.Errorf("engine: snapshot: unwind buffer at %#x outside memory", p.buffer)
+	}
+	// asyncify's buffer header: the next free byte, then the end.
+	binary.LittleEndian.PutUint32(mem[p.buffer:], p.buffer+8)
+	binary.LittleEndian.PutUint32(mem[p.buffer+4:], p.buffer+unwindPages*PageSize)
+	if err := caller.Call("asyncify_start_unwind", p.buffer); err != nil {
+		return fmt.Errorf("engine: asyncify_start_unwind: %w", err)
+	}
+	p.unwinding = true
+	return nil
+}
+
+// Capture runs the module until its first read of stdin and returns the
+// paused instance as an Image. spec is as for Run; its WASI state is the
+// world the guest starts in (the image remembers what it read of it, such
+// as argv and the environment).
+//
+// # Errors
+// ErrNotResumable for a module not loaded by LoadResumable; ErrNoPausePoint
+// when the guest exits (or returns) first; ErrPausedWithOpenFiles; any
+// error Run reports.
+func (m *Module) Capture(ctx context.Context, spec RunSpec) (*Image, error) {
+	if m.snap == nil {
+		return nil, ErrNotResumable
+	}
+	limit, err := m.memoryCap(spec.MemoryLimit, nil)
+	if err != nil {
+		return nil, fmt.Errorf("engine: snapshot: %w", err)
+	}
+	p := &pausePoint{capture: true, pauseWhen: spec.PauseWhen}
+	r := &RunState{ctx: ctx, wasi: spec.WASI, pause: p}
+	inst, err := m.code.Start(ctx, r, spec, limit, nil)
+	if err != nil {
+		return nil, fmt.Errorf("engine: snapshot: %w", err)
+	}
+	defer inst.Close()
+	mem := inst.Memory()
+	for _, s := range m.snap.segments {
+		if uint64(s.Offset)+uint64(len(s.Data)) > uint64(len(mem)) {
+			return nil, fmt.Errorf("engine: snapshot: data segment at %#x outside memory", s.Offset)
+		}
+		copy(mem[s.Offset:], s.Data)
+	}
+	err = inst.Call("_start")
+	if err != nil || !p.fired {
+		out, err := r.classify(m.code, inst, Outcome{}, err)
+		if err == nil {
+			err = fmt.Errorf("%w (exit status %d)", ErrNoPausePoint, out.ExitCode)
+		}
+		return nil, fmt.Errorf("engine: snapshot: %w", err)
+	}
+	return m.paused(inst, p)
+}
+
+// NewImage assembles an image (as read back from storage, say); it takes
+// ownership of memory. Where the platform allows, the image is also put in
+// a sealed memfd that runs map copy-on-write; otherwise each run copies it.
+func NewImage(memory []byte, globals []uint64, unwindBuffer uint32) *Image {
+	img := &Image{Memory: memory, Globals: globals, UnwindBuffer: unwindBuffer}
+	if b, err := newBacking(memory); err == nil {
+		img.backing = b
+	}
+	return img
+}
+
+// Close releases the image's pooled regions and copy-on-write backing. It
+// must not race with runs resumed from the image.
+func (img *Image) Close() {
+	img.poolMu.Lock()
+	img.closed = true
+	pools := img.pools
+	img.pools = nil
+	img.poolMu.Unlock()
+	for _, p := range pools {
+		p.close()
+	}
+	if img.backing != nil {
+		img.backing.close()
+		img.backing = nil
+	}
+}
+
+// Resume runs a fresh instance from img: the guest continues at the read
+// of stdin it was paused in, reading spec's WASI state from then on.
+// Outcome and errors are as for Run; the image's memory counts against the
+// run's memory cap (ErrMemoryLimit when the cap is below it).
+func (m *Module) Resume(ctx context.Context, img *Image, spec RunSpec) (Outcome, error) {
+	if m.snap == nil {
+		return Outcome{}, ErrNotResumable
+	}
+	if len(img.Globals) != len(m.snap.globals) {
+		return Outcome{}, fmt.Errorf("engine: image has %d globals, module %d", len(img.Globals), len(m.snap.globals))
+	}
+	limit, err := m.memoryCap(spec.MemoryLimit, img)
+	if err != nil {
+		return Outcome{MemoryLimitHit: true}, err
+	}
+	p := &pausePoint{buffer: img.UnwindBuffer, pauseWhen: spec.PauseWhen, from: img}
+	r := &RunState{ctx: ctx, wasi: spec.WASI, pause: p}
+	inst, err := m.code.Start(ctx, r, spec, limit, img)
+	if err != nil {
+		return Outcome{MemoryLimitHit: errors.Is(err, ErrMemoryLimit)}, err
+	}
+	defer inst.Close()
+	err = m.rewind(inst, img)
+	if err == nil {
+		err = p.resumeErr(ctx, inst.Call("_start"))
+	}
+	var paused *Image
+	if err == nil && p.paused {
+		paused, err = m.paused(inst, p)
+	}
+	out := inst.Figures()
+	out.Image = paused
+	return r.classify(m.code, inst, out, err)
+}
+
+// paused finishes an unwind the guest has returned from and takes the
+// instance's state as an Image.
+func (m *Module) paused(inst Instance, p *pausePoint) (*Image, error) {
+	if err := inst.Call("asyncify_stop_unwind"); err != nil {
+		return nil, fmt.Errorf("engine: snapshot: stop unwind: %w", err)
+	}
+	globals := make([]uint64, len(m.snap.globals))
+	for i, name := range m.snap.globals {
+		v, err := inst.Global(name)
+		if err != nil {
+			return nil, fmt.Errorf("engine: snapshot: %w", err)
+		}
+		globals[i] = v
+	}
+	mem := inst.Memory()
+	if err := p.checkStack(mem); err != nil {
+		return nil, err
+	}
+	if base := p.from; base != nil {
+		// A session's pause: keep only what differs from the base image.
+		if base.base != nil {
+			base = base.base
+		}
+		if img, ok := captureDelta(base, p.from, mem, globals, p.buffer); ok {
+			return img, nil
+		}
+	}
+	return NewImage(bytes.Clone(mem), globals, p.buffer), nil
+}
+
+// checkStack compares the stack a resumed guest just unwound (memory is
+// the instance's) with its image's: the same read, reached through the
+// same functions, leaves asyncify's buffer filled to the same end. A
+// stack through other functions does not, or only by a coincidence of
+// frame sizes that the resume then catches (ErrBadImage). asyncify
+// may instrument only the functions on the expected path (python.PausePath),
+// so another stack may have frames that saved nothing.
+func (p *pausePoint) checkStack(memory []byte) error {
+	if p.from == nil {
+		return nil // a capture: its stack is the expected one
+	}
+	want, ok := p.from.u32(int(p.from.UnwindBuffer))
+	got, ok2 := u32At(memory, int(p.buffer))
+	if !ok || !ok2 || got != want {
+		return fmt.Errorf("%w (%d bytes of stack saved, the image's %d)", ErrPausedElsewhere, got-p.buffer, want-p.from.UnwindBuffer)
+	}
+	return nil
+}
+
+// resumeErr is what a resumed run whose start returned err reports, in
+// place of what a derailed guest did (%v: its exit is no exit):
+// ErrBadImage when the guest never re-entered its read (its image's stack
+// had a gap, so the rewind ran off course); ErrPausedElsewhere when an
+// unwind it was asked to make failed (a frame asyncify did not
+// instrument carried on as if the read had returned).
+func (p *pausePoint) resumeErr(ctx context.Context, err error) error {
+	switch {
+	case !p.fired && err == nil:
+		return ErrBadImage
+	case !p.fired:
+		return fmt.Errorf("%w (%v)", ErrBadImage, err)
+	case p.unwinding && err != nil && ctx.Err() == nil:
+		return fmt.Errorf("%w (%v)", ErrPausedElsewhere, err)
+	}
+	return err
+}
+
+func u32At(b []byte, off int) (uint32, bool) {
+	if off < 0 || off+4 > len(b) {
+		return 0, false
+	}
+	return binary.LittleEndian.Uint32(b[off:]), true
+}
+
+// rewind puts img's state into a new instance (its memory, once grown,
+// is the image's: see Code.Start) and starts asyncify's rewind.
+func (m *Module) rewind(inst Instance, img *Image) error {
+	pages := uint32(img.Len() / PageSize)
+	if cur := uint32(len(inst.Memory()) / PageSize); cur < pages {
+		if _, ok := inst.Grow(pages - cur); !ok {
+			return ErrMemoryLimit
+		}
+	}
+	for i, name := range m.snap.globals {
+		if err := inst.SetGlobal(name, img.Globals[i]); err != nil {
+			return err
+		}
+	}
+	return inst.Call("asyncify_start_rewind", img.UnwindBuffer)
+}

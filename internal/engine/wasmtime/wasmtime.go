@@ -1,0 +1,466 @@
+//go:build airlock_wasmtime && cgo && unix
+
+package wasmtime
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+
+	wasmtime "github.com/bytecodealliance/wasmtime-go/v39"
+
+	"github.com/airlock-sandbox/airlock/internal/atomicfile"
+	"github.com/airlock-sandbox/airlock/internal/engine"
+	"github.com/airlock-sandbox/airlock/internal/wasi"
+	"github.com/airlock-sandbox/airlock/internal/wasmbin"
+)
+
+// The same WASI table, snapshots and limits as on wazero, plus fuel. Fuel
+// metering is on unless Options.Unmetered, so every run reports what it
+// consumed; a run without a fuel cap gets more than it could use.
+
+// WasmtimeVersion is the wasmtime-go release compiled in; it keys the
+// compile cache, whose files only the same release can load.
+const WasmtimeVersion = "v39.0.1"
+
+// unlimitedFuel is the fuel of a run without a cap: centuries of CPU.
+const unlimitedFuel = math.MaxUint64 / 2
+
+// wasmtimeConfig names the engine settings the compile cache depends on
+// (the wasm stack limit is not one: wasmtime loads code compiled under
+// another).
+func wasmtimeConfig(metered bool) string {
+	fuel := "1"
+	if !metered {
+		fuel = "0"
+	}
+	return "fuel=" + fuel + ";epoch=1;memcreator=1;cow=0"
+}
+
+func init() { engine.SetWasmtime(loadWasmtimeModule) }
+
+type wtCode struct {
+	engine  *wasmtime.Engine
+	linker  *wasmtime.Linker
+	module  *wasmtime.Module
+	minMem  uint64
+	metered bool // Options.Unmetered unset
+	exports map[string]bool
+}
+
+func loadWasmtimeModule(ctx context.Context, wasm []byte, opts engine.Options) (engine.Code, error) {
+	wasm, err := wasmbin.StripDebug(wasm)
+	if err != nil {
+		return nil, fmt.Errorf("engine: %w", err)
+	}
+	cfg := wasmtime.NewConfig()
+	cfg.SetConsumeFuel(!opts.Unmetered)
+	cfg.SetEpochInterruption(true)
+	cfg.SetMaxWasmStack(wasmtimeStack()) // stack.go
+	// Copy-on-write data initialisation needs wasmtime's own mmap
+	// memories; with ours, wasmtime copies the data segments in.
+	cfg.SetMemoryInitCOWSet(false)
+	setMemoryCreator(cfg)
+	eng := wasmtime.NewEngineWithConfig(cfg)
+	mod, err := compileCached(eng, wasm, opts)
+	if err != nil {
+		eng.Close()
+		return nil, err
+	}
+	linker, err := wasmtimeLinker(eng)
+	if err != nil {
+		mod.Close()
+		eng.Close()
+		return nil, err
+	}
+	m := &wtCode{engine: eng, linker: linker, module: mod, metered: !opts.Unmetered, exports: map[string]bool{}}
+	for _, e := range mod.Exports() {
+		ty := e.Type()
+		if mt := ty.MemoryType(); mt != nil {
+			m.minMem = mt.Minimum() * engine.PageSize
+		}
+		if ty.FuncType() != nil {
+			m.exports[e.Name()] = true
+		}
+	}
+	return m, nil
+}
+
+// compileCached compiles wasm, or loads the code compiled by an earlier
+// process from opts.CacheDir. Only files this function wrote are loaded,
+// and only intact: deserialising trusts the file as machine code, and
+// wasmtime checks its structure and version, not its code bytes, so the
+// file ends with the sha256 of the code before it, checked first (a
+// flipped byte would otherwise run as changed instructions).
+func compileCached(eng *wasmtime.Engine, wasm []byte, opts engine.Options) (*wasmtime.Module, error) {
+	path := ""
+	if opts.CacheDir != "" {
+		h := sha256.New()
+		h.Write(wasm)
+		h.Write([]byte("\x00" + WasmtimeVersion + "\x00" + wasmtimeConfig(!opts.Unmetered)))
+		dir := filepath.Join(opts.CacheDir, "wasmtime")
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return nil, fmt.Errorf("engine: create cache dir: %w", err)
+		}
+		path = filepath.Join(dir, hex.EncodeToString(h.Sum(nil))+".cwasm")
+		if data, err := os.ReadFile(path); err == nil {
+			if code, ok := verifiedCode(data); ok {
+				if mod, err := wasmtime.NewModuleDeserialize(eng, code); err == nil {
+					return mod, nil
+				}
+			}
+			if opts.Notice != nil {
+				fmt.Fprintf(opts.Notice, "airlock: %s is damaged; compiling again\n", path)
+			}
+		}
+	}
+	if opts.Notice != nil {
+		fmt.Fprintf(opts.Notice, "airlock: compiling the %d MB module for wasmtime once (takes seconds; cached after)...\n", len(wasm)>>20)
+	}
+	mod, err := wasmtime.NewModule(eng, wasm)
+	if err != nil {
+		return nil, fmt.Errorf("engine: compile: %w", err)
+	}
+	if path != "" {
+		if code, err := mod.Serialize(); err == nil {
+			sum := sha256.Sum256(code)
+			_ = atomicfile.WriteBytes(path, 0o600, append(code, sum[:]...)) // failing costs a later compile
+		}
+	}
+	return mod, nil
+}
+
+// verifiedCode is a cache file's code when its trailing sha256 matches.
+func verifiedCode(data []byte) ([]byte, bool) {
+	if len(data) < sha256.Size {
+		return nil, false
+	}
+	code, sum := data[:len(data)-sha256.Size], data[len(data)-sha256.Size:]
+	want := sha256.Sum256(code)
+	return code, bytes.Equal(sum, want[:])
+}
+
+// wasmtimeLinker defines package wasi's table once per engine; each call
+// finds its run in the store's data.
+func wasmtimeLinker(eng *wasmtime.Engine) (*wasmtime.Linker, error) {
+	l := wasmtime.NewLinker(eng)
+	for _, f := range wasi.Functions() {
+		ty := wasmtime.NewFuncType(wtValTypes(f.Params), wtValTypes(f.Results))
+		call, results := f.Call, f.Results
+		pauses := f.Name == "fd_read" // the snapshot point (snapshot.go)
+		fn := func(c *wasmtime.Caller, args []wasmtime.Val) ([]wasmtime.Val, *wasmtime.Trap) {
+			inst, _ := c.Data().(*wtInstance)
+			if inst == nil {
+				return nil, wasmtime.NewTrap("engine: WASI call outside a run")
+			}
+			stack := make([]uint64, max(len(args), len(results)))
+			for i, a := range args {
+				if a.Kind() == wasmtime.KindI64 {
+					stack[i] = uint64(a.I64())
+				} else {
+					stack[i] = uint64(uint32(a.I32()))
+				}
+			}
+			done := false
+			if pauses && inst.run.Pausing(stack) {
+				var err error
+				if done, err = inst.run.AtStdinRead(wtCaller{c: c, inst: inst}, stack); err != nil {
+					return nil, trap(inst.run, err)
+				}
+			}
+			if !done {
+				if err := callSafely(call, inst, stack); err != nil {
+					return nil, trap(inst.run, err)
+				}
+			}
+			out := make([]wasmtime.Val, len(results))
+			for i, t := range results {
+				if t == wasi.I64 {
+					out[i] = wasmtime.ValI64(int64(stack[i]))
+				} else {
+					out[i] = wasmtime.ValI32(int32(uint32(stack[i])))
+				}
+			}
+			return out, nil
+		}
+		if err := l.FuncNew(wasi.ModuleName, f.Name, ty, fn); err != nil {
+			l.Close()
+			return nil, fmt.Errorf("engine: register WASI: %w", err)
+		}
+	}
+	return l, nil
+}
+
+// callSafely runs a WASI function, turning a panic into the run's error:
+// wazero does so for its host functions, and wasmtime-go would instead
+// re-raise it in the host once the guest call returns.
+func callSafely(call func(context.Context, *wasi.State, []byte, []uint64) error, inst *wtInstance, stack []uint64) (err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			err = fmt.Errorf("engine: host function panicked: %v", v)
+		}
+	}()
+	return call(inst.run.Context(), inst.run.WASI(), inst.mem.memory(), stack)
+}
+
+// trap ends the guest's call with a host function's error; the export
+// call that returns gives it back (wtInstance.Call).
+func trap(r *engine.RunState, err error) *wasmtime.Trap {
+	r.Trapped(err)
+	return wasmtime.NewTrap(err.Error())
+}
+
+func wtValTypes(ts []wasi.ValueType) []*wasmtime.ValType {
+	out := make([]*wasmtime.ValType, len(ts))
+	for i, t := range ts {
+		kind := wasmtime.KindI32
+		if t == wasi.I64 {
+			kind = wasmtime.KindI64
+		}
+		out[i] = wasmtime.NewValType(kind)
+	}
+	return out
+}
+
+// start makes a store and instance for one run.
+func (m *wtCode) Start(ctx context.Context, r *engine.RunState, spec engine.RunSpec, limit uint64, img *engine.Image) (engine.Instance, error) {
+	inst := &wtInstance{run: r, mem: newCRun(limit)}
+	inst.store = wasmtime.NewStoreWithData(m.engine, inst)
+	if err := inst.setFuel(m.metered, spec.Fuel); err != nil {
+		inst.Close()
+		return nil, err
+	}
+	inst.store.SetEpochDeadline(1)
+	inst.mem.watchEpoch(inst.store)
+	var err error
+	inst.mem.instantiate(func() { inst.inst, err = m.linker.Instantiate(inst.store, m.module) })
+	if err != nil {
+		inst.Close()
+		if ctx.Err() != nil {
+			return nil, fmt.Errorf("%w: %w", engine.ErrInterrupted, ctx.Err())
+		}
+		return nil, fmt.Errorf("engine: instantiate: %w", err)
+	}
+	if img != nil {
+		if err := inst.load(img); err != nil {
+			inst.Close()
+			return nil, err
+		}
+	}
+	return inst, nil
+}
+
+func (m *wtCode) ExportsFunction(name string) bool { return m.exports[name] }
+func (m *wtCode) MinMemory() uint64                { return m.minMem }
+
+// TrapCause puts the cause of a wasmtime trap ("wasm trap: call stack
+// exhausted") first, before the backtrace wasmtime leads with.
+func (m *wtCode) TrapCause(err error) error {
+	msg := err.Error()
+	if _, after, ok := strings.Cut(msg, "Caused by:\n"); ok {
+		cause, _, _ := strings.Cut(strings.TrimSpace(after), "\n")
+		return fmt.Errorf("%s\n%w", cause, err)
+	}
+	return err
+}
+
+// TrapFrames: wasmtime's backtrace is not read; PausePath, the one user,
+// runs on wazero.
+func (m *wtCode) TrapFrames(error) []string { return nil }
+
+func (m *wtCode) Close(context.Context) error {
+	m.linker.Close()
+	m.module.Close()
+	m.engine.Close()
+	return nil
+}
+
+// wtInstance is one run's store and instance, the store's data.
+type wtInstance struct {
+	run     *engine.RunState
+	mem     cRun
+	metered bool
+	fuel    uint64 // given at the start, when metered
+	store   *wasmtime.Store
+	inst    *wasmtime.Instance
+}
+
+// setFuel fills a metered store's tank: the cap, or more than the run
+// could use.
+func (i *wtInstance) setFuel(metered bool, limit uint64) error {
+	if !metered {
+		if limit > 0 {
+			return engine.ErrUnmetered
+		}
+		return nil
+	}
+	i.metered, i.fuel = true, limit
+	if i.fuel == 0 {
+		i.fuel = unlimitedFuel
+	}
+	if err := i.store.SetFuel(i.fuel); err != nil {
+		return fmt.Errorf("engine: set fuel: %w", err)
+	}
+	return nil
+}
+
+// load grows the fresh instance's memory to img's size and fills it.
+func (i *wtInstance) load(img *engine.Image) error {
+	pages := uint32(img.Len() / engine.PageSize)
+	if cur := uint32(len(i.Memory()) / engine.PageSize); cur < pages {
+		if _, ok := i.Grow(pages - cur); !ok {
+			return engine.ErrMemoryLimit
+		}
+	}
+	img.Fill(i.mem.memory())
+	return nil
+}
+
+func (i *wtInstance) Memory() []byte { return i.mem.memory() }
+
+func (i *wtInstance) Grow(pages uint32) (uint32, bool) {
+	old, err := i.inst.GetExport(i.store, "memory").Memory().Grow(i.store, uint64(pages))
+	return uint32(old), err == nil
+}
+
+func (i *wtInstance) Global(name string) (uint64, error) {
+	ext := i.inst.GetExport(i.store, name)
+	if ext == nil || ext.Global() == nil {
+		return 0, fmt.Errorf("engine: no global %s", name)
+	}
+	return wtGlobalBits(ext.Global().Get(i.store)), nil
+}
+
+func (i *wtInstance) SetGlobal(name string, v uint64) error {
+	ext := i.inst.GetExport(i.store, name)
+	if ext == nil || ext.Global() == nil {
+		return fmt.Errorf("engine: no global %s", name)
+	}
+	g := ext.Global()
+	if err := g.Set(i.store, wtGlobalVal(g.Type(i.store).Content().Kind(), v)); err != nil {
+		return fmt.Errorf("engine: global %s: %w", name, err)
+	}
+	return nil
+}
+
+// Call runs an export of the instance with the run's context watched: when
+// it ends, the epoch advances and this run's callback stops the guest.
+func (i *wtInstance) Call(name string, args ...uint32) error {
+	f := i.inst.GetFunc(i.store, name)
+	if f == nil {
+		return fmt.Errorf("engine: no export %s", name)
+	}
+	done := make(chan struct{})
+	stop := context.AfterFunc(i.run.Context(), func() {
+		defer close(done)
+		i.mem.stop()
+		i.store.Engine.IncrementEpoch()
+	})
+	// A callback already started must finish before the run's C memory
+	// can be freed: a late stop() would write into memory that the next
+	// run's calloc may get, stopping that run at once.
+	defer func() {
+		if !stop() {
+			<-done
+		}
+	}()
+	_, err := f.Call(i.store, i32Args(args)...)
+	return i.run.CallError(err)
+}
+
+func i32Args(args []uint32) []any {
+	out := make([]any, len(args))
+	for n, a := range args {
+		out[n] = int32(a)
+	}
+	return out
+}
+
+// Figures reads the run's figures; call it before close.
+func (i *wtInstance) Figures() engine.Outcome {
+	out := engine.Outcome{PeakMemory: i.mem.peak(), MemoryLimitHit: i.mem.hit()}
+	if !i.metered {
+		return out
+	}
+	if left, err := i.store.GetFuel(); err == nil {
+		out.Fuel = i.fuel - left
+	}
+	return out
+}
+
+func (i *wtInstance) FuelExhausted() bool {
+	if !i.metered {
+		return false
+	}
+	left, err := i.store.GetFuel()
+	return err == nil && left == 0
+}
+
+func (i *wtInstance) Close() {
+	i.store.Close()
+	i.mem.free()
+}
+
+// wtCaller is the instance as a host function sees it: its exports are
+// reached through the caller, inside the guest's call.
+type wtCaller struct {
+	c    *wasmtime.Caller
+	inst *wtInstance
+}
+
+func (w wtCaller) Memory() []byte { return w.inst.mem.memory() }
+
+func (w wtCaller) Grow(pages uint32) (uint32, bool) {
+	old, err := w.c.GetExport("memory").Memory().Grow(w.c, uint64(pages))
+	return uint32(old), err == nil
+}
+
+func (w wtCaller) Global(name string) (uint64, error) { return w.inst.Global(name) }
+func (w wtCaller) SetGlobal(name string, v uint64) error {
+	return w.inst.SetGlobal(name, v)
+}
+
+func (w wtCaller) Call(name string, args ...uint32) error {
+	ext := w.c.GetExport(name)
+	if ext == nil || ext.Func() == nil {
+		return fmt.Errorf("engine: no export %s", name)
+	}
+	_, err := ext.Func().Call(w.c, i32Args(args)...)
+	return err
+}
+
+func (w wtCaller) Figures() engine.Outcome { return w.inst.Figures() }
+func (w wtCaller) FuelExhausted() bool     { return w.inst.FuelExhausted() }
+func (wtCaller) Close()                    {}
+
+// wtGlobalBits encodes a global's value as wazero does (api.EncodeI32, ...),
+// so images are the same on both engines.
+func wtGlobalBits(v wasmtime.Val) uint64 {
+	switch v.Kind() {
+	case wasmtime.KindI64:
+		return uint64(v.I64())
+	case wasmtime.KindF32:
+		return uint64(math.Float32bits(v.F32()))
+	case wasmtime.KindF64:
+		return math.Float64bits(v.F64())
+	}
+	return uint64(uint32(v.I32()))
+}
+
+func wtGlobalVal(kind wasmtime.ValKind, bits uint64) wasmtime.Val {
+	switch kind {
+	case wasmtime.KindI64:
+		return wasmtime.ValI64(int64(bits))
+	case wasmtime.KindF32:
+		return wasmtime.ValF32(math.Float32frombits(uint32(bits)))
+	case wasmtime.KindF64:
+		return wasmtime.ValF64(math.Float64frombits(bits))
+	}
+	return wasmtime.ValI32(int32(uint32(bits)))
+}

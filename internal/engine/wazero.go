@@ -1,0 +1,287 @@
+package engine
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"regexp"
+	"runtime"
+
+	"github.com/tetratelabs/wazero"
+	"github.com/tetratelabs/wazero/api"
+	"github.com/tetratelabs/wazero/experimental"
+	"github.com/tetratelabs/wazero/sys"
+
+	"github.com/airlock-sandbox/airlock/internal/wasi"
+	"github.com/airlock-sandbox/airlock/internal/wasmbin"
+)
+
+// The wazero engine, the default: pure Go, no cgo.
+
+// compileWorkers bounds the goroutines wazero compiles a module with: each
+// holds its own compiler state.
+const compileWorkers = 4
+
+type wzCode struct {
+	runtime  wazero.Runtime
+	compiled wazero.CompiledModule
+	minMem   uint64
+	// interrupt: the code checks the interruptExport global in every loop
+	// (interrupt.go); otherwise wazero closes the instance on ctx done.
+	interrupt bool
+	// cacheDir and marker: where the compiled code is kept, and the record
+	// naming its file (wazero_cache.go); "" without a cache.
+	cacheDir, marker string
+}
+
+func loadWazero(ctx context.Context, wasm []byte, opts Options) (Code, error) {
+	sum := sha256.Sum256(wasm)
+	digest := hex.EncodeToString(sum[:])
+	// DWARF would only decorate guest stack traces, and it costs seconds per
+	// process when wazero reads the source map back from its cache.
+	wasm, err := wasmbin.StripDebug(wasm)
+	if err != nil {
+		return nil, fmt.Errorf("engine: %w", err)
+	}
+	// Stopping a guest at its deadline: our own loop budget when the module
+	// can take it (see interrupt.go), else wazero's check, which calls into
+	// the runtime at every loop back-edge and costs 2-5x on loop-heavy code
+	// (wazero issue 2466).
+	instrumented, err := wasmbin.AddInterruptCheck(wasm, interruptExport, wasi.ModuleName, "sched_yield", interruptPeriod)
+	if err == nil {
+		wasm = instrumented
+		sum = sha256.Sum256(wasm)
+		digest = hex.EncodeToString(sum[:])
+	}
+	cfg := wazero.NewRuntimeConfig().WithCloseOnContextDone(err != nil).WithDebugInfoEnabled(false)
+	instrumentErr := err
+	marker := ""
+	if opts.CacheDir != "" {
+		if err := os.MkdirAll(opts.CacheDir, 0o755); err != nil {
+			return nil, fmt.Errorf("engine: create cache dir: %w", err)
+		}
+		cache, err := wazero.NewCompilationCacheWithDir(opts.CacheDir)
+		if err != nil {
+			return nil, fmt.Errorf("engine: open compile cache: %w", err)
+		}
+		cfg = cfg.WithCompilationCache(cache)
+		marker = recordPath(opts.CacheDir, digest)
+	}
+	var cached map[string]bool
+	if marker != "" {
+		checkCacheRecord(opts.CacheDir, marker) // see wazero_cache.go
+		cached = cacheFiles(opts.CacheDir)
+	}
+	if opts.Notice != nil && (marker == "" || !exists(marker)) {
+		fmt.Fprintf(opts.Notice, "airlock: compiling the %d MB module once (takes seconds; cached after)...\n", len(wasm)>>20)
+	}
+	r := wazero.NewRuntimeWithConfig(ctx, cfg)
+	if err := registerWASI(ctx, r); err != nil {
+		r.Close(ctx)
+		return nil, err
+	}
+	// Functions compile on every core (up to compileWorkers): the first
+	// run on an empty cache, the edge binary's, waits for this. It costs
+	// ~5-15% more CPU and ~50-60 MB more peak memory; on the 2-core CI
+	// machine kind, that first run took 2.8-4.4 s instead of 4.9-5.5 s
+	// at load ~1.5 (README, Edge build).
+	workers := min(runtime.GOMAXPROCS(0), compileWorkers)
+	compiled, err := r.CompileModule(experimental.WithCompilationWorkers(ctx, workers), wasm)
+	if err != nil {
+		r.Close(ctx)
+		return nil, fmt.Errorf("engine: compile: %w", err)
+	}
+	if marker != "" {
+		writeCacheRecord(opts.CacheDir, marker, cached)
+	}
+	c := &wzCode{runtime: r, compiled: compiled, interrupt: instrumentErr == nil, cacheDir: opts.CacheDir, marker: marker}
+	for _, mem := range compiled.ExportedMemories() {
+		c.minMem = uint64(mem.Min()) * PageSize
+	}
+	return c, nil
+}
+
+func exists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
+}
+
+// registerWASI exports package wasi's table as the host module. Each call
+// finds its run in the context the run passed to the guest.
+func registerWASI(ctx context.Context, r wazero.Runtime) error {
+	b := r.NewHostModuleBuilder(wasi.ModuleName)
+	for _, f := range wasi.Functions() {
+		call := f.Call
+		pauses := f.Name == "fd_read" // the snapshot point (snapshot.go)
+		fn := api.GoModuleFunc(func(ctx context.Context, mod api.Module, stack []uint64) {
+			r := runFrom(ctx)
+			if r == nil {
+				panic(errors.New("engine: WASI call outside a run"))
+			}
+			if pauses && r.Pausing(stack) {
+				done, err := r.AtStdinRead(wzCaller{ctx: ctx, mod: mod}, stack)
+				if err != nil {
+					r.trapWazero(err)
+				}
+				if done {
+					return
+				}
+			}
+			mem := mod.Memory()
+			buf, _ := mem.Read(0, mem.Size())
+			if err := call(ctx, r.wasi, buf, stack); err != nil {
+				r.trapWazero(err)
+			}
+		})
+		b.NewFunctionBuilder().WithGoModuleFunction(fn, valueTypes(f.Params), valueTypes(f.Results)).Export(f.Name)
+	}
+	if _, err := b.Instantiate(ctx); err != nil {
+		return fmt.Errorf("engine: register WASI: %w", err)
+	}
+	return nil
+}
+
+// trapWazero ends the guest's call with a host function's error: wazero unwinds
+// the guest and returns the panic value, wrapped, from the guest call.
+func (r *RunState) trapWazero(err error) {
+	r.hostErr = err
+	panic(&hostTrap{err})
+}
+
+func valueTypes(ts []wasi.ValueType) []api.ValueType {
+	out := make([]api.ValueType, len(ts))
+	for i, t := range ts {
+		out[i] = api.ValueType(t)
+	}
+	return out
+}
+
+func (c *wzCode) Start(ctx context.Context, r *RunState, _ RunSpec, limit uint64, img *Image) (Instance, error) {
+	limits := &runLimits{maxBytes: limit}
+	ctx = experimental.WithMemoryAllocator(ctx, allocator{limits: limits, image: img})
+	ctx = context.WithValue(ctx, runKey{}, r)
+	mod, err := c.instantiate(ctx)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, fmt.Errorf("%w: %w", ErrInterrupted, ctx.Err())
+		}
+		return nil, &TrapError{Err: err}
+	}
+	return &wzInstance{wzCaller: wzCaller{ctx: ctx, mod: mod}, code: c, limits: limits}, nil
+}
+
+// instantiate makes a fresh, anonymous instance. wazero recovers panics
+// inside guest calls but not during instantiation, where a memory allocator
+// that cannot provide the module's minimum would panic; callers check the
+// minimum first, and this turns anything missed into an error rather than
+// a crash of the host.
+func (c *wzCode) instantiate(ctx context.Context) (mod api.Module, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			mod, err = nil, fmt.Errorf("engine: instantiate: %v", r)
+		}
+	}()
+	return c.runtime.InstantiateModule(ctx, c.compiled, wazero.NewModuleConfig().WithName("").WithStartFunctions())
+}
+
+func (c *wzCode) ExportsFunction(name string) bool {
+	_, ok := c.compiled.ExportedFunctions()[name]
+	return ok
+}
+
+func (c *wzCode) MinMemory() uint64         { return c.minMem }
+func (c *wzCode) TrapCause(err error) error { return err }
+
+// TrapFrames reads wazero's wasm stack trace, whose frames are lines
+// "\t<module>.<function>(<params>) <results>"; the module's name may have
+// dots ("python.wasm"), C names have none, an unnamed function is
+// "$<index>". The engine is the one place that knows this format.
+func (c *wzCode) TrapFrames(err error) []string {
+	var frames []string
+	for _, m := range traceFrame.FindAllStringSubmatch(err.Error(), -1) {
+		frames = append(frames, m[1])
+	}
+	return frames
+}
+
+var traceFrame = regexp.MustCompile(`(?m)^\t[^(\n]*\.([^.(\n]+)\(`)
+
+func (c *wzCode) Close(ctx context.Context) error { return c.runtime.Close(ctx) }
+
+// wzCaller is an instance as a host function sees it: calls into it are
+// nested in the guest's, whose context is already watched.
+type wzCaller struct {
+	ctx context.Context
+	mod api.Module
+}
+
+func (i wzCaller) Memory() []byte {
+	mem := i.mod.Memory()
+	buf, _ := mem.Read(0, mem.Size())
+	return buf
+}
+
+func (i wzCaller) Grow(pages uint32) (uint32, bool) { return i.mod.Memory().Grow(pages) }
+
+func (i wzCaller) Global(name string) (uint64, error) {
+	g := i.mod.ExportedGlobal(name)
+	if g == nil {
+		return 0, fmt.Errorf("engine: no global %s", name)
+	}
+	return g.Get(), nil
+}
+
+func (i wzCaller) SetGlobal(name string, v uint64) error {
+	g, ok := i.mod.ExportedGlobal(name).(api.MutableGlobal)
+	if !ok {
+		return fmt.Errorf("engine: global %s is not mutable", name)
+	}
+	g.Set(v)
+	return nil
+}
+
+func (i wzCaller) Call(name string, args ...uint32) error {
+	f := i.mod.ExportedFunction(name)
+	if f == nil {
+		return fmt.Errorf("engine: no export %s", name)
+	}
+	var stack [1]uint64
+	params := stack[:0]
+	for _, a := range args {
+		params = append(params, uint64(a))
+	}
+	_, err := f.Call(i.ctx, params...)
+	return err
+}
+
+func (wzCaller) Figures() Outcome    { return Outcome{} }
+func (wzCaller) FuelExhausted() bool { return false } // wazero does not meter
+func (wzCaller) Close()              {}
+
+// wzInstance is an instance a run started.
+type wzInstance struct {
+	wzCaller
+	code   *wzCode
+	limits *runLimits
+}
+
+func (i *wzInstance) Call(name string, args ...uint32) error {
+	stop := i.code.watchInterrupt(i.ctx, i.mod)
+	err := i.wzCaller.Call(name, args...)
+	stop()
+	var sysExit *sys.ExitError
+	if errors.As(err, &sysExit) && i.ctx.Err() == nil {
+		// Closed from outside with a code; treat like an interruption.
+		return fmt.Errorf("%w: %w", ErrInterrupted, err)
+	}
+	return err
+}
+
+func (i *wzInstance) Figures() Outcome {
+	return Outcome{PeakMemory: i.limits.peak.Load(), MemoryLimitHit: i.limits.hit.Load()}
+}
+
+func (i *wzInstance) Close() { i.mod.Close(context.Background()) }

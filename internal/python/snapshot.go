@@ -1,0 +1,422 @@
+package python
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/airlock-sandbox/airlock/internal/atomicfile"
+	"github.com/airlock-sandbox/airlock/internal/engine"
+	"github.com/airlock-sandbox/airlock/internal/wasi"
+	"github.com/airlock-sandbox/airlock/internal/wasi/memfs"
+)
+
+// Snapshots (see internal/engine/snapshot.go) need python.wasm transformed by
+// Binaryen's asyncify so it can pause in fd_read. The transform takes a
+// minute or two and ~1 GB of memory, so it runs at set-up time
+// (Asyncify, called by `airlock setup`) and its output is kept in the
+// cache directory; LoadAsyncified only ever reads that cache.
+
+// asyncifyBase are wasm-opt's arguments for every build, besides input and
+// output: only fd_read can pause.
+var asyncifyBase = []string{"--asyncify", "--pass-arg=asyncify-imports@wasi_snapshot_preview1.fd_read", "-O1"}
+
+// asyncifyArgs are wasm-opt's arguments, besides input and output, for a
+// build whose pause path (see PausePath) is path, or nil when it is
+// unknown: then every function that could reach a read is instrumented.
+func asyncifyArgs(path []string) []string {
+	if len(path) == 0 {
+		return asyncifyBase
+	}
+	names := slices.Sorted(slices.Values(path))
+	return append(slices.Clone(asyncifyBase), "--pass-arg=asyncify-onlylist@"+strings.Join(names, ","))
+}
+
+// missingName is wasm-opt's warning for a list entry the module lacks.
+const missingName = "non-existing function name"
+
+// ErrNoWasmOpt means Asyncify found no wasm-opt to run.
+var ErrNoWasmOpt = errors.New("python: asyncify needs Binaryen's wasm-opt (scripts/setup.sh installs it; or set AIRLOCK_WASM_OPT)")
+
+// ErrNotAsyncified means set-up has not produced the asyncified module
+// for this python.wasm, so snapshots are unavailable.
+var ErrNotAsyncified = errors.New("python: no asyncified python.wasm for snapshots; run `airlock setup` (needs Binaryen's wasm-opt)")
+
+// AsyncifyRecord is written beside an asyncified module: how it was made.
+type AsyncifyRecord struct {
+	InputSHA256  string   `json:"input_sha256"`
+	OutputSHA256 string   `json:"output_sha256"`
+	Tool         string   `json:"tool"` // wasm-opt --version
+	Args         []string `json:"args"`
+	Seconds      float64  `json:"seconds"`
+}
+
+// asyncifyStem is the cache file name without the tool version: one per
+// input and argument list. LoadAsyncified takes any argument list (the
+// record beside the file says which).
+func asyncifyStem(cacheDir string, art *Artifact, args []string) string {
+	sum := sha256.Sum256([]byte(strings.Join(args, "\x00")))
+	return fmt.Sprintf("%s-args%x", asyncifyPrefix(cacheDir, art), sum[:4])
+}
+
+func asyncifyPrefix(cacheDir string, art *Artifact) string {
+	return filepath.Join(cacheDir, "asyncify", "python-"+art.SHA256[:16])
+}
+
+// Asyncify makes sure the asyncified form of art exists in cacheDir, running
+// wasm-opt (from $PATH or $AIRLOCK_WASM_OPT) if it does not, and returns
+// its path. Only the functions on the pause path are instrumented when the
+// build's functions are named (PausePath), else every function that could
+// reach a read. The file is keyed by the input's sha256, the arguments and
+// the tool's version; a record of how it was made sits beside it (.json).
+// A build that carries its asyncified module (the embedded one) needs
+// nothing: the path is then "".
+//
+// # Errors
+// ErrNoWasmOpt when wasm-opt is missing; its failure.
+func Asyncify(ctx context.Context, art *Artifact, cacheDir string, log io.Writer) (string, error) {
+	if art.asyncified != nil {
+		return "", nil
+	}
+	tool := os.Getenv("AIRLOCK_WASM_OPT")
+	if tool == "" {
+		tool = "wasm-opt"
+	}
+	version, err := exec.CommandContext(ctx, tool, "--version").Output()
+	if err != nil {
+		return "", fmt.Errorf("%w: %w", ErrNoWasmOpt, err)
+	}
+	ver := strings.TrimSpace(string(version))
+	path, err := PausePath(ctx, art, cacheDir)
+	if err != nil && !errors.Is(err, ErrNoPausePath) {
+		fmt.Fprintf(log, "airlock: %v; instrumenting every function instead (resumed runs then compute ~2x slower)\n", err)
+	}
+	asyncifyArgs := asyncifyArgs(path)
+	dst := fmt.Sprintf("%s-%s.wasm", asyncifyStem(cacheDir, art, asyncifyArgs), sanitize(ver))
+	record := strings.TrimSuffix(dst, ".wasm") + ".json"
+	if _, err := os.Stat(dst); err == nil {
+		// Made already, if it matches its record: a damaged file (a crash,
+		// a disk error) is made again rather than refused at every load.
+		if matchesRecord(dst, record, art) {
+			return dst, nil
+		}
+		fmt.Fprintf(log, "airlock: %s does not match its record; asyncifying again\n", dst)
+		os.Remove(dst)
+		os.Remove(record)
+	}
+	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+		return "", fmt.Errorf("python: asyncify: %w", err)
+	}
+	tmp, err := os.CreateTemp("", "airlock-asyncify-*.wasm")
+	if err != nil {
+		return "", fmt.Errorf("python: asyncify: %w", err)
+	}
+	tmp.Write(art.Wasm)
+	tmp.Close()
+	defer os.Remove(tmp.Name())
+	// This process's own output file: set-ups running at once must not
+	// write into or remove each other's.
+	partFile, err := os.CreateTemp(filepath.Dir(dst), filepath.Base(dst)+".part-*")
+	if err != nil {
+		return "", fmt.Errorf("python: asyncify: %w", err)
+	}
+	partFile.Close()
+	part := partFile.Name()
+	defer os.Remove(part)
+	// CreateTemp makes it 0600: a module asyncified by root (an image's
+	// set-up) must be readable by the user who runs it.
+	if err := os.Chmod(part, 0o644); err != nil {
+		return "", fmt.Errorf("python: asyncify: %w", err)
+	}
+	fmt.Fprintf(log, "airlock: asyncifying python.wasm with %s for snapshots (a minute or two, ~1 GB of memory)...\n", ver)
+	start := time.Now()
+	args := append(slices.Clone(asyncifyArgs), tmp.Name(), "-o", part)
+	cmd := exec.CommandContext(ctx, tool, args...)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Run(); err != nil {
+		return "", fmt.Errorf("python: %s %s: %w\n%s", tool, strings.Join(asyncifyArgs, " "), err, out.String())
+	}
+	if strings.Contains(out.String(), missingName) {
+		// The trace named a function the name section does not: the
+		// list would leave part of the pause path uninstrumented.
+		return "", fmt.Errorf("python: asyncify: the pause path names functions wasm-opt does not find: %s", out.String())
+	}
+	result, err := os.ReadFile(part)
+	if err != nil {
+		return "", fmt.Errorf("python: asyncify: %w", err)
+	}
+	sum := sha256.Sum256(result)
+	rec := AsyncifyRecord{InputSHA256: art.SHA256, OutputSHA256: hex.EncodeToString(sum[:]), Tool: ver,
+		Args: asyncifyArgs, Seconds: time.Since(start).Round(time.Second / 10).Seconds()}
+	meta, _ := json.MarshalIndent(rec, "", "  ")
+	// The record, then the module, each by rename: a reader sees either
+	// the whole of one or nothing (wasm-opt's output is the same from
+	// every process, so records agree).
+	if err := atomicfile.WriteBytes(record, 0o644, append(meta, '\n')); err != nil {
+		return "", fmt.Errorf("python: asyncify: %w", err)
+	}
+	if err := os.Rename(part, dst); err != nil {
+		return "", fmt.Errorf("python: asyncify: %w", err)
+	}
+	fmt.Fprintf(log, "airlock: asyncified in %.0fs: %s\n", rec.Seconds, dst)
+	return dst, nil
+}
+
+// matchesRecord tells whether the module at path is what its record
+// says was made from art.
+func matchesRecord(path, record string, art *Artifact) bool {
+	meta, err := os.ReadFile(record)
+	if err != nil {
+		return false
+	}
+	var rec AsyncifyRecord
+	if json.Unmarshal(meta, &rec) != nil || rec.InputSHA256 != art.SHA256 {
+		return false
+	}
+	wasm, err := os.ReadFile(path)
+	if err != nil {
+		return false
+	}
+	sum := sha256.Sum256(wasm)
+	return hex.EncodeToString(sum[:]) == rec.OutputSHA256
+}
+
+func sanitize(s string) string {
+	return strings.Map(func(r rune) rune {
+		if r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '.' {
+			return r
+		}
+		return '_'
+	}, s)
+}
+
+// LoadAsyncified returns the asyncified form of art made by Asyncify (the
+// newest, if several tool versions made one), checked against its record;
+// for a build that carries its own (the embedded one, checked when it was
+// loaded), that one, whatever the cache holds.
+//
+// # Errors
+// ErrNotAsyncified when there is none; a read error; a checksum mismatch.
+func LoadAsyncified(art *Artifact, cacheDir string) ([]byte, *AsyncifyRecord, error) {
+	if art.asyncified != nil {
+		return art.asyncified, art.asyncRecord, nil
+	}
+	matches, _ := filepath.Glob(asyncifyPrefix(cacheDir, art) + "-args*-*.wasm")
+	if len(matches) == 0 {
+		return nil, nil, ErrNotAsyncified
+	}
+	sort.Slice(matches, func(i, j int) bool { return modTime(matches[i]).After(modTime(matches[j])) })
+	path := matches[0]
+	meta, err := os.ReadFile(strings.TrimSuffix(path, ".wasm") + ".json")
+	if err != nil {
+		return nil, nil, fmt.Errorf("python: asyncified module's record: %w", err)
+	}
+	var rec AsyncifyRecord
+	if err := json.Unmarshal(meta, &rec); err != nil {
+		return nil, nil, fmt.Errorf("python: asyncified module's record %s: %w", path, err)
+	}
+	wasm, err := os.ReadFile(path)
+	if err != nil {
+		return nil, nil, fmt.Errorf("python: read %s: %w", path, err)
+	}
+	if sum := sha256.Sum256(wasm); hex.EncodeToString(sum[:]) != rec.OutputSHA256 || rec.InputSHA256 != art.SHA256 {
+		return nil, nil, fmt.Errorf("%w: %s does not match its record", ErrChecksum, path)
+	}
+	return wasm, &rec, nil
+}
+
+func modTime(path string) time.Time {
+	st, err := os.Stat(path)
+	if err != nil {
+		return time.Time{}
+	}
+	return st.ModTime()
+}
+
+// SnapshotEnv is the environment an image is captured with: the default
+// one, plus the flag that makes the prelude warm up before pausing.
+// Variables read at start-up (PYTHON*, LANG, LC_*) are fixed in the image;
+// a run that sets them differently needs a fresh interpreter (see
+// StartupEnvDiffers).
+func SnapshotEnv() []string { return append(DefaultEnv(), "AIRLOCK_SNAPSHOT=1") }
+
+// StartupEnvDiffers tells whether env sets a variable CPython reads at
+// start-up differently from base, the environment the image was captured
+// with (Artifact.BaseEnv), so that a run with env cannot be served from
+// the image.
+func StartupEnvDiffers(baseEnv, env []string) bool {
+	base := map[string]string{}
+	for _, kv := range baseEnv {
+		k, v, _ := strings.Cut(kv, "=")
+		base[k] = v
+	}
+	seen := 0
+	for _, kv := range env {
+		k, v, _ := strings.Cut(kv, "=")
+		if !startupVar(k) {
+			continue
+		}
+		if bv, ok := base[k]; !ok || bv != v {
+			return true
+		}
+		seen++
+	}
+	for k := range base {
+		if startupVar(k) {
+			seen--
+		}
+	}
+	return seen != 0 // a start-up variable was removed
+}
+
+func startupVar(k string) bool {
+	return strings.HasPrefix(k, "PYTHON") || k == "LANG" || strings.HasPrefix(k, "LC_")
+}
+
+// SnapshotMemory is the memory cap an image is captured under; it does
+// not bound runs, whose own cap must only exceed the image's size.
+const SnapshotMemory = 1 << 30
+
+// ImageSpec is what an image depends on besides the prelude and the
+// default environment, which every image shares.
+type ImageSpec struct {
+	// ModuleSHA is the sha256 of the asyncified module.
+	ModuleSHA string
+	// Layers are mounted read-only into the capture's filesystem, as they
+	// are into every run's (the interpreter's stdlib, packages).
+	Layers []*memfs.Layer
+	// Env is added to the snapshot environment.
+	Env []string
+}
+
+// Env is the environment the image is captured with.
+func (s ImageSpec) env() []string { return append(SnapshotEnv(), s.Env...) }
+
+// fs is the filesystem the interpreter starts with before its snapshot:
+// the home and temporary directories, and the spec's layers.
+func (s ImageSpec) fs() (*memfs.FS, error) {
+	fs := memfs.New(memfs.Options{})
+	for _, dir := range []string{Home, "/tmp"} {
+		if _, err := fs.MkdirAll(dir); err != nil {
+			return nil, err
+		}
+	}
+	for _, l := range s.Layers {
+		if err := fs.Mount(l); err != nil {
+			return nil, err
+		}
+	}
+	return fs, nil
+}
+
+// Key is everything an image depends on.
+func (s ImageSpec) Key() engine.ImageKey {
+	h := sha256.New()
+	fmt.Fprintf(h, "airlock image\x00format %d\x00module %s\x00", engine.ImageFormat, s.ModuleSHA)
+	for _, a := range Args() {
+		fmt.Fprintf(h, "arg %d %s\x00", len(a), a)
+	}
+	for _, e := range s.env() {
+		fmt.Fprintf(h, "env %d %s\x00", len(e), e)
+	}
+	for _, l := range s.Layers {
+		fmt.Fprintf(h, "layer %x\x00", l.Digest())
+	}
+	var key engine.ImageKey
+	h.Sum(key[:0])
+	return key
+}
+
+var (
+	imagesMu sync.Mutex
+	images   = map[engine.ImageKey]*engine.Image{}
+)
+
+// Snapshot returns the image of the prelude paused at its first read,
+// for mod (loaded by engine.LoadResumable from the asyncified module whose
+// sha256 is spec.ModuleSHA): from this process's memory, else from cacheDir
+// ("" for none), else captured now (~0.5-1 s) and stored there.
+//
+// A stored image that is corrupt or was made from other inputs is
+// reported to notice (when not nil), discarded and replaced.
+//
+// # Errors
+// A capture that fails (see engine.Module.Capture).
+func Snapshot(ctx context.Context, mod *engine.Module, spec ImageSpec, cacheDir string, notice io.Writer) (*engine.Image, error) {
+	key := spec.Key()
+	imagesMu.Lock()
+	defer imagesMu.Unlock()
+	if img, ok := images[key]; ok {
+		return img, nil
+	}
+	img, err := loadOrCapture(ctx, mod, spec, cacheDir, notice)
+	if err != nil {
+		return nil, err
+	}
+	images[key] = img
+	return img, nil
+}
+
+func loadOrCapture(ctx context.Context, mod *engine.Module, spec ImageSpec, cacheDir string, notice io.Writer) (*engine.Image, error) {
+	key := spec.Key()
+	path := ""
+	if cacheDir != "" {
+		path = ImagePath(cacheDir, key)
+		img, err := engine.ReadImageFile(path, key)
+		if err == nil {
+			return img, nil
+		}
+		var bad *engine.ImageError
+		if errors.As(err, &bad) && notice != nil {
+			fmt.Fprintf(notice, "airlock: %v; capturing a new one\n", err)
+		}
+	}
+	img, err := Capture(ctx, mod, spec)
+	if err != nil {
+		return nil, err
+	}
+	if path != "" {
+		if err := engine.WriteImageFile(path, key, img); err != nil && notice != nil {
+			fmt.Fprintf(notice, "airlock: %v\n", err)
+		}
+	}
+	return img, nil
+}
+
+// ImagePath is where the image with key is stored. The file also holds
+// the whole key, checked on reading: a file that does not match is
+// rejected and replaced.
+func ImagePath(cacheDir string, key engine.ImageKey) string {
+	return filepath.Join(cacheDir, "snapshots", fmt.Sprintf("python-%x.img", key[:8]))
+}
+
+// Capture starts the prelude in spec's snapshot environment and returns
+// the image of it paused in the interactive loop's first read.
+func Capture(ctx context.Context, mod *engine.Module, spec ImageSpec) (*engine.Image, error) {
+	fs, err := spec.fs()
+	if err != nil {
+		return nil, fmt.Errorf("python: snapshot: %w", err)
+	}
+	var stderr bytes.Buffer
+	state := wasi.NewState(wasi.Config{Args: Args(), Env: spec.env(), FS: fs, Stdout: &stderr, Stderr: &stderr})
+	defer state.Close()
+	img, err := mod.Capture(ctx, engine.RunSpec{WASI: state, MemoryLimit: SnapshotMemory, PauseWhen: LoopRead})
+	if err != nil {
+		return nil, fmt.Errorf("python: %w\n%s", err, stderr.Bytes())
+	}
+	return img, nil
+}

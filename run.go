@@ -1,0 +1,168 @@
+package airlock
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"math/rand/v2"
+	"path"
+	"strconv"
+	"time"
+
+	"github.com/airlock-sandbox/airlock/internal/egress"
+	"github.com/airlock-sandbox/airlock/internal/engine"
+	"github.com/airlock-sandbox/airlock/internal/python"
+	"github.com/airlock-sandbox/airlock/internal/wasi"
+	"github.com/airlock-sandbox/airlock/internal/wasi/errno"
+	"github.com/airlock-sandbox/airlock/internal/wasi/memfs"
+)
+
+// preparedRun is one validated request made ready to run: its output,
+// WASI configuration and engine spec. Sandbox.Run and Session.Exec each
+// prepare one, add what is theirs (a session its status device and pause
+// point), open it, execute it their own way and read its Result back.
+type preparedRun struct {
+	start  time.Time
+	req    *Request
+	limits Limits
+	fs     *memfs.FS
+	before func(string) ([]byte, bool) // the files as they were, for Result.Files
+	stdout *capWriter
+	stderr *capWriter
+	wcfg   wasi.Config
+	spec   engine.RunSpec
+	state  *wasi.State // made by open
+
+	audit    *runAudit      // what the run tried (audit.go)
+	displays *displaySink   // rich output, when the request asks for it (display.go)
+	netDev   *egress.Device // the run's network, under a policy (network.go)
+}
+
+// prepare makes a run of req in fs. pkgs are the packages the prelude
+// puts on sys.path (mounted in fs).
+func (sb *Sandbox) prepare(ctx context.Context, start time.Time, req *Request, limits Limits, fs *memfs.FS, before func(string) ([]byte, bool), pkgs *packageSet) (*preparedRun, *Error) {
+	r := &preparedRun{start: start, req: req, limits: limits, fs: fs, before: before,
+		stdout: &capWriter{limit: limits.Output}, stderr: &capWriter{limit: limits.Output},
+		audit: newRunAudit(start, sb.cfg.canaries, sb.canaryFiles)}
+	if req.OnOutput != nil {
+		r.stdout.onWrite = func(p []byte) { req.OnOutput("stdout", p) }
+		r.stderr.onWrite = func(p []byte) { req.OnOutput("stderr", p) }
+	}
+	env := sb.artifact.BaseEnv()
+	r.wcfg = wasi.Config{Args: python.Args(), Stdout: r.stdout, Stderr: r.stderr, FS: fs}
+	if req.Deterministic {
+		r.wcfg.Clock = wasi.NewFakeClock()
+		r.wcfg.Random = rand.NewChaCha8(seedBytes(req.Seed))
+		env = append(env, "PYTHONHASHSEED="+strconv.FormatUint(req.Seed%4294967296, 10))
+	}
+	// Canaries (WithCanaries): their variables under the request's, their
+	// files placed where missing (a session keeps them between calls).
+	for _, c := range sb.cfg.canaries {
+		if c.Env != "" {
+			env = python.MergeEnv(env, map[string]string{c.Env: string(c.Value)})
+		}
+	}
+	for p, data := range sb.canaryFiles {
+		if _, e := fs.Lookup(fs.Root(), p); e != nil {
+			if dir := path.Dir(p); dir != "/" {
+				_, _ = fs.MkdirAll(dir)
+			}
+			_ = fs.WriteFile(p, data) // a quota too small for it only loses the canary
+		}
+	}
+	if len(sb.canaryFiles) > 0 {
+		r.before = func(p string) ([]byte, bool) {
+			if data, ok := sb.canaryFiles[p]; ok {
+				return data, true
+			}
+			return before(p)
+		}
+	}
+	r.wcfg.Watch = r.audit
+	r.wcfg.Env = python.MergeEnv(python.MergeEnv(env, req.Env), sb.packageEnv(pkgs))
+	if req.Interactive {
+		r.wcfg.Env = append(r.wcfg.Env, "AIRLOCK_INTERACTIVE=1") // read by prelude.py
+	}
+	var err *Error
+	if r.wcfg.Devices, err = sb.hostDevices(req, limits, r.audit.tool); err != nil {
+		return r, err
+	}
+	if r.wcfg.Devices == nil {
+		r.wcfg.Devices = map[string]wasi.Device{}
+	}
+	r.wcfg.HiddenDevices = map[string]wasi.Device{auditDevice: r.audit}
+	if req.RichOutput {
+		r.displays = newDisplaySink(limits.Output)
+		r.wcfg.Env = append(r.wcfg.Env, "AIRLOCK_RICH=1") // read by prelude.py
+		r.wcfg.Devices[displayDevice] = r.displays
+	}
+	if r.netDev, err = sb.networkDevice(ctx, req, &r.wcfg.Devices, &r.wcfg.Env); err != nil {
+		return r, err
+	}
+	r.spec = engine.RunSpec{MemoryLimit: uint64(limits.Memory), Fuel: uint64(limits.Fuel)}
+	return r, nil
+}
+
+// closeNetwork ends the run's network, once, and records its decisions.
+func (r *preparedRun) closeNetwork(res *Result) {
+	if r.netDev == nil {
+		return
+	}
+	r.netDev.Close()
+	res.Network = r.netDev.Decisions()
+	r.audit.network(res.Network)
+	r.netDev = nil
+}
+
+// open makes the run's WASI state from its configuration as it now is.
+func (r *preparedRun) open() *Error {
+	// The devices' files count against the file quota like any other: a
+	// quota too small for them is the request's to fix, said so, rather
+	// than tools silently missing and a quota error blamed on the program.
+	// (Other failures, such as a session's guest having put a directory
+	// there, leave that device out, as wasi.State does.)
+	for p := range r.wcfg.Devices {
+		if e := r.fs.WriteFile(p, nil); errors.Is(e, errno.ENOSPC) {
+			return newError(KindInvalidRequest, e, "a file quota of %d leaves no room for %s, which this run needs: %v", r.limits.FSFiles, p, e)
+		}
+	}
+	r.wcfg.Stdin = python.Stdin(r.req.Filename, r.wcfg.Env, []byte(r.req.Code), bytes.NewReader(r.req.Stdin))
+	r.state = wasi.NewState(r.wcfg)
+	r.spec.WASI = r.state
+	return nil
+}
+
+// execute runs the opened run with run, under the request's time limit.
+func (r *preparedRun) execute(ctx context.Context, run func(context.Context) (engine.Outcome, error)) (engine.Outcome, error) {
+	ctx, cancel := context.WithTimeout(ctx, r.limits.Timeout)
+	defer cancel()
+	out, err := run(ctx)
+	r.state.Close()
+	return out, err
+}
+
+// result is what the run did, and classify's verdict on how it ended.
+func (r *preparedRun) result(out engine.Outcome, runErr error) (*Result, *Error) {
+	res := &Result{
+		Stdout: r.stdout.buf.Bytes(), Stderr: r.stderr.buf.Bytes(),
+		StdoutTruncated: r.stdout.truncated, StderrTruncated: r.stderr.truncated,
+		ExitCode: int(out.ExitCode), PeakMemory: int64(out.PeakMemory), Fuel: int64(out.Fuel),
+		Files: changedFiles(r.fs, r.before),
+	}
+	r.closeNetwork(res)
+	if r.displays != nil {
+		r.displays.results(res)
+	}
+	return res, classify(runErr, out, r.fs, r.limits)
+}
+
+// done stamps res with e and the run's duration, as Run returns them.
+func (r *preparedRun) done(res *Result, e *Error) (*Result, error) {
+	r.closeNetwork(res) // a run refused before it ran
+	res.Error, res.Duration = e, time.Since(r.start)
+	r.audit.finish(res)
+	if e != nil {
+		return res, e
+	}
+	return res, nil
+}
