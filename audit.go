@@ -15,8 +15,8 @@ import (
 	"unicode"
 	"unicode/utf8"
 
-	"github.com/airlock-sandbox/airlock/tools"
 	"github.com/airlock-sandbox/airlock/internal/wasi/memfs"
+	"github.com/airlock-sandbox/airlock/tools"
 )
 
 // Every run leaves a record of what it tried (Result.Audit), so that an
