@@ -65,7 +65,7 @@ func machine() string {
 
 func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) (int, error) {
 	fs := flag.NewFlagSet("airlock bench", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs.SetOutput(io.Discard) // flagResult prints help and errors
 	var common commonFlags
 	common.register(fs)
 	runs := fs.Int("runs", 20, "runs per workload, mode and worker count")
@@ -80,7 +80,7 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) (int
 	compute := fs.Bool("compute", false, "time pure-Python workloads inside the interpreter, natively and on each python.wasm (own build, npm fallback)")
 	reps := fs.Int("reps", 5, "with --compute: timed repetitions of each workload (after one untimed)")
 	workloads := fs.String("workloads", "", "with --compute: only these workloads (comma-separated)")
-	if stop, code, err := flagResult(fs.Parse(args)); stop {
+	if stop, code, err := flagResult(fs, stderr, parseFlags(fs, args)); stop {
 		return code, err
 	}
 	if *runs < 1 {

@@ -78,7 +78,7 @@ func TestSetupExportImport(t *testing.T) {
 	os.WriteFile(bad, reexported, 0o644)
 	empty := t.TempDir()
 	code, _, stderr = cli(t, "", "setup", "--import", bad, "--cache-dir", empty)
-	if code != 1 || !strings.Contains(stderr, `entry "python313.zip": checksum mismatch`) {
+	if code != exitAirlock || !strings.Contains(stderr, `entry "python313.zip": checksum mismatch`) {
 		t.Fatalf("setup --import of a damaged bundle: exit %d\n%s", code, stderr)
 	}
 	if left, _ := os.ReadDir(empty); len(left) != 0 {

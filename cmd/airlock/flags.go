@@ -28,7 +28,18 @@ func (m *multiFlag) Set(v string) error { *m = append(*m, v); return nil }
 // sizeFlag parses 256MiB, 1MB, 4096 and the like.
 type sizeFlag struct{ n int64 }
 
-func (s *sizeFlag) String() string { return strconv.FormatInt(s.n, 10) }
+// String is the size as help shows it: 256MiB rather than 268435456.
+func (s *sizeFlag) String() string {
+	for _, u := range []struct {
+		suffix string
+		mult   int64
+	}{{"GiB", 1 << 30}, {"MiB", 1 << 20}, {"KiB", 1 << 10}} {
+		if s.n >= u.mult && s.n%u.mult == 0 {
+			return strconv.FormatInt(s.n/u.mult, 10) + u.suffix
+		}
+	}
+	return strconv.FormatInt(s.n, 10)
+}
 func (s *sizeFlag) Set(v string) error {
 	n, err := parseSize(v)
 	s.n = n
@@ -186,10 +197,19 @@ func (p *packageFlags) options() []airlock.Option {
 
 // parseInterleaved lets flags follow positional arguments, as in
 // `airlock run main.py --json`.
+// parseFlags parses args with fs's usage silenced: flagResult prints the
+// help for -h, and one line for an error.
+func parseFlags(fs *flag.FlagSet, args []string) error {
+	usage := fs.Usage
+	fs.Usage = func() {}
+	defer func() { fs.Usage = usage }()
+	return fs.Parse(args)
+}
+
 func parseInterleaved(fs *flag.FlagSet, args []string) ([]string, error) {
 	var positional []string
 	for {
-		if err := fs.Parse(args); err != nil {
+		if err := parseFlags(fs, args); err != nil {
 			return nil, err
 		}
 		if fs.NArg() == 0 {

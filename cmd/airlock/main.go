@@ -18,13 +18,22 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/airlock-sandbox/airlock"
 )
 
-// Exit statuses beyond the program's own (the CLI contract).
+// Exit statuses beyond the program's own (the CLI contract): a usage
+// error (as python3's), the run's timeout and other limits, and Airlock's
+// own failure (no build, a damaged bundle, a server that refused or could
+// not be reached), so that a script's own exit 1 is never taken for one.
 const (
 	exitUsage   = 2
 	exitTimeout = 124
 	exitLimit   = 125
+	exitAirlock = 126
 )
 
 func main() {
@@ -43,10 +52,11 @@ commands:
   serve     serve the HTTP API (POST /v1/run, GET /healthz, GET /metrics)
   mcp       serve run_python over the Model Context Protocol on stdio
   test      run a directory's unittest suite inside the sandbox
-  version   print the Python version and the artifact's sha256
+  version   print the Python version and the artifact's sha256 (also --version)
   bench     measure per-run latency and throughput of the standard workloads
 
-Run 'airlock <command> -h' for a command's flags.
+Run 'airlock <command> -h' for a command's flags. Exit status: the program's own, or
+2 usage error, 124 timeout, 125 another limit, 126 Airlock itself failed.
 `
 
 // usageError marks errors that exit with status 2.
@@ -74,16 +84,31 @@ func (e fileArgError) Unwrap() error { return e.err }
 func argFileError(flag string, err error) error { return fileArgError{flag, err} }
 
 // flagResult tells whether a command stops after parsing its flags with
-// err, and with what: -h prints the usage and succeeds; any other error is
-// a usage error.
-func flagResult(err error) (stop bool, code int, _ error) {
+// err, and with what: -h prints the command's help and succeeds; any other
+// error is a usage error of one line with a hint, not the whole flag list
+// (flag sets write to io.Discard while parsing).
+var badValue = regexp.MustCompile(`^invalid value ".*" for flag -([\w-]+): `)
+
+func flagResult(fs *flag.FlagSet, stderr io.Writer, err error) (stop bool, code int, _ error) {
 	switch {
 	case err == nil:
 		return false, 0, nil
 	case errors.Is(err, flag.ErrHelp):
+		fs.SetOutput(stderr)
+		fs.Usage()
 		return true, 0, nil
 	}
-	return true, exitUsage, usageError{err.Error()}
+	msg := err.Error()
+	if m := badValue.FindStringSubmatch(msg); m != nil {
+		if f := fs.Lookup(m[1]); f != nil {
+			if g, ok := f.Value.(flag.Getter); ok {
+				if _, isDuration := g.Get().(time.Duration); isDuration {
+					msg += ": a duration takes a unit, e.g. 5s, 500ms, 2m"
+				}
+			}
+		}
+	}
+	return true, exitUsage, usageError{fmt.Sprintf("%s: %s (see '%s -h')", strings.TrimPrefix(fs.Name(), "airlock "), msg, fs.Name())}
 }
 
 func dispatch(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
@@ -112,6 +137,11 @@ func dispatch(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 		code, err = cmdVersion(ctx, args[1:], stdout, stderr)
 	case "bench":
 		code, err = cmdBench(ctx, args[1:], stdout, stderr)
+	case "--version", "-V":
+		// The program's own version, which needs no build (`airlock
+		// version` says which Python it runs).
+		fmt.Fprintf(stdout, "airlock %s\n", airlock.Version)
+		return 0
 	case "-h", "--help", "help":
 		fmt.Fprint(stdout, usage)
 		return 0
@@ -120,15 +150,25 @@ func dispatch(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 		return exitUsage
 	}
 	if err != nil {
-		fmt.Fprintln(stderr, "airlock:", err)
+		fmt.Fprintln(stderr, "airlock:", errorText(err))
 		var ue usageError
 		var fe fileArgError
 		if errors.As(err, &ue) || errors.As(err, &fe) {
 			return exitUsage
 		}
-		if code == 0 {
-			code = 1
+		if code == 0 || code == 1 {
+			code = exitAirlock
 		}
 	}
 	return code
+}
+
+// errorText is err's message without the "airlock: " its layers each put
+// in front (the line already starts with one).
+func errorText(err error) string {
+	msg := err.Error()
+	for strings.HasPrefix(msg, "airlock: ") {
+		msg = strings.TrimPrefix(msg, "airlock: ")
+	}
+	return msg
 }

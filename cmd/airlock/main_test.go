@@ -69,7 +69,7 @@ func TestRunExitStatuses(t *testing.T) {
 		{"bad flag", []string{"run", "--nope", "-c", "pass"}, exitUsage},
 		{"unknown command", []string{"fly"}, exitUsage},
 		{"no command", nil, exitUsage},
-		{"unknown engine", []string{"run", "--engine", "v8", "-c", "pass"}, 1},
+		{"unknown engine", []string{"run", "--engine", "v8", "-c", "pass"}, exitAirlock},
 		{"fuel on wazero", []string{"run", "--engine", "wazero", "--fuel", "1000000", "-c", "pass"}, exitUsage},
 	}
 	if slices.Contains(airlock.AvailableEngines(), airlock.EngineWasmtime) {
@@ -83,7 +83,7 @@ func TestRunExitStatuses(t *testing.T) {
 			name string
 			args []string
 			want int
-		}{"wasmtime not built in", []string{"run", "--engine", "wasmtime", "-c", "pass"}, 1})
+		}{"wasmtime not built in", []string{"run", "--engine", "wasmtime", "-c", "pass"}, exitAirlock})
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -31,12 +31,12 @@ func TestRunPackage(t *testing.T) {
 	// stops them before they serve anything.
 	for _, args := range [][]string{{"serve", "--addr", "127.0.0.1:0", "--package", pkg}, {"mcp", "--package", pkg}} {
 		code, _, stderr = cli(t, "", args...)
-		if code != 1 || !strings.Contains(stderr, "compiled extension") || !strings.Contains(stderr, "_native.so") {
+		if code != exitAirlock || !strings.Contains(stderr, "compiled extension") || !strings.Contains(stderr, "_native.so") {
 			t.Fatalf("%v with native code: exit %d, stderr:\n%s", args, code, stderr)
 		}
 	}
 	code, _, stderr = cli(t, "", "mcp", "--preimport", "json, no_such_module_here")
-	if code != 1 || !strings.Contains(stderr, "pre-import failed") || !strings.Contains(stderr, "no_such_module_here") {
+	if code != exitAirlock || !strings.Contains(stderr, "pre-import failed") || !strings.Contains(stderr, "no_such_module_here") {
 		t.Fatalf("mcp --preimport of a missing module: exit %d, stderr:\n%s", code, stderr)
 	}
 	// A remote client must not name the server's host paths.

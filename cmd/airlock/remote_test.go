@@ -69,7 +69,7 @@ func TestRunRemote(t *testing.T) {
 	}
 	t.Setenv("AIRLOCK_TOKEN", "wrong")
 	code, _, stderr = cli(t, "", "run", "-c", "pass")
-	if code != 1 || !strings.Contains(stderr, "bearer token") {
+	if code != exitAirlock || !strings.Contains(stderr, "bearer token") {
 		t.Fatalf("wrong token: exit %d, %s", code, stderr)
 	}
 }

@@ -22,7 +22,7 @@ import (
 // rolled back instead of ending the session.
 func cmdRepl(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) (code int, err error) {
 	fs := flag.NewFlagSet("airlock repl", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs.SetOutput(io.Discard) // flagResult prints help and errors
 	var (
 		common commonFlags
 		limits limitFlags
@@ -40,7 +40,7 @@ func cmdRepl(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 		fmt.Fprintln(stderr, "usage: airlock repl [flags]   (limits apply to each input; Ctrl-D exits)")
 		fs.PrintDefaults()
 	}
-	if stop, code, err := flagResult(fs.Parse(args)); stop {
+	if stop, code, err := flagResult(fs, stderr, parseFlags(fs, args)); stop {
 		return code, err
 	}
 	if fs.NArg() > 0 {

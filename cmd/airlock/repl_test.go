@@ -182,7 +182,7 @@ func TestReplSaveLoad(t *testing.T) {
 	if err := os.WriteFile(saved, []byte("not a session"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if code, _, stderr = cli(t, "", "repl", "--load", saved); code != 1 || !strings.Contains(stderr, "corrupt") {
+	if code, _, stderr = cli(t, "", "repl", "--load", saved); code != exitAirlock || !strings.Contains(stderr, "corrupt") {
 		t.Errorf("damaged --load: exit %d, stderr:\n%s", code, stderr)
 	}
 }

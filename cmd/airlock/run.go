@@ -18,7 +18,7 @@ import (
 
 func cmdRun(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) (int, error) {
 	fs := flag.NewFlagSet("airlock run", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs.SetOutput(io.Discard) // flagResult prints help and errors
 	var (
 		common        commonFlags
 		limits        limitFlags
@@ -47,7 +47,7 @@ func cmdRun(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 		fs.PrintDefaults()
 	}
 	positional, err := parseInterleaved(fs, args)
-	if stop, code, err := flagResult(err); stop {
+	if stop, code, err := flagResult(fs, stderr, err); stop {
 		return code, err
 	}
 	var sbOpts []airlock.Option
@@ -118,22 +118,39 @@ func cmdRun(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 		return 1, err
 	}
 	defer sb.Close(context.Background())
+	if !*asJSON {
+		// The output as the program writes it, not when it ends.
+		req.OnOutput = streamTo(stdout, stderr)
+	}
 	res, _ := sb.Run(ctx, req) // the error is res.Error, which report prints
-	return report(server.NewResult(res, server.PythonOf(sb), false), res.Files, *outDir, *asJSON, stdout, stderr), nil
+	return report(server.NewResult(res, server.PythonOf(sb), false), res.Files, *outDir, *asJSON, !*asJSON, stdout, stderr), nil
+}
+
+// streamTo writes a run's output chunks to stdout and stderr as they come.
+func streamTo(stdout, stderr io.Writer) func(string, []byte) {
+	return func(stream string, p []byte) {
+		if stream == "stderr" {
+			stderr.Write(p)
+		} else {
+			stdout.Write(p)
+		}
+	}
 }
 
 // report prints a run's result the same way whether it ran here or on a
 // server (res is the JSON contract, without file data; files carry it)
 // and returns the exit status.
-func report(res server.Result, files []airlock.File, outDir string, asJSON bool, stdout, stderr io.Writer) int {
+func report(res server.Result, files []airlock.File, outDir string, asJSON, streamed bool, stdout, stderr io.Writer) int {
 	if asJSON {
 		for i := range res.Files {
 			res.Files[i].Data = nil
 		}
 		printJSON(stdout, res)
 	} else {
-		io.WriteString(stdout, res.Stdout)
-		io.WriteString(stderr, res.Stderr)
+		if !streamed {
+			io.WriteString(stdout, res.Stdout)
+			io.WriteString(stderr, res.Stderr)
+		}
 		printRich(stdout, res)
 		if res.Error != nil {
 			e := &airlock.Error{Kind: airlock.Kind(res.Error.Kind), Message: res.Error.Message}
@@ -245,12 +262,19 @@ func writeOut(dir string, files []airlock.File, stderr io.Writer) bool {
 func runRemote(ctx context.Context, url string, req airlock.Request, outDir string, asJSON bool, stdout, stderr io.Writer) (int, error) {
 	c := &server.Client{URL: url, Token: os.Getenv("AIRLOCK_TOKEN")}
 	rich := req.RichOutput
-	res, err := c.Run(ctx, server.RunRequest{
+	in := server.RunRequest{
 		Code: req.Code, Filename: req.Filename, Files: req.Files, Stdin: req.Stdin,
 		Limits: server.FromLimits(req.Limits), Deterministic: req.Deterministic, Seed: req.Seed,
 		RichOutput: &rich,
 		Network:    remoteRules(req.Network),
-	})
+	}
+	var res *server.Result
+	var err error
+	if asJSON {
+		res, err = c.Run(ctx, in)
+	} else {
+		res, err = c.RunStream(ctx, in, streamTo(stdout, stderr))
+	}
 	if err != nil {
 		return 1, err
 	}
@@ -258,7 +282,7 @@ func runRemote(ctx context.Context, url string, req airlock.Request, outDir stri
 	for i, f := range res.Files {
 		files[i] = airlock.File{Path: f.Path, Size: f.Size, Data: f.Data}
 	}
-	return report(*res, files, outDir, asJSON, stdout, stderr), nil
+	return report(*res, files, outDir, asJSON, !asJSON, stdout, stderr), nil
 }
 
 // watchRun runs cmd under watchLoop, holding a Sandbox open meanwhile so

@@ -36,7 +36,7 @@ func toolsFor(name string) ([]tools.Tool, []airlock.Option, error) {
 
 func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) (int, error) {
 	fs := flag.NewFlagSet("airlock serve", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs.SetOutput(io.Discard) // flagResult prints help and errors
 	var (
 		common      commonFlags
 		maxima      maxFlags
@@ -63,7 +63,7 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) (int
 		fmt.Fprintln(stderr, "usage: airlock serve [flags]   (bearer token: $AIRLOCK_TOKEN)")
 		fs.PrintDefaults()
 	}
-	if stop, code, err := flagResult(fs.Parse(args)); stop {
+	if stop, code, err := flagResult(fs, stderr, parseFlags(fs, args)); stop {
 		return code, err
 	}
 	if fs.NArg() > 0 {
@@ -131,7 +131,7 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) (int
 
 func cmdMCP(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) (int, error) {
 	fs := flag.NewFlagSet("airlock mcp", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs.SetOutput(io.Discard) // flagResult prints help and errors
 	var (
 		common     commonFlags
 		maxima     maxFlags
@@ -153,7 +153,7 @@ func cmdMCP(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 		fmt.Fprintln(stderr, "usage: airlock mcp [flags]   (Model Context Protocol over stdio, or --http; tools: run_python, end_session)")
 		fs.PrintDefaults()
 	}
-	if stop, code, err := flagResult(fs.Parse(args)); stop {
+	if stop, code, err := flagResult(fs, stderr, parseFlags(fs, args)); stop {
 		return code, err
 	}
 	toolList, opts, err := toolsFor(*tools)

@@ -18,14 +18,14 @@ import (
 
 func cmdSetup(ctx context.Context, args []string, stdout, stderr io.Writer) (int, error) {
 	fs := flag.NewFlagSet("airlock setup", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs.SetOutput(io.Discard) // flagResult prints help and errors
 	var common commonFlags
 	common.register(fs)
 	snapshots := fs.Bool("snapshots", true, "also asyncify python.wasm with Binaryen's wasm-opt ($AIRLOCK_WASM_OPT or $PATH) and capture the snapshot image")
 	exportPath := fs.String("export", "", "then write the own build and its asyncified module to this bundle `file` (gzipped if it ends in .gz or .tgz), for hosts that cannot build it")
 	importPath := fs.String("import", "", "install the own build and its asyncified module from a bundle `file` (setup --export), then prepare it: needs no wasm-opt, npm or root")
 	compiledPath := fs.String("export-compiled", "", "then write this machine's compiled code for the own build's snapshot module to `file`, for scripts/embed.sh: an edge binary carrying it skips the compile on hosts of the same OS, architecture and CPU features")
-	if stop, code, err := flagResult(fs.Parse(args)); stop {
+	if stop, code, err := flagResult(fs, stderr, parseFlags(fs, args)); stop {
 		return code, err
 	}
 	if *exportPath != "" || *importPath != "" {
@@ -164,10 +164,10 @@ func exportBundle(common commonFlags, path, dir string, stdout io.Writer) error 
 
 func cmdVersion(ctx context.Context, args []string, stdout, stderr io.Writer) (int, error) {
 	fs := flag.NewFlagSet("airlock version", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs.SetOutput(io.Discard) // flagResult prints help and errors
 	var common commonFlags
 	common.register(fs)
-	if stop, code, err := flagResult(fs.Parse(args)); stop {
+	if stop, code, err := flagResult(fs, stderr, parseFlags(fs, args)); stop {
 		return code, err
 	}
 	sb, err := common.sandbox(ctx, stderr)

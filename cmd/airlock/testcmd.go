@@ -31,7 +31,7 @@ var testSummary = regexp.MustCompile(`AIRLOCK-TEST ran=(\d+) failures=(\d+) erro
 
 func cmdTest(ctx context.Context, args []string, stdout, stderr io.Writer) (int, error) {
 	fset := flag.NewFlagSet("airlock test", flag.ContinueOnError)
-	fset.SetOutput(stderr)
+	fset.SetOutput(io.Discard) // flagResult prints help and errors
 	var (
 		common  commonFlags
 		pattern = fset.String("pattern", "test*.py", "unittest discovery pattern")
@@ -48,7 +48,7 @@ func cmdTest(ctx context.Context, args []string, stdout, stderr io.Writer) (int,
 		fset.PrintDefaults()
 	}
 	positional, err := parseInterleaved(fset, args)
-	if stop, code, err := flagResult(err); stop {
+	if stop, code, err := flagResult(fset, stderr, err); stop {
 		return code, err
 	}
 	if len(positional) != 1 {

@@ -18,6 +18,7 @@ import (
 
 	"github.com/airlock-sandbox/airlock"
 	"github.com/airlock-sandbox/airlock/internal/python"
+	"github.com/airlock-sandbox/airlock/internal/testenv"
 )
 
 // The network tests run the real python.wasm against loopback servers.
@@ -42,12 +43,17 @@ var netWheelsErr error
 func needNetWheels(t *testing.T) {
 	t.Helper()
 	netWheelsOnce.Do(func() {
-		dir, err := python.CacheDir()
-		if err != nil {
-			netWheelsErr = err
-			return
+		// The cache the suite's Sandboxes use: $AIRLOCK_CACHE_DIR, as the
+		// CLI reads it, else the user's.
+		dir := testenv.FromEnv().CacheDir
+		if dir == "" {
+			var err error
+			if dir, err = python.CacheDir(); err != nil {
+				netWheelsErr = err
+				return
+			}
 		}
-		cmd := exec.Command("bash", "scripts/fetch-net-wheels.sh", airlock.NetworkWheelsDir(dir))
+		cmd := exec.Command("bash", "../../scripts/fetch-net-wheels.sh", airlock.NetworkWheelsDir(dir))
 		out, err := cmd.CombinedOutput()
 		if err != nil {
 			netWheelsErr = fmt.Errorf("scripts/fetch-net-wheels.sh: %w\n%s", err, out)
