@@ -63,7 +63,9 @@ fi
 
 # Not fatal: a host without the index still gets a sandbox whose network
 # runs have the standard library's HTTP clients.
-./scripts/fetch-net-wheels.sh "$cachedir/netwheels" ||
-	echo "setup: the network packages (requests, httpx) were not fetched; run scripts/fetch-net-wheels.sh later" >&2
+./scripts/fetch-wheels.sh net "$cachedir/netwheels" ||
+	echo "setup: the network packages (requests, httpx) were not fetched; run scripts/fetch-wheels.sh net later" >&2
+./scripts/fetch-wheels.sh test "$cachedir/testwheels" ||
+	echo "setup: pytest was not fetched: airlock test runs unittest only; run scripts/fetch-wheels.sh test later" >&2
 
 go run ./cmd/airlock setup "$@"

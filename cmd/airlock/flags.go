@@ -195,8 +195,6 @@ func (p *packageFlags) options() []airlock.Option {
 	return []airlock.Option{airlock.WithPackages(p.packages...), airlock.WithPreimport(mods...)}
 }
 
-// parseInterleaved lets flags follow positional arguments, as in
-// `airlock run main.py --json`.
 // parseFlags parses args with fs's usage silenced: flagResult prints the
 // help for -h, and one line for an error.
 func parseFlags(fs *flag.FlagSet, args []string) error {
@@ -206,6 +204,8 @@ func parseFlags(fs *flag.FlagSet, args []string) error {
 	return fs.Parse(args)
 }
 
+// parseInterleaved lets flags follow positional arguments, as in
+// `airlock run main.py --json`.
 func parseInterleaved(fs *flag.FlagSet, args []string) ([]string, error) {
 	var positional []string
 	for {

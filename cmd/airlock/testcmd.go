@@ -2,18 +2,22 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
 	"io/fs"
 	"os"
+	"path"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/airlock-sandbox/airlock"
+	"github.com/airlock-sandbox/airlock/internal/python"
 )
 
 // testRunner runs unittest discovery inside the sandbox and prints one
@@ -27,7 +31,65 @@ print("AIRLOCK-TEST ran=%d failures=%d errors=%d skipped=%d expected_failures=%d
 sys.exit(0 if r.wasSuccessful() else 1)
 `
 
-var testSummary = regexp.MustCompile(`AIRLOCK-TEST ran=(\d+) failures=(\d+) errors=(\d+) skipped=(\d+) expected_failures=(\d+) unexpected_successes=(\d+)\n?`)
+// pytestRunner runs pytest (mounted from the pinned test wheels) with a
+// plugin that counts outcomes, then prints the same summary line and one
+// JSON line of per-test outcomes for --json. WASI has no dup and no
+// faulthandler: capture is sys-level, and the plugins that need either
+// are off (and logging, whose plugin opens /dev/null). ARGS is the argument list.
+const pytestRunner = `import json, sys, pytest
+class _Tally:
+    def __init__(self):
+        self.n = {"passed": 0, "failed": 0, "error": 0, "skipped": 0}
+        self.tests = []
+    def pytest_runtest_logreport(self, report):
+        outcome = None
+        if report.when == "call":
+            outcome = "skipped" if report.skipped else report.outcome
+        elif report.failed:
+            outcome = "error"
+        elif report.skipped and report.when == "setup":
+            outcome = "skipped"
+        if outcome:
+            self.n[outcome] += 1
+            self.tests.append({"id": report.nodeid, "outcome": outcome, "duration_s": round(report.duration, 6)})
+tally = _Tally()
+status = pytest.main(ARGS, plugins=[tally])
+print("AIRLOCK-TEST ran=%d failures=%d errors=%d skipped=%d expected_failures=0 unexpected_successes=0" % (
+    sum(tally.n.values()), tally.n["failed"], tally.n["error"], tally.n["skipped"]))
+print("AIRLOCK-TEST-JSON " + json.dumps(tally.tests))
+sys.exit(int(status))
+`
+
+var (
+	testSummary = regexp.MustCompile(`AIRLOCK-TEST ran=(\d+) failures=(\d+) errors=(\d+) skipped=(\d+) expected_failures=(\d+) unexpected_successes=(\d+)\n?`)
+	testJSON    = regexp.MustCompile(`AIRLOCK-TEST-JSON (.*)\n?`)
+	// pytestStyle finds what only pytest runs: test functions at the top
+	// of a module, or pytest itself imported.
+	pytestStyle = regexp.MustCompile(`(?m)^(def test|async def test|import pytest|from pytest )`)
+)
+
+// junitPath is where pytest writes --junit's report inside the sandbox.
+const junitPath = ".airlock-junit.xml"
+
+// testWheelsDir is where scripts/fetch-wheels.sh test puts pytest.
+func testWheelsDir(cacheDir string) string { return filepath.Join(cacheDir, "testwheels") }
+
+// testCounts are a suite's outcomes, summed over its runs.
+type testCounts struct {
+	Passed   int           `json:"passed"`
+	Failed   int           `json:"failed"`
+	Errors   int           `json:"errors"`
+	Skipped  int           `json:"skipped"`
+	Tests    []testOutcome `json:"tests,omitempty"`
+	Runner   string        `json:"runner"`
+	Duration float64       `json:"duration_ms"`
+}
+
+type testOutcome struct {
+	ID        string  `json:"id"`
+	Outcome   string  `json:"outcome"`
+	DurationS float64 `json:"duration_s"`
+}
 
 func cmdTest(ctx context.Context, args []string, stdout, stderr io.Writer) (int, error) {
 	fset := flag.NewFlagSet("airlock test", flag.ContinueOnError)
@@ -35,8 +97,13 @@ func cmdTest(ctx context.Context, args []string, stdout, stderr io.Writer) (int,
 	var (
 		common  commonFlags
 		pattern = fset.String("pattern", "test*.py", "unittest discovery pattern")
+		runner  = fset.String("runner", "auto", "auto (pytest when the suite has pytest-style tests or a conftest.py, else unittest), pytest or unittest")
+		keyword = fset.String("k", "", "pytest: run only the tests matching this expression")
+		junit   = fset.String("junit", "", "pytest: write a JUnit XML report to this `file`")
+		asJSON  = fset.Bool("json", false, "print the outcomes as one JSON object")
+		isolate = fset.Bool("isolate", false, "run each test file in a fresh instance of its own (a restore costs milliseconds)")
 		verbose = fset.Bool("v", false, "list every test")
-		timeout = fset.Duration("timeout", 60*time.Second, "wall-clock limit of the whole suite")
+		timeout = fset.Duration("timeout", 60*time.Second, "wall-clock limit of the whole suite (of each file with --isolate)")
 		memory  = &sizeFlag{airlock.DefaultLimits().Memory}
 		watch   = fset.Bool("watch", false, "re-run on every change under DIR (Ctrl-C stops)")
 		clear   = fset.Bool("clear", false, "with --watch, clear the screen before each run")
@@ -44,7 +111,7 @@ func cmdTest(ctx context.Context, args []string, stdout, stderr io.Writer) (int,
 	common.register(fset)
 	fset.Var(memory, "memory", "memory limit (e.g. 256MiB)")
 	fset.Usage = func() {
-		fmt.Fprintln(stderr, "usage: airlock test [flags] DIR   (unittest discovery in the sandbox; DIR becomes /home/user)")
+		fmt.Fprintln(stderr, "usage: airlock test [flags] DIR   (pytest or unittest in the sandbox; DIR becomes /home/user)")
 		fset.PrintDefaults()
 	}
 	positional, err := parseInterleaved(fset, args)
@@ -63,29 +130,90 @@ func cmdTest(ctx context.Context, args []string, stdout, stderr io.Writer) (int,
 	if err != nil {
 		return 1, err
 	}
-	sb, err := common.sandbox(ctx, stderr)
+	kind, err := chooseRunner(*runner, files)
+	if err != nil {
+		return exitUsage, err
+	}
+	if kind == "unittest" && (*keyword != "" || *junit != "") {
+		return exitUsage, usageError{"-k and --junit need the pytest runner (--runner pytest)"}
+	}
+	var opts []airlock.Option
+	if kind == "pytest" {
+		cacheDir := common.cacheDir
+		if cacheDir == "" {
+			if cacheDir, err = python.CacheDir(); err != nil {
+				return 1, err
+			}
+		}
+		wheels, _ := filepath.Glob(filepath.Join(testWheelsDir(cacheDir), "*.whl"))
+		if len(wheels) == 0 {
+			return 1, fmt.Errorf("the suite needs pytest, which is not in %s: run scripts/fetch-wheels.sh test (scripts/setup.sh does), or --runner unittest", testWheelsDir(cacheDir))
+		}
+		// pytest in the snapshot image: imported once, not per run.
+		opts = append(opts, airlock.WithPackages(wheels...), airlock.WithPreimport("pytest"))
+	}
+	sb, err := common.sandbox(ctx, stderr, opts...)
 	if err != nil {
 		return 1, err
 	}
 	defer sb.Close(context.Background())
-	verbosity := 1
-	if *verbose {
-		verbosity = 2
+	targets := []string{""} // the whole suite in one run
+	if *isolate {
+		targets = testFiles(files, *pattern)
 	}
-	code := strings.NewReplacer("sys.argv_pattern", strconv.Quote(*pattern), "sys.argv_verbosity", strconv.Itoa(verbosity)).Replace(testRunner)
-	res, _ := sb.Run(ctx, airlock.Request{
-		Code: code, Filename: "<airlock test>", Files: files,
-		Limits: airlock.Limits{Timeout: *timeout, Memory: memory.n},
-	})
+	counts := testCounts{Runner: kind}
+	start := time.Now()
+	status := 0
+	for _, target := range targets {
+		code := unittestCode(*pattern, *verbose, target)
+		if kind == "pytest" {
+			code = pytestCode(*verbose, *keyword, *junit != "", target)
+		}
+		res, _ := sb.Run(ctx, airlock.Request{
+			Code: code, Filename: "<airlock test>", Files: files,
+			Limits: airlock.Limits{Timeout: *timeout, Memory: memory.n},
+		})
+		st, err := counts.add(res, *asJSON, stdout, stderr)
+		if err != nil {
+			return st, err
+		}
+		status = max(status, st)
+		if *junit != "" {
+			writeJUnit(*junit, res, len(targets) > 1, target, stderr)
+		}
+	}
+	counts.Duration = float64(time.Since(start).Microseconds()) / 1000
+	if *asJSON {
+		printTestJSON(stdout, counts)
+	} else {
+		fmt.Fprintf(stdout, "%d passed, %d failed, %d errors, %d skipped (%d tests) in %s\n",
+			counts.Passed, counts.Failed, counts.Errors, counts.Skipped, counts.total(), time.Since(start).Round(time.Millisecond))
+	}
+	if counts.total() == 0 {
+		return max(status, 1), nil
+	}
+	return status, nil
+}
+
+func (c *testCounts) total() int { return c.Passed + c.Failed + c.Errors + c.Skipped }
+
+// add reads one run's summary into c and prints its report; it returns
+// the run's status.
+func (c *testCounts) add(res *airlock.Result, asJSON bool, stdout, stderr io.Writer) (int, error) {
+	out := testJSON.ReplaceAll(testSummary.ReplaceAll(res.Stdout, nil), nil)
+	if asJSON {
+		stderr.Write(out) // stdout is the JSON's
+	} else {
+		stdout.Write(out)
+	}
 	stderr.Write(res.Stderr)
-	m := testSummary.FindSubmatch(res.Stdout)
-	stdout.Write(testSummary.ReplaceAll(res.Stdout, nil))
 	if res.Error != nil {
 		fmt.Fprintln(stderr, "airlock:", res.Error)
 		return exitStatus(res), nil
 	}
+	m := testSummary.FindSubmatch(res.Stdout)
 	if m == nil {
-		fmt.Fprintf(stdout, "no summary from the test runner (exit %d)\n", res.ExitCode)
+		fmt.Fprintf(stderr, "no summary from the test runner (exit %d)\n", res.ExitCode)
 		return max(processStatus(res.ExitCode), 1), nil
 	}
 	n := make([]int, 6)
@@ -93,13 +221,107 @@ func cmdTest(ctx context.Context, args []string, stdout, stderr io.Writer) (int,
 		n[i], _ = strconv.Atoi(string(m[i+1]))
 	}
 	ran, failed, errs, skipped := n[0], n[1], n[2], n[3]
-	passed := ran - failed - errs - skipped - n[5]
-	fmt.Fprintf(stdout, "%d passed, %d failed, %d errors, %d skipped (%d tests) in %s\n",
-		passed, failed+n[5], errs, skipped, ran, res.Duration.Round(time.Millisecond))
-	if res.ExitCode != 0 || ran == 0 {
+	c.Passed += ran - failed - errs - skipped - n[5]
+	c.Failed += failed + n[5]
+	c.Errors += errs
+	c.Skipped += skipped
+	if j := testJSON.FindSubmatch(res.Stdout); j != nil {
+		var tests []testOutcome
+		if json.Unmarshal(j[1], &tests) == nil {
+			c.Tests = append(c.Tests, tests...)
+		}
+	}
+	if res.ExitCode != 0 {
 		return max(processStatus(res.ExitCode), 1), nil
 	}
 	return 0, nil
+}
+
+func printTestJSON(w io.Writer, c testCounts) {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	_ = enc.Encode(c)
+}
+
+// chooseRunner resolves --runner: auto takes pytest for a suite with a
+// conftest.py or pytest-style tests (which unittest would skip silently).
+func chooseRunner(runner string, files map[string][]byte) (string, error) {
+	switch runner {
+	case "pytest", "unittest":
+		return runner, nil
+	case "auto":
+		for name, data := range files {
+			base := path.Base(name)
+			if base == "conftest.py" || strings.HasSuffix(base, ".py") && (strings.HasPrefix(base, "test") || strings.HasSuffix(base, "_test.py")) && pytestStyle.Match(data) {
+				return "pytest", nil
+			}
+		}
+		return "unittest", nil
+	}
+	return "", usageError{fmt.Sprintf("--runner %q: auto, pytest or unittest", runner)}
+}
+
+// testFiles are the suite's test files, for --isolate, sorted.
+func testFiles(files map[string][]byte, pattern string) []string {
+	var out []string
+	for name := range files {
+		base := path.Base(name)
+		if ok, _ := path.Match(pattern, base); ok && strings.HasSuffix(base, ".py") || strings.HasSuffix(base, "_test.py") {
+			out = append(out, name)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+func unittestCode(pattern string, verbose bool, target string) string {
+	if target != "" {
+		pattern = path.Base(target)
+	}
+	verbosity := 1
+	if verbose {
+		verbosity = 2
+	}
+	return strings.NewReplacer("sys.argv_pattern", strconv.Quote(pattern), "sys.argv_verbosity", strconv.Itoa(verbosity)).Replace(testRunner)
+}
+
+func pytestCode(verbose bool, keyword string, junit bool, target string) string {
+	args := []string{"-p", "no:cacheprovider", "-p", "no:faulthandler", "-p", "no:logging", "--capture=sys", "-o", "console_output_style=classic"}
+	if verbose {
+		args = append(args, "-v")
+	} else {
+		args = append(args, "-q")
+	}
+	if keyword != "" {
+		args = append(args, "-k", keyword)
+	}
+	if junit {
+		args = append(args, "--junitxml="+junitPath)
+	}
+	if target != "" {
+		args = append(args, target)
+	}
+	list, _ := json.Marshal(args) // a JSON list of strings is a Python list
+	return strings.Replace(pytestRunner, "ARGS", string(list), 1)
+}
+
+// writeJUnit copies pytest's report out of the run; with --isolate each
+// file's goes next to FILE, named by the test file.
+func writeJUnit(dst string, res *airlock.Result, many bool, target string, stderr io.Writer) {
+	for _, f := range res.Files {
+		if f.Path != "/home/user/"+junitPath {
+			continue
+		}
+		if many {
+			ext := filepath.Ext(dst)
+			dst = strings.TrimSuffix(dst, ext) + "-" + strings.NewReplacer("/", "_", ".py", "").Replace(target) + ext
+		}
+		if err := os.WriteFile(dst, f.Data, 0o644); err != nil {
+			fmt.Fprintf(stderr, "airlock: --junit: %v\n", err)
+		}
+		return
+	}
+	fmt.Fprintln(stderr, "airlock: --junit: pytest wrote no report")
 }
 
 // readTree reads the regular files under dir, skipping hidden entries and
