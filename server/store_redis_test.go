@@ -47,16 +47,19 @@ func keyedSandbox(t testing.TB) *airlock.Sandbox {
 // redisServer is a real redis-server on a loopback port, its data (an
 // append-only file, fsynced on every write) in a directory of the test's.
 type redisServer struct {
-	t    testing.TB
-	bin  string
-	dir  string
-	port int
-	cmd  *exec.Cmd
+	t     testing.TB
+	bin   string
+	dir   string
+	port  int
+	cmd   *exec.Cmd
+	fsync string // appendfsync: always (tests: nothing lost on a stop) or everysec
 }
 
 // startRedis starts redis-server; a machine without one fails the test
 // (.ci/run installs Debian's redis-server package).
-func startRedis(t testing.TB) *redisServer {
+func startRedis(t testing.TB) *redisServer { return startRedisFsync(t, "always") }
+
+func startRedisFsync(t testing.TB, fsync string) *redisServer {
 	t.Helper()
 	bin, err := exec.LookPath("redis-server")
 	if err != nil {
@@ -68,7 +71,7 @@ func startRedis(t testing.TB) *redisServer {
 	}
 	port := ln.Addr().(*net.TCPAddr).Port
 	ln.Close()
-	r := &redisServer{t: t, bin: bin, dir: t.TempDir(), port: port}
+	r := &redisServer{t: t, bin: bin, dir: t.TempDir(), port: port, fsync: fsync}
 	r.start()
 	t.Cleanup(r.stop)
 	return r
@@ -79,7 +82,7 @@ func (r *redisServer) url() string { return fmt.Sprintf("redis://127.0.0.1:%d/0"
 func (r *redisServer) start() {
 	r.t.Helper()
 	r.cmd = exec.Command(r.bin, "--port", strconv.Itoa(r.port), "--bind", "127.0.0.1", "--dir", r.dir,
-		"--save", "", "--appendonly", "yes", "--appendfsync", "always", "--daemonize", "no", "--logfile", "")
+		"--save", "", "--appendonly", "yes", "--appendfsync", r.fsync, "--daemonize", "no", "--logfile", "")
 	var logs bytes.Buffer
 	r.cmd.Stdout, r.cmd.Stderr = &logs, &logs
 	if err := r.cmd.Start(); err != nil {
