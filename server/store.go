@@ -136,7 +136,9 @@ func (s *Server) writeAnswer(w http.ResponseWriter, a errorAnswer) {
 // the Sandbox's as sessionError.
 func (s *Server) storeError(w http.ResponseWriter, err error) {
 	if a := s.storeAnswer(err); a.status > 0 {
-		s.cfg.Logger.Warn("session store", slog.String("store", s.cfg.SessionStore.Name()), slog.String("error", err.Error()))
+		if a.status >= 500 {
+			s.cfg.Logger.Warn("session store", slog.String("store", s.cfg.SessionStore.Name()), slog.String("error", err.Error()))
+		}
 		s.writeAnswer(w, a)
 		return
 	}

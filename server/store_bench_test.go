@@ -8,6 +8,8 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -102,6 +104,74 @@ func BenchmarkSessionCall(b *testing.B) {
 			q := func(p float64) float64 { return float64(times[int(p*float64(len(times)-1))].Microseconds()) / 1000 }
 			b.ReportMetric(q(0.50), "p50_ms")
 			b.ReportMetric(q(0.99), "p99_ms")
+		})
+	}
+}
+
+// BenchmarkReplicasThroughput is session calls per second from 6 clients,
+// each on its own session, against one replica and against three, all on
+// one Redis: each client's calls to one replica (sticky: its cached copy
+// is current) or round all three (rotating: each call loads the state). The replicas share
+// this process and its cores, so three cannot be faster here than the
+// machine is; what it shows is that nothing serialises across replicas.
+func BenchmarkReplicasThroughput(b *testing.B) {
+	rs := startRedisFsync(b, "everysec")
+	cases := []struct {
+		name   string
+		n      int
+		rotate bool // each call to the next replica (a load each), or each client to one
+	}{{"replicas=1", 1, false}, {"replicas=3/sticky", 3, false}, {"replicas=3/rotating", 3, true}}
+	for _, tc := range cases {
+		n := tc.n
+		b.Run(tc.name, func(b *testing.B) {
+			urls := make([]string, n)
+			for i := range urls {
+				urls[i] = benchServer(b, newRedisStore(b, rs, RedisOptions{}))
+			}
+			const clients = 6
+			ids := make([]string, clients)
+			for i := range ids {
+				r := benchPost(b, urls[i%n]+"/v1/sessions", "")
+				var info SessionInfo
+				if r.status != 201 || json.Unmarshal(r.body, &info) != nil {
+					b.Fatalf("new session: %d %s", r.status, r.body)
+				}
+				ids[i] = info.ID
+			}
+			body := `{"code": "x = globals().get('x', 0) + 1"}`
+			b.ResetTimer()
+			start := time.Now()
+			var wg sync.WaitGroup
+			var failed atomic.Value
+			for c := range clients {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for i := c; i < b.N; i += clients {
+						url := urls[c%n]
+						if tc.rotate {
+							url = urls[(i/clients)%n]
+						}
+						resp, err := http.Post(url+"/v1/sessions/"+ids[c]+"/run", "application/json", strings.NewReader(body))
+						if err != nil {
+							failed.Store(err.Error())
+							return
+						}
+						io.Copy(io.Discard, resp.Body)
+						resp.Body.Close()
+						if resp.StatusCode != 200 {
+							failed.Store(resp.Status)
+							return
+						}
+					}
+				}()
+			}
+			wg.Wait()
+			b.StopTimer()
+			if f := failed.Load(); f != nil {
+				b.Fatalf("a call failed: %v", f)
+			}
+			b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "calls/s")
 		})
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"strconv"
 	"sync"
@@ -52,6 +53,18 @@ type RedisOptions struct {
 	// Prefix begins every key (default "airlock:"), so replicas of
 	// different services can share a Redis.
 	Prefix string
+	// Logger, if set, receives the Redis client's own messages (as
+	// warnings) instead of its default, plain lines on stderr that would
+	// break a JSON log. The client has one logger per process: the last
+	// store made with a Logger sets it.
+	Logger *slog.Logger
+}
+
+// redisLogger hands the Redis client's messages to a slog.Logger.
+type redisLogger struct{ l *slog.Logger }
+
+func (r redisLogger) Printf(ctx context.Context, format string, v ...any) {
+	r.l.WarnContext(ctx, "redis client", slog.String("message", fmt.Sprintf(format, v...)))
 }
 
 // RedisStore keeps sessions in Redis, so that replicas sharing one
@@ -116,6 +129,9 @@ func NewRedisStore(ctx context.Context, opts RedisOptions) (*RedisStore, error) 
 	ro.MaxRetries = -1
 	ro.DisableIdentity = true
 	ro.MaintNotificationsConfig = &maintnotifications.Config{Mode: maintnotifications.ModeDisabled}
+	if opts.Logger != nil {
+		redis.SetLogger(redisLogger{opts.Logger})
+	}
 	name := "redis://" + ro.Addr + "/" + strconv.Itoa(ro.DB)
 	if ro.Network == "unix" {
 		name = "redis+unix://" + ro.Addr + "?db=" + strconv.Itoa(ro.DB)

@@ -140,7 +140,7 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) (int
 		return 1, err
 	}
 	defer sb.Close(context.Background())
-	store, err := openStore(ctx, *storeURL, *sessions.ttl, *sessions.max)
+	store, err := openStore(ctx, *storeURL, *sessions.ttl, *sessions.max, logger)
 	if err != nil {
 		return 1, err
 	}
