@@ -85,6 +85,11 @@ type Config struct {
 	Token string
 	// Logger receives one record per request (default slog.Default()).
 	Logger *slog.Logger
+	// SessionStore, if set, holds sessions outside the process (e.g. a
+	// RedisStore shared by replicas) instead of in it. The Sandbox should
+	// then have a session key (airlock.WithSessionKey), so that what is
+	// written into the store cannot raise limits or forge state.
+	SessionStore SessionStore
 }
 
 // Server is an http.Handler serving the API.
@@ -574,6 +579,15 @@ func (s *Server) execute(w http.ResponseWriter, r *http.Request, req airlock.Req
 		slog.Duration("duration", res.Duration), slog.Any("clamped", clamped))
 	s.flag(log, res)
 	out := shape(res)
+	if a, ok := out.(errorAnswer); ok {
+		// The run went, but what it leaves could not be kept (a store).
+		if stream {
+			sse.finish(errorBody{ErrorInfo{Kind: a.kind, Message: a.msg}})
+			return
+		}
+		s.writeAnswer(w, a)
+		return
+	}
 	if stream {
 		if out == nil {
 			out = NewResult(res, s.python, true)

@@ -32,6 +32,9 @@ func TestMain(m *testing.M) {
 	}
 	code := m.Run()
 	sb.Close(context.Background())
+	if keyedSB != nil {
+		keyedSB.Close(context.Background())
+	}
 	os.Exit(code)
 }
 

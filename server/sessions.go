@@ -187,7 +187,11 @@ func (t *sessions) list() SessionList {
 
 func (s *Server) routeSessions() {
 	s.mux.Handle("POST /v1/sessions", s.auth(http.HandlerFunc(s.handleNewSession)))
-	s.mux.Handle("GET /v1/sessions", s.auth(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+	s.mux.Handle("GET /v1/sessions", s.auth(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if s.cfg.SessionStore != nil {
+			s.storeList(w, r)
+			return
+		}
 		writeJSON(w, http.StatusOK, s.sessions.list())
 	})))
 	s.mux.Handle("POST /v1/sessions/{id}/run", s.auth(http.HandlerFunc(s.handleSessionRun)))
@@ -235,9 +239,12 @@ func (s *Server) handleNewSession(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	limits, _ := s.clampLimits(w, in.Limits)
-	sess, err := s.cfg.Sandbox.NewSession(r.Context(), airlock.SessionOptions{
-		Limits: limits, Files: in.Files, Env: in.Env, Tools: in.Tools,
-	})
+	opts := airlock.SessionOptions{Limits: limits, Files: in.Files, Env: in.Env, Tools: in.Tools}
+	if s.cfg.SessionStore != nil {
+		s.storeNewSession(w, r, opts)
+		return
+	}
+	sess, err := s.cfg.Sandbox.NewSession(r.Context(), opts)
 	if err != nil {
 		s.sessionError(w, err)
 		return
@@ -248,6 +255,13 @@ func (s *Server) handleNewSession(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) handleSessionRun(w http.ResponseWriter, r *http.Request) {
+	if s.cfg.SessionStore != nil {
+		var in SessionRunRequest
+		if s.decodeBody(w, r, &in) && s.needCode(w, in.Code) {
+			s.storeSessionRun(w, r, in)
+		}
+		return
+	}
 	sess := s.session(w, r)
 	if sess == nil {
 		return
@@ -279,6 +293,10 @@ func (s *Server) handleSessionRun(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) handleFork(w http.ResponseWriter, r *http.Request) {
+	if s.cfg.SessionStore != nil {
+		s.storeFork(w, r)
+		return
+	}
 	sess := s.session(w, r)
 	if sess == nil {
 		return
@@ -294,6 +312,10 @@ func (s *Server) handleFork(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) handleDeleteSession(w http.ResponseWriter, r *http.Request) {
+	if s.cfg.SessionStore != nil {
+		s.storeDelete(w, r)
+		return
+	}
 	id := r.PathValue("id")
 	sess := s.sessions.remove(id)
 	if sess == nil || sess.Err() != nil {

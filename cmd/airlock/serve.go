@@ -51,6 +51,8 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) (int
 		drain       = fs.Duration("drain-timeout", 2*time.Minute, "on SIGINT/SIGTERM, how long to let admitted runs finish")
 		maxConns    = fs.Int("max-conns", server.DefaultMaxConns, "open connections at most; more are answered 503 and closed")
 		maxPerAddr  = fs.Int("max-conns-per-client", server.DefaultMaxConnsPerClient, "open connections at most from one client address")
+		storeURL    = fs.String("session-store", "", "where sessions live: empty for this process, or redis://[:PASSWORD@]HOST:PORT/DB shared by replicas (needs a session key; default: $AIRLOCK_SESSION_STORE)")
+		keyFile     = fs.String("session-key-file", "", "file holding the key (16+ bytes) that signs stored sessions, the same on every replica (default: $AIRLOCK_SESSION_KEY)")
 	)
 	common.register(fs)
 	maxima.register(fs)
@@ -85,6 +87,11 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) (int
 	if netPolicy != nil {
 		opts = append(opts, airlock.WithNetwork(*netPolicy))
 	}
+	keyOpts, err := sessionKey(*storeURL, *keyFile)
+	if err != nil {
+		return exitUsage, err
+	}
+	opts = append(opts, keyOpts...)
 	var h slog.Handler = slog.NewTextHandler(stderr, nil)
 	if *logJSON {
 		h = slog.NewJSONHandler(stderr, nil)
@@ -98,10 +105,17 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) (int
 		return 1, err
 	}
 	defer sb.Close(context.Background())
+	store, err := openStore(ctx, *storeURL, *sessions.ttl, *sessions.max, logger)
+	if err != nil {
+		return 1, err
+	}
+	if store != nil {
+		defer store.Close()
+	}
 	srv, err := server.New(server.Config{
 		Sandbox: sb, MaxLimits: maxima.limits(), Concurrency: *concurrency, Queue: *queue,
 		MaxBody: maxBody.n, Token: os.Getenv("AIRLOCK_TOKEN"), Logger: logger,
-		MaxConns: *maxConns, MaxConnsPerClient: *maxPerAddr, Network: netPolicy,
+		MaxConns: *maxConns, MaxConnsPerClient: *maxPerAddr, Network: netPolicy, SessionStore: storeOrNil(store),
 	})
 	if err != nil {
 		return 1, err
@@ -111,7 +125,7 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) (int
 		return 1, err
 	}
 	logger.Info("serving", slog.String("addr", "http://"+ln.Addr().String()), slog.Bool("snapshots", sb.Snapshots()),
-		slog.Bool("auth", os.Getenv("AIRLOCK_TOKEN") != ""))
+		slog.Bool("auth", os.Getenv("AIRLOCK_TOKEN") != ""), slog.String("sessions", storeName(store)))
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	select {
