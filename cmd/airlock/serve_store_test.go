@@ -41,7 +41,7 @@ func TestServeSessionStoreNeedsKey(t *testing.T) {
 	good := filepath.Join(t.TempDir(), "key")
 	os.WriteFile(good, []byte("sixteen bytes or more\n"), 0o600)
 	code, _, stderr = cli(t, "", "serve", "--addr", "127.0.0.1:0", "--session-store", "redis://127.0.0.1:1/0", "--session-key-file", good)
-	if code != 1 || !strings.Contains(stderr, "session store redis://127.0.0.1:1/0 unavailable") {
+	if code != exitAirlock || !strings.Contains(stderr, "session store redis://127.0.0.1:1/0 unavailable") {
 		t.Fatalf("unreachable store: exit %d, stderr %q", code, stderr)
 	}
 	t.Setenv("AIRLOCK_SESSION_STORE", "redis://127.0.0.1:1/0")
