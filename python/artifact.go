@@ -129,8 +129,10 @@ func (a *Artifact) Describe() string {
 			extras += "; patched: " + strings.Join(r.CPythonPatches, ", ")
 		}
 		// Extension packages linked into python.wasm, by the record's pins.
-		if v := r.Packages["numpy"]; v != "" {
-			extras += "; numpy " + v
+		for _, name := range []string{"numpy", "pandas"} {
+			if v := r.Packages[name]; v != "" {
+				extras += "; " + name + " " + v
+			}
 		}
 		return fmt.Sprintf("own build, CPython %s (%s%s; wasm-opt %s)", a.Version, r.Opt, extras, r.WasmOpt)
 	case a.Build == npmBuildName:

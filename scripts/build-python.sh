@@ -13,7 +13,9 @@
 # python.wasm. Needs root (debootstrap, chroot) and ~4 GB of disk.
 #
 # Takes ~11 minutes on 2 cores for CPython (~13 the first time, making the
-# chroot), ~3 more for numpy and ~1.5 for wasm-opt; a second call whose
+# chroot), ~3 more for numpy, ~5 for pandas (8-9 min of CPU: 14-29 min of
+# wall time while other builds loaded the machine) and 2-6 for wasm-opt of
+# the 27 MB module; a second call whose
 # inputs (this script, the pins, the flags, the patches, the PGO training
 # program, scripts/numpy/, scripts/pandas/) are unchanged returns in
 # seconds; a change to numpy's step alone redoes only numpy, pandas, the
@@ -291,7 +293,7 @@ else
 	rm -rf "$ROOT/pandas-patches" && cp -a scripts/pandas-patches "$ROOT/pandas-patches"
 	chroot "$ROOT" sh -c 'for p in /pandas-patches/*.patch; do patch -s -p1 -d /work/pd/src <"$p" || exit 1; done'
 	rm -rf "$ROOT/numpy" "$ROOT/pandas" && cp -a scripts/numpy "$ROOT/numpy" && rm -rf "$ROOT/numpy/fetch" && cp -a scripts/pandas "$ROOT/pandas"
-	log "building pandas $PANDAS_VER for wasm32-wasi and relinking python.wasm with numpy and pandas (~9 min on an idle machine)"
+	log "building pandas $PANDAS_VER for wasm32-wasi and relinking python.wasm with numpy and pandas (~5 min on an idle machine, 8-9 min of CPU)"
 	chroot "$ROOT" env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root LANG=C.UTF-8 SOURCE_DATE_EPOCH="$SOURCE_DATE_EPOCH" \
 		WASM_FEATURES="$WASM_FEATURES" JOBS="$JOBS" bash /pandas/build-pandas.sh
 	echo "$PANDAS_KEY" >"$ROOT/work/pd/.build-key"
