@@ -8,15 +8,19 @@
 # The toolchain is Debian trixie's (clang 19, wasi-libc), in a debootstrap
 # chroot under $AIRLOCK_CACHE_DIR/build/, so the host's own release does not
 # matter. zlib, bzip2, xz and sqlite3 are cross-built from their Debian
-# sources first; numpy (scripts/numpy/) is cross-built after CPython and
-# linked into python.wasm. Needs root (debootstrap, chroot) and ~3.5 GB of
-# disk.
+# sources first; numpy (scripts/numpy/) is cross-built after CPython,
+# pandas (scripts/pandas/) after numpy, and both are linked into
+# python.wasm. Needs root (debootstrap, chroot) and ~4 GB of disk.
 #
 # Takes ~11 minutes on 2 cores for CPython (~13 the first time, making the
-# chroot), ~3 more for numpy and ~1.5 for wasm-opt; a second call whose
+# chroot), ~3 more for numpy, ~5 for pandas (8-9 min of CPU: 14-29 min of
+# wall time while other builds loaded the machine) and 2-6 for wasm-opt of
+# the 27 MB module; a second call whose
 # inputs (this script, the pins, the flags, the patches, the PGO training
-# program, scripts/numpy/) are unchanged returns in seconds; a change to
-# numpy's step alone redoes only numpy, the link and the outputs.
+# program, scripts/numpy/, scripts/pandas/) are unchanged returns in
+# seconds; a change to numpy's step alone redoes only numpy, pandas, the
+# link and the outputs, a change to pandas' only pandas, the link and the
+# outputs.
 # AIRLOCK_BUILD_JOBS sets make's -j (default 2).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -42,6 +46,14 @@ NUMPY_SHA256=5cddc243c75114ba845f01b1f87aca1572dbf7b6c2d88636ed3e1d2bccd7f1bf
 CYTHON_VER=3.3.1
 CYTHON_WHEEL=cython-3.3.1-cp313-cp313-manylinux2014_x86_64.manylinux_2_17_x86_64.manylinux_2_28_x86_64.whl
 CYTHON_SHA256=85be5442e8f465c7c5e80837ac2a85a2ce04034e616445113092e85b65d0ab94
+# pandas, statically linked in beside numpy (scripts/pandas/build-pandas.sh):
+# its sdist from PyPI, built with numpy's meson and Cython against the
+# numpy built above; python-dateutil, its one pure-Python dependency here
+# (tzdata is above), a wheel packed into the stdlib zip.
+PANDAS_VER=3.1.1
+PANDAS_SHA256=05fed3e3b7c99b226f160e29d7d6cb7ef39638c758cbfe42b3f24ba34f04b859
+DATEUTIL_VER=4.0.0
+DATEUTIL_SHA256=a5e246f79eb80475e691bf93862cead98decd8a498cf53ba0516fcdc0f50dc1c
 TOOLS="clang-19 lld-19 llvm-19 wasi-libc libclang-rt-19-dev-wasm32 python3.13 make pkg-config xz-utils dpkg-dev tcl gcc libc6-dev binaryen patch
 	libclang-rt-19-dev zlib1g-dev libsqlite3-dev libbz2-dev liblzma-dev ninja-build libc++-19-dev-wasm32 libc++abi-19-dev-wasm32"
 # Debian's runtime library is installed under the wasm32-wasi name, so the
@@ -85,8 +97,9 @@ mkdir -p "$BUILD"
 # The cache key covers everything the output depends on: this script
 # (pins and flags included), the stdlib packer and the patches.
 numpy_inputs() { find scripts/numpy scripts/numpy-patches -type f ! -path '*/__pycache__/*' | LC_ALL=C sort; }
-KEY=$(cat scripts/build-python.sh scripts/stdlib_zip.py scripts/pgo_train.py scripts/stdlib-patches/*.patch scripts/cpython-patches/*.patch \
-	$(numpy_inputs) | sha256sum | cut -c1-64)
+pandas_inputs() { find scripts/pandas scripts/pandas-patches -type f ! -path '*/__pycache__/*' | LC_ALL=C sort; }
+KEY=$(cat scripts/build-python.sh scripts/stdlib_zip.py scripts/pgo_train.py scripts/stdlib-patches/*.patch scripts/cpython-patches/*.patch scripts/pandas-py-patches/*.patch \
+	$(numpy_inputs) $(pandas_inputs) | sha256sum | cut -c1-64)
 if [ -f "$OUT/build.json" ] && grep -q "\"key\": \"$KEY\"" "$OUT/build.json" &&
 	(cd "$OUT" && sha256sum --quiet -c SHA256SUMS) 2>/dev/null; then
 	echo "build-python: up to date: $OUT (key ${KEY:0:12})"
@@ -259,30 +272,63 @@ else
 	echo "$NUMPY_KEY" >"$ROOT/work/np/.build-key"
 fi
 
+# --- 3c. pandas, cached the same way: its key covers numpy's, whose build
+# it compiles against and whose archives it links with.
+PANDAS_KEY=$(printf '%s\n' "$NUMPY_KEY" "$PANDAS_VER" "$PANDAS_SHA256" | cat - $(pandas_inputs) | sha256sum | cut -c1-64)
+PDDL="$BUILD/pandas-sources"
+if [ "$(cat "$ROOT/work/pd/.build-key" 2>/dev/null)" = "$PANDAS_KEY" ] && [ -f "$ROOT/work/pd/python.wasm" ]; then
+	log "pandas build up to date (key ${PANDAS_KEY:0:12})"
+else
+	# pandas' build backend is meson-python too: the same stand-in serves
+	# pip download its metadata.
+	log "pandas $PANDAS_VER sdist (pip download --require-hashes)"
+	rm -rf "$PDDL" && mkdir -p "$PDDL"
+	printf 'pandas==%s --hash=sha256:%s\n' "$PANDAS_VER" "$PANDAS_SHA256" >"$BUILD/pandas-requirements.txt"
+	PYTHONDONTWRITEBYTECODE=1 PYTHONPATH="$PWD/scripts/numpy/fetch" python3 -m pip download --quiet --no-deps --no-build-isolation --no-binary :all: \
+		--python-version 3.13 -d "$PDDL" --require-hashes -r "$BUILD/pandas-requirements.txt" >"$BUILD/pip-pandas.log" 2>&1 ||
+		{ tail -20 "$BUILD/pip-pandas.log" >&2; exit 1; }
+	rm -rf "$ROOT/work/pd" && mkdir -p "$ROOT/work/pd/src"
+	tar -xzf "$PDDL/pandas-$PANDAS_VER.tar.gz" -C "$ROOT/work/pd/src" --strip-components=1
+	# Airlock's changes to pandas (each patch says why).
+	rm -rf "$ROOT/pandas-patches" && cp -a scripts/pandas-patches "$ROOT/pandas-patches"
+	chroot "$ROOT" sh -c 'for p in /pandas-patches/*.patch; do patch -s -p1 -d /work/pd/src <"$p" || exit 1; done'
+	rm -rf "$ROOT/numpy" "$ROOT/pandas" && cp -a scripts/numpy "$ROOT/numpy" && rm -rf "$ROOT/numpy/fetch" && cp -a scripts/pandas "$ROOT/pandas"
+	log "building pandas $PANDAS_VER for wasm32-wasi and relinking python.wasm with numpy and pandas (~5 min on an idle machine, 8-9 min of CPU)"
+	chroot "$ROOT" env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root LANG=C.UTF-8 SOURCE_DATE_EPOCH="$SOURCE_DATE_EPOCH" \
+		WASM_FEATURES="$WASM_FEATURES" JOBS="$JOBS" bash /pandas/build-pandas.sh
+	echo "$PANDAS_KEY" >"$ROOT/work/pd/.build-key"
+fi
+
 # --- 4. outputs: wasm-opt'd python.wasm, the stdlib zip, build.json
 # With the host's pip: it is set up for this host's network (proxy, CA
 # certificates), which the chroot is not.
-log "tzdata $TZDATA_VER (pip download --require-hashes)"
+log "tzdata $TZDATA_VER, python-dateutil $DATEUTIL_VER (pip download --require-hashes)"
 WHEELS="$BUILD/wheels"
 rm -rf "$WHEELS" "$ROOT/extra" && mkdir -p "$WHEELS"
-printf 'tzdata==%s --hash=sha256:%s\n' "$TZDATA_VER" "$TZDATA_SHA256" >"$BUILD/tzdata-requirements.txt"
+printf 'tzdata==%s --hash=sha256:%s\npython-dateutil==%s --hash=sha256:%s\n' "$TZDATA_VER" "$TZDATA_SHA256" \
+	"$DATEUTIL_VER" "$DATEUTIL_SHA256" >"$BUILD/tzdata-requirements.txt"
 python3 -m pip download --quiet --no-deps --only-binary=:all: -d "$WHEELS" \
 	--require-hashes -r "$BUILD/tzdata-requirements.txt" >"$BUILD/pip.log" 2>&1 || { tail -20 "$BUILD/pip.log" >&2; exit 1; }
 python3 -m zipfile -e "$WHEELS/tzdata-$TZDATA_VER-py2.py3-none-any.whl" "$ROOT/extra"
+python3 -m zipfile -e "$WHEELS/python_dateutil-$DATEUTIL_VER-py3-none-any.whl" "$ROOT/extra"
 log "wasm-opt $WASM_OPT_FLAGS and the stdlib zip"
 cat >"$ROOT/pack.sh" <<'EOS'
 set -euo pipefail
 W=/work
 rm -rf $W/out $W/lib && mkdir -p $W/out $W/lib
-wasm-opt --strip-dwarf -g $W/np/python.wasm -o $W/out/nodwarf.wasm
+wasm-opt --strip-dwarf -g $W/pd/python.wasm -o $W/out/nodwarf.wasm
 wasm-opt $WASM_OPT_FLAGS $W/out/nodwarf.wasm -o $W/out/python.wasm
 rm $W/out/nodwarf.wasm
 cp -a $W/$PY_PKG/Lib $W/lib/Lib
 for p in /stdlib-patches/*.patch; do patch -s -p1 -d $W/lib <"$p"; done
-python3.13 /stdlib_zip.py $W/lib/Lib $W/pybuild $W/out/python313.zip /extra $W/np/pkg
+# Changes to pandas' Python files (each patch says why) apply here, to a
+# copy of the stage's output, as the stdlib's do: one never rebuilds C.
+rm -rf $W/pdpkg && cp -a $W/pd/pkg $W/pdpkg
+for p in /pandas-py-patches/*.patch; do patch -s -p1 -d $W/pdpkg <"$p"; done
+python3.13 /stdlib_zip.py $W/lib/Lib $W/pybuild $W/out/python313.zip /extra $W/np/pkg $W/pdpkg
 EOS
 cp scripts/stdlib_zip.py "$ROOT/stdlib_zip.py"
-rm -rf "$ROOT/stdlib-patches" && cp -a scripts/stdlib-patches "$ROOT/stdlib-patches"
+rm -rf "$ROOT/stdlib-patches" "$ROOT/pandas-py-patches" && cp -a scripts/stdlib-patches "$ROOT/stdlib-patches" && cp -a scripts/pandas-py-patches "$ROOT/pandas-py-patches"
 chroot "$ROOT" env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root LANG=C.UTF-8 \
 	WASM_OPT_FLAGS="$WASM_OPT_FLAGS" PY_PKG="$PY_PKG" bash /pack.sh
 
@@ -291,7 +337,7 @@ chroot "$ROOT" env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root LANG=C.UTF-8
 rm -rf "$OUT.part" && mkdir -p "$OUT.part"
 cp "$ROOT/work/out/python.wasm" "$ROOT/work/out/python313.zip" "$OUT.part/"
 (cd "$OUT.part" && sha256sum python.wasm python313.zip >SHA256SUMS)
-sources=$(cd "$ROOT$SRC" && for f in * "$WHEELS"/* "$NPDL"/*; do if [ -f "$f" ]; then printf '    "%s": "%s",\n' "$(basename "$f")" "$(sha256sum "$f" | cut -c1-64)"; fi; done | sed '$ s/,$//')
+sources=$(cd "$ROOT$SRC" && for f in * "$WHEELS"/* "$NPDL"/* "$PDDL"/*; do if [ -f "$f" ]; then printf '    "%s": "%s",\n' "$(basename "$f")" "$(sha256sum "$f" | cut -c1-64)"; fi; done | sed '$ s/,$//')
 tools=$(chroot "$ROOT" dpkg-query -W -f '    "${Package}": "${Version}",\n' clang-19 lld-19 llvm-19 wasi-libc libclang-rt-19-dev-wasm32 libclang-rt-19-dev python3.13 binaryen | sed '$ s/,$//')
 cat >"$OUT.part/build.json" <<EOF
 {
@@ -306,7 +352,9 @@ cat >"$OUT.part/build.json" <<EOF
     "sqlite3": "$SQLITE_VER",
     "tzdata": "$TZDATA_VER",
     "numpy": "$NUMPY_VER",
-    "cython": "$CYTHON_VER"
+    "cython": "$CYTHON_VER",
+    "pandas": "$PANDAS_VER",
+    "python-dateutil": "$DATEUTIL_VER"
   },
   "toolchain": {
 $tools
@@ -317,6 +365,7 @@ $tools
   "wasm_opt": "$WASM_OPT_FLAGS",
   "cpython_patches": [$(cd scripts/cpython-patches && for p in *.patch; do printf '"%s", ' "$p"; done | sed 's/, $//')],
   "numpy_patches": [$(cd scripts/numpy-patches && for p in *.patch; do printf '"%s", ' "$p"; done | sed 's/, $//')],
+  "pandas_patches": [$(cd scripts && for p in pandas-patches/*.patch pandas-py-patches/*.patch; do printf '"%s", ' "$p"; done | sed 's/, $//')],
   "sources_sha256": {
 $sources
   },
