@@ -33,15 +33,19 @@ func TestAuditHonestRun(t *testing.T) {
 	res := mustRunResult(t, airlock.Request{Code: `import csv, io, json, mimetypes, zoneinfo, datetime
 rows = list(csv.reader(io.StringIO("a,b\n1,2\n")))
 print(json.dumps(rows), mimetypes.guess_type("x.csv")[0])
-print(datetime.datetime(2026, 1, 1, tzinfo=zoneinfo.ZoneInfo("Europe/Paris")).utcoffset())
+try:  # the npm build has no tz database; the look-ups happen anyway
+    print(datetime.datetime(2026, 1, 1, tzinfo=zoneinfo.ZoneInfo("Europe/Paris")).utcoffset())
+except zoneinfo.ZoneInfoNotFoundError:
+    print("no tz database")
 open("out.txt", "w").write("done")
 import os; print(sorted(os.listdir(".")))`})
 	if len(res.Suspicious) != 0 {
 		t.Fatalf("honest run flagged %+v; audit %+v", res.Suspicious, res.Audit)
 	}
 	// The guest's report device is hidden: nothing to list, stat or count.
-	res = mustRunResult(t, airlock.Request{Code: "import os\nprint(os.path.exists('/dev/airlock-audit'), sorted(os.listdir('/')))"})
-	if string(res.Stdout) != "False ['home', 'tmp', 'usr']\n" {
+	// ('usr' is the own build's stdlib mount; the npm build has none.)
+	res = mustRunResult(t, airlock.Request{Code: "import os\nprint(os.path.exists('/dev/airlock-audit'), 'dev' in os.listdir('/'), os.path.exists('/dev'))"})
+	if string(res.Stdout) != "False False False\n" {
 		t.Fatalf("the audit device shows: %q", res.Stdout)
 	}
 }
