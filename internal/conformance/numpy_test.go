@@ -137,28 +137,37 @@ func numpyPreimported(t *testing.T) *airlock.Sandbox {
 		airlock.WithPreimport("numpy", "numpy.random", "numpy.fft", "numpy.linalg"))
 }
 
-// An array made in one call of a session is there in the next, and a
-// fork gets its own copy.
-func TestNumpySession(t *testing.T) {
+// ownSession is a session of the own build's Sandbox, closed when t ends;
+// sessions need snapshots.
+func ownSession(t *testing.T) *airlock.Session {
+	t.Helper()
 	if !ownSandbox(t).Snapshots() {
 		t.Skip("sessions need snapshots")
 	}
-	ctx := context.Background()
-	s, err := ownSandbox(t).NewSession(ctx, airlock.SessionOptions{})
+	s, err := ownSandbox(t).NewSession(context.Background(), airlock.SessionOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer s.Close()
-	call := func(s *airlock.Session, code string) string {
-		t.Helper()
-		res, err := s.Run(ctx, code)
-		if err != nil || res.ExitCode != 0 {
-			t.Fatalf("call failed: err=%v exit=%d\n%s%s", err, res.ExitCode, res.Stdout, res.Stderr)
-		}
-		return string(res.Stdout)
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+// mustCall runs code in s, which must exit 0, and returns its stdout.
+func mustCall(t *testing.T, s *airlock.Session, code string) string {
+	t.Helper()
+	res, err := s.Run(context.Background(), code)
+	if err != nil || res.ExitCode != 0 {
+		t.Fatalf("call failed: err=%v exit=%d\n%s%s", err, res.ExitCode, res.Stdout, res.Stderr)
 	}
-	call(s, "import numpy as np\na = np.arange(10.0).reshape(2, 5)\nrng = np.random.default_rng(7)")
-	if out := call(s, "a *= 2\nprint(a.sum(), a.shape, np.linalg.norm(a[0]).round(4))"); out != "90.0 (2, 5) 10.9545\n" {
+	return string(res.Stdout)
+}
+
+// An array made in one call of a session is there in the next, and a
+// fork gets its own copy.
+func TestNumpySession(t *testing.T) {
+	s := ownSession(t)
+	mustCall(t, s, "import numpy as np\na = np.arange(10.0).reshape(2, 5)\nrng = np.random.default_rng(7)")
+	if out := mustCall(t, s, "a *= 2\nprint(a.sum(), a.shape, np.linalg.norm(a[0]).round(4))"); out != "90.0 (2, 5) 10.9545\n" {
 		t.Fatalf("second call: %q", out)
 	}
 	f, err := s.Fork()
@@ -166,15 +175,15 @@ func TestNumpySession(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	if out := call(f, "a += 1\nprint(a.sum())"); out != "100.0\n" {
+	if out := mustCall(t, f, "a += 1\nprint(a.sum())"); out != "100.0\n" {
 		t.Fatalf("fork: %q", out)
 	}
-	if out := call(s, "print(a.sum())"); out != "90.0\n" {
+	if out := mustCall(t, s, "print(a.sum())"); out != "90.0\n" {
 		t.Fatalf("the fork changed its parent's array: %q", out)
 	}
 	// The generator's state travels with the session: the fork and its
 	// parent draw the same next numbers.
-	if a, b := call(s, "print(rng.random())"), call(f, "print(rng.random())"); a != b {
+	if a, b := mustCall(t, s, "print(rng.random())"), mustCall(t, f, "print(rng.random())"); a != b {
 		t.Fatalf("a seeded Generator diverged across the fork: %q %q", a, b)
 	}
 }

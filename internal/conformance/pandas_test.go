@@ -135,25 +135,9 @@ func TestPandasEndToEnd(t *testing.T) {
 // A DataFrame made in one call of a session is there in the next, and a
 // fork gets its own copy.
 func TestPandasSession(t *testing.T) {
-	if !ownSandbox(t).Snapshots() {
-		t.Skip("sessions need snapshots")
-	}
-	ctx := context.Background()
-	s, err := ownSandbox(t).NewSession(ctx, airlock.SessionOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	call := func(s *airlock.Session, code string) string {
-		t.Helper()
-		res, err := s.Run(ctx, code)
-		if err != nil || res.ExitCode != 0 {
-			t.Fatalf("call failed: err=%v exit=%d\n%s%s", err, res.ExitCode, res.Stdout, res.Stderr)
-		}
-		return string(res.Stdout)
-	}
-	call(s, "import pandas as pd\ndf = pd.DataFrame({'k': list('abab'), 'v': range(4)})")
-	if out := call(s, "df['v'] *= 10\nprint(df.groupby('k')['v'].sum().to_dict())"); out != "{'a': 20, 'b': 40}\n" {
+	s := ownSession(t)
+	mustCall(t, s, "import pandas as pd\ndf = pd.DataFrame({'k': list('abab'), 'v': range(4)})")
+	if out := mustCall(t, s, "df['v'] *= 10\nprint(df.groupby('k')['v'].sum().to_dict())"); out != "{'a': 20, 'b': 40}\n" {
 		t.Fatalf("second call: %q", out)
 	}
 	f, err := s.Fork()
@@ -161,10 +145,10 @@ func TestPandasSession(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	if out := call(f, "df.loc[len(df)] = ['c', 5]\nprint(len(df), df['v'].sum())"); out != "5 65\n" {
+	if out := mustCall(t, f, "df.loc[len(df)] = ['c', 5]\nprint(len(df), df['v'].sum())"); out != "5 65\n" {
 		t.Fatalf("fork: %q", out)
 	}
-	if out := call(s, "print(len(df), df['v'].sum())"); out != "4 60\n" {
+	if out := mustCall(t, s, "print(len(df), df['v'].sum())"); out != "4 60\n" {
 		t.Fatalf("the fork changed its parent's DataFrame: %q", out)
 	}
 }
