@@ -18,8 +18,11 @@
 // filesystem; a refusal for quota is remembered (QuotaHit) so the host can
 // report why a run failed.
 //
-// There are no symlinks, devices or permission bits: everything is a
-// directory or a regular file and the guest may read and write all of it.
+// There are no devices or permission bits: everything is a directory, a
+// regular file or a symbolic link, and the guest may read and write all of
+// it. A link's target is a relative path inside the same filesystem
+// (absolute targets are refused); resolving it never leaves the tree, nor,
+// under the Beneath rule, the directory the lookup started from.
 package memfs
 
 import (
@@ -45,6 +48,7 @@ type Kind uint8
 const (
 	KindDir Kind = iota + 1
 	KindFile
+	KindSymlink
 )
 
 // Quota limits a filesystem. Zero (or negative) means unlimited, which is
@@ -97,7 +101,7 @@ type Inode struct {
 
 	atim, mtim, ctim int64
 
-	data []byte // files
+	data []byte // files; a symbolic link's target
 
 	// Directories. parent of the root is the root; a removed directory
 	// keeps the parent it was removed from so "." and ".." still work.
@@ -135,7 +139,8 @@ func (n *Inode) Ino() uint64 {
 	return n.ino
 }
 
-// Size returns a file's length in bytes. Directories report 0.
+// Size returns a file's length in bytes, or a symbolic link's target's, as
+// lstat(2) does. Directories report 0.
 func (n *Inode) Size() int64 {
 	if n == nil {
 		return 0
@@ -303,7 +308,8 @@ func (fs *FS) Release(n *Inode) {
 // Lookup returns the inode path names, relative to dir, or to the root if
 // path starts with "/". Repeated slashes collapse, "." is the directory
 // itself and ".." its parent, with the root its own parent. A trailing
-// slash requires a directory.
+// slash requires a directory. Symbolic links are followed, the last one
+// too unless NoFollow; see Rule.
 //
 // # Errors
 //
@@ -312,9 +318,12 @@ func (fs *FS) Release(n *Inode) {
 //     a file.
 //   - EILSEQ: path contains a NUL byte.
 //   - ENAMETOOLONG: path exceeds 4096 bytes or a component 255.
+//   - ELOOP: more than 40 symbolic links on the way.
+//   - ENOTCAPABLE: the path leaves dir under Beneath.
 //   - EBADF: dir is nil or from another FS and path is relative.
-func (fs *FS) Lookup(dir *Inode, path string) (*Inode, error) {
-	w, err := fs.resolve(dir, path)
+func (fs *FS) Lookup(dir *Inode, path string, rules ...Rule) (*Inode, error) {
+	r := rulesOf(rules)
+	w, err := fs.resolve(dir, path, r, r&NoFollow == 0)
 	if err != nil {
 		return nil, err
 	}
@@ -354,11 +363,17 @@ const (
 //     or unknown flag bits.
 //   - ENOENT: OCreat in a directory that has been removed.
 //   - ENOSPC: creating would exceed Quota.MaxInodes.
-func (fs *FS) Open(dir *Inode, path string, flags OpenFlags) (*Inode, error) {
+//   - ELOOP: NoFollow and path names a symbolic link (as O_NOFOLLOW).
+//
+// A symbolic link in the last component is followed unless NoFollow, or
+// OCreat|OExcl, which never follows one (the name exists: EEXIST). OCreat
+// through a dangling link creates its target, as open(2) does.
+func (fs *FS) Open(dir *Inode, path string, flags OpenFlags, rules ...Rule) (*Inode, error) {
 	if flags&^(OCreat|ODirectory|OExcl|OTrunc) != 0 {
 		return nil, errno.EINVAL
 	}
-	w, err := fs.resolve(dir, path)
+	r := rulesOf(rules)
+	w, err := fs.resolve(dir, path, r, r&NoFollow == 0 && flags&(OCreat|OExcl) != OCreat|OExcl)
 	if err != nil {
 		return nil, err
 	}
@@ -380,6 +395,9 @@ func (fs *FS) Open(dir *Inode, path string, flags OpenFlags) (*Inode, error) {
 	}
 	if flags&(OCreat|OExcl) == OCreat|OExcl {
 		return nil, errno.EEXIST
+	}
+	if n.kind == KindSymlink {
+		return nil, errno.ELOOP
 	}
 	if n.kind == KindDir {
 		if flags&(OCreat|OTrunc) != 0 {
@@ -409,8 +427,8 @@ func (fs *FS) Open(dir *Inode, path string, flags OpenFlags) (*Inode, error) {
 //   - EEXIST: path exists (including ".", ".." and "/").
 //   - ENOENT: the parent has been removed.
 //   - ENOSPC: Quota.MaxInodes would be exceeded.
-func (fs *FS) Mkdir(dir *Inode, path string) error {
-	w, err := fs.resolve(dir, path)
+func (fs *FS) Mkdir(dir *Inode, path string, rules ...Rule) error {
+	w, err := fs.resolve(dir, path, rulesOf(rules), false)
 	if err != nil {
 		return err
 	}
@@ -437,8 +455,8 @@ func (fs *FS) Mkdir(dir *Inode, path string) error {
 //   - ENOTEMPTY: the directory has entries, or the last component is "..".
 //   - EINVAL: the last component is ".".
 //   - EBUSY: path is the root.
-func (fs *FS) Rmdir(dir *Inode, path string) error {
-	w, err := fs.resolve(dir, path)
+func (fs *FS) Rmdir(dir *Inode, path string, rules ...Rule) error {
+	w, err := fs.resolve(dir, path, rulesOf(rules), false)
 	if err != nil {
 		return err
 	}
@@ -470,16 +488,17 @@ func (fs *FS) Rmdir(dir *Inode, path string) error {
 	return nil
 }
 
-// Unlink removes a file's name. The file lives on while other names or
-// open fds (Retain) refer to it.
+// Unlink removes a file's or a symbolic link's name (never the link's
+// target). The file lives on while other names or open fds (Retain) refer
+// to it.
 //
 // # Errors
 //
 // Those of Lookup, and:
 //   - EISDIR: path is a directory (as Linux; includes ".", ".." and "/").
 //   - ENOTDIR: path names a file with a trailing "/".
-func (fs *FS) Unlink(dir *Inode, path string) error {
-	w, err := fs.resolve(dir, path)
+func (fs *FS) Unlink(dir *Inode, path string, rules ...Rule) error {
+	w, err := fs.resolve(dir, path, rulesOf(rules), false)
 	if err != nil {
 		return err
 	}
@@ -520,11 +539,18 @@ func (fs *FS) Unlink(dir *Inode, path string) error {
 //     file and either path ends in "/".
 //   - ENOTEMPTY: newPath is a non-empty directory.
 func (fs *FS) Rename(oldDir *Inode, oldPath string, newDir *Inode, newPath string) error {
-	ow, err := fs.resolve(oldDir, oldPath)
+	return fs.RenameRules(oldDir, oldPath, 0, newDir, newPath, 0)
+}
+
+// RenameRules is Rename with each path resolved under its own rules (two
+// directory descriptors need not grant the same). Symbolic links are
+// renamed, not followed.
+func (fs *FS) RenameRules(oldDir *Inode, oldPath string, oldRules Rule, newDir *Inode, newPath string, newRules Rule) error {
+	ow, err := fs.resolve(oldDir, oldPath, oldRules, false)
 	if err != nil {
 		return err
 	}
-	nw, err := fs.resolve(newDir, newPath)
+	nw, err := fs.resolve(newDir, newPath, newRules, false)
 	if err != nil {
 		return err
 	}
@@ -596,7 +622,14 @@ func (fs *FS) Rename(oldDir *Inode, oldPath string, newDir *Inode, newPath strin
 //   - ENOENT: newPath ends in "/" or its directory was removed.
 //   - ENOSPC: the tree already holds Quota.MaxInodes names.
 func (fs *FS) Link(oldDir *Inode, oldPath string, newDir *Inode, newPath string) error {
-	src, err := fs.Lookup(oldDir, oldPath)
+	return fs.LinkRules(oldDir, oldPath, 0, newDir, newPath, 0)
+}
+
+// LinkRules is Link with each path resolved under its own rules; with
+// NoFollow in oldRules a symbolic link at oldPath gets the new name
+// itself, as linkat(2) without AT_SYMLINK_FOLLOW.
+func (fs *FS) LinkRules(oldDir *Inode, oldPath string, oldRules Rule, newDir *Inode, newPath string, newRules Rule) error {
+	src, err := fs.Lookup(oldDir, oldPath, oldRules)
 	if err != nil {
 		return err
 	}
@@ -606,7 +639,7 @@ func (fs *FS) Link(oldDir *Inode, oldPath string, newDir *Inode, newPath string)
 	if src.readOnly {
 		return errno.EXDEV // another "mount", as link(2) says across filesystems
 	}
-	nw, err := fs.resolve(newDir, newPath)
+	nw, err := fs.resolve(newDir, newPath, newRules&Beneath, false)
 	if err != nil {
 		return err
 	}
@@ -630,13 +663,81 @@ func (fs *FS) Link(oldDir *Inode, oldPath string, newDir *Inode, newPath string)
 	return nil
 }
 
+// Symlink makes path a symbolic link to target, as symlink(2). The target
+// is kept as given and resolved only when a lookup meets the link.
+//
+// # Errors
+//
+// Those of Lookup for path's directory, and:
+//   - ENOTCAPABLE: target is absolute: a link may only lead to a place
+//     relative to itself, inside the filesystem.
+//   - ENOENT: target is empty (as Linux), path ends in "/" and does not
+//     exist, or its directory was removed.
+//   - EILSEQ, ENAMETOOLONG: target holds a NUL or is too long for a path.
+//   - EEXIST: path exists (including ".", ".." and "/"), as a link too.
+//   - ENOSPC: Quota.MaxInodes, or Quota.MaxBytes for the target, would be
+//     exceeded.
+func (fs *FS) Symlink(target string, dir *Inode, path string, rules ...Rule) error {
+	if err := checkPath(target); err != nil {
+		return err
+	}
+	if target[0] == '/' {
+		return errno.ENOTCAPABLE
+	}
+	w, err := fs.resolve(dir, path, rulesOf(rules), false)
+	if err != nil {
+		return err
+	}
+	if !normal(w.name) || w.dir.children[w.name] != nil {
+		return errno.EEXIST
+	}
+	if w.slash || w.dir.nlink == 0 {
+		return errno.ENOENT
+	}
+	if w.dir.readOnly {
+		return errno.EROFS
+	}
+	size := int64(len(target))
+	if q := fs.quota.MaxBytes; q > 0 && fs.bytes > q-size {
+		fs.quotaHit = true
+		return errno.ENOSPC
+	}
+	n, err := fs.create(w.dir, w.name, KindSymlink)
+	if err != nil {
+		return err
+	}
+	n.data = []byte(target)[:size:size]
+	fs.bytes += size
+	return nil
+}
+
+// Readlink returns the target of the symbolic link at path, which is not
+// followed (a trailing slash would follow it, leaving no link to read).
+//
+// # Errors
+//
+// Those of Lookup, and EINVAL when path is not a symbolic link.
+func (fs *FS) Readlink(dir *Inode, path string, rules ...Rule) (string, error) {
+	n, err := fs.Lookup(dir, path, rulesOf(rules)|NoFollow)
+	if err != nil {
+		return "", err
+	}
+	if n.kind != KindSymlink {
+		return "", errno.EINVAL
+	}
+	return string(n.data), nil
+}
+
 // checkFile vets a file handle for I/O.
 func (fs *FS) checkFile(n *Inode) error {
 	if n == nil || n.fs != fs {
 		return errno.EBADF
 	}
-	if n.kind == KindDir {
+	switch n.kind {
+	case KindDir:
 		return errno.EISDIR
+	case KindSymlink:
+		return errno.EINVAL
 	}
 	return nil
 }

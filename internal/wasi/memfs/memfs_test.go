@@ -1189,7 +1189,7 @@ func checkInvariants(t testing.TB, fs *FS, open []*Inode, shadow map[*Inode][]by
 			if i > 0 && ents[i-1].Name >= e.Name {
 				t.Fatalf("ReadDir not strictly sorted: %q then %q", ents[i-1].Name, e.Name)
 			}
-			if got, err := fs.Lookup(dir, e.Name); got != e.Inode || err != nil {
+			if got, err := fs.Lookup(dir, e.Name, NoFollow); got != e.Inode || err != nil {
 				t.Fatalf("Lookup(%q) = %v, %v; ReadDir says %v", e.Name, got, err, e.Inode)
 			}
 			if e.Inode.freed {
@@ -1273,8 +1273,11 @@ func checkInvariants(t testing.TB, fs *FS, open []*Inode, shadow map[*Inode][]by
 var fuzzPaths = []string{
 	"a", "b", "c", "a/b", "a/c", "b/a", "a/b/c", "c/a",
 	".", "..", "/", "a/", "b/", "a/..", "../a", "/a/b/../c", "a/./b/", "b/../../c",
-	"", "a\x00", strings.Repeat("z", 256),
+	"", "a\x00", strings.Repeat("z", 256), "l", "a/l", "l/", "l/b",
 }
+
+// fuzzTargets are what FuzzOps's links point to: loops, escapes, chains.
+var fuzzTargets = []string{"a", "l", "a/l", "..", "../..", "a/../..", "b/c", "/a", "", ".", "l/b"}
 
 type fuzzReader struct{ data []byte }
 
@@ -1350,14 +1353,20 @@ func FuzzOps(f *testing.F) {
 		wasHit := false
 		for step := 0; len(r.data) > 0 && step < 300; step++ {
 			var op string
-			switch code := r.next() % 16; code {
+			var rules Rule
+			if b := r.next(); b&1 != 0 {
+				rules |= Beneath
+			} else if b&2 != 0 {
+				rules |= NoFollow
+			}
+			switch code := r.next() % 18; code {
 			case 0:
 				op = "Lookup"
-				_, err := fs.Lookup(dir(), path())
+				_, err := fs.Lookup(dir(), path(), rules)
 				check(op, err)
 			case 1:
 				op = "Open"
-				n, err := fs.Open(dir(), path(), OpenFlags(r.next()&0x1f))
+				n, err := fs.Open(dir(), path(), OpenFlags(r.next()&0x1f), rules)
 				check(op, err)
 				if err == nil {
 					if n.Kind() == KindFile && n.Size() == 0 {
@@ -1472,6 +1481,13 @@ func FuzzOps(f *testing.F) {
 			case 15:
 				op = "SetTimes"
 				fs.SetTimes(file(), 1, 2, r.next()&1 != 0, r.next()&2 != 0)
+			case 16:
+				op = "Symlink"
+				check(op, fs.Symlink(fuzzTargets[int(r.next())%len(fuzzTargets)], dir(), path(), rules))
+			case 17:
+				op = "Readlink"
+				_, err := fs.Readlink(dir(), path(), rules)
+				check(op, err)
 			}
 			checkInvariants(t, fs, open, shadow)
 			if wasHit && !fs.QuotaHit() {
@@ -1484,4 +1500,163 @@ func FuzzOps(f *testing.F) {
 		}
 		checkInvariants(t, fs, nil, shadow)
 	})
+}
+
+// TestSymlinks: links resolve inside the tree, with Linux's rules for the
+// last component, trailing slashes and loops.
+func TestSymlinks(t *testing.T) {
+	fs := newFS(t, Quota{})
+	root := fs.Root()
+	d1 := mustLookup(t, fs, "/d1")
+	for _, l := range [][2]string{
+		{"d1/f1", "/lf"}, {"d1", "/ld"}, {"nope", "/dangling"}, {"loop", "/loop"},
+		{"a", "/b"}, {"b", "/a"}, {"../f2", "/d1/up"}, {"../../../../f2", "/d1/far"},
+		{"sub/../../d3/y", "/d1/round"}, {"ld/sub", "/chain"}, {"lf/", "/slashfile"},
+	} {
+		wantErr(t, "Symlink "+l[1], fs.Symlink(l[0], root, l[1]), 0)
+	}
+	f1, sub, y, f2 := mustLookup(t, fs, "/d1/f1"), mustLookup(t, fs, "/d1/sub"), mustLookup(t, fs, "/d3/y"), mustLookup(t, fs, "/f2")
+	tests := []struct {
+		dir   *Inode
+		path  string
+		rules Rule
+		want  *Inode
+		err   errno.Errno
+	}{
+		{root, "lf", 0, f1, 0},
+		{root, "ld/f1", 0, f1, 0},
+		{root, "ld/sub/x", 0, mustLookup(t, fs, "/d1/sub/x"), 0},
+		{root, "chain", 0, sub, 0},
+		{root, "chain/..", 0, d1, 0}, // the physical parent
+		{root, "ld/..", 0, root, 0},
+		{root, "dangling", 0, nil, errno.ENOENT},
+		{root, "loop", 0, nil, errno.ELOOP},
+		{root, "a", 0, nil, errno.ELOOP},
+		{root, "a/x", 0, nil, errno.ELOOP},
+		{root, "lf/", 0, nil, errno.ENOTDIR},
+		{root, "slashfile", 0, nil, errno.ENOTDIR},
+		{root, "ld/", NoFollow, d1, 0}, // a trailing slash follows
+		{root, "d1/up", 0, f2, 0},
+		{root, "d1/far", 0, f2, 0}, // ".." at the root stays there
+		{d1, "up", Beneath, nil, errno.ENOTCAPABLE},
+		{d1, "far", Beneath, nil, errno.ENOTCAPABLE},
+		{d1, "round", Beneath, nil, errno.ENOTCAPABLE},
+		{d1, "sub/..", Beneath, d1, 0},
+		{d1, "sub/../..", Beneath, nil, errno.ENOTCAPABLE},
+		{d1, "..", Beneath, nil, errno.ENOTCAPABLE},
+		{d1, "/f2", Beneath, nil, errno.ENOTCAPABLE},
+		{root, "d1/round", Beneath, y, 0}, // beneath the root: fine
+		{root, "ld/../d3/y", Beneath, y, 0},
+	}
+	for _, tt := range tests {
+		n, err := fs.Lookup(tt.dir, tt.path, tt.rules)
+		wantErr(t, fmt.Sprintf("Lookup(%q, %v)", tt.path, tt.rules), err, tt.err)
+		if n != tt.want {
+			t.Errorf("Lookup(%q, %v) = ino %d, want ino %d", tt.path, tt.rules, n.Ino(), tt.want.Ino())
+		}
+	}
+	// NoFollow finds the link itself, which Readlink reads.
+	l := mustLookupRules(t, fs, "/lf", NoFollow)
+	if l.Kind() != KindSymlink || l.Size() != int64(len("d1/f1")) {
+		t.Fatalf("lstat of a link: kind %d size %d", l.Kind(), l.Size())
+	}
+	if got, err := fs.Readlink(root, "lf"); got != "d1/f1" || err != nil {
+		t.Errorf("Readlink = %q, %v", got, err)
+	}
+	_, err := fs.Readlink(root, "f2")
+	wantErr(t, "Readlink of a file", err, errno.EINVAL)
+	_, err = fs.Readlink(d1, "../lf", Beneath)
+	wantErr(t, "Readlink above Beneath", err, errno.ENOTCAPABLE)
+
+	// Open follows unless NoFollow (ELOOP, as O_NOFOLLOW), and creates
+	// through a dangling link; O_CREAT|O_EXCL never follows.
+	_, err = fs.Open(root, "lf", 0, NoFollow)
+	wantErr(t, "Open NoFollow", err, errno.ELOOP)
+	_, err = fs.Open(root, "dangling", OCreat|OExcl)
+	wantErr(t, "Open excl on a link", err, errno.EEXIST)
+	n, err := fs.Open(root, "dangling", OCreat)
+	wantErr(t, "Open create through a link", err, 0)
+	if n != mustLookup(t, fs, "/nope") {
+		t.Error("creating through a dangling link did not create its target")
+	}
+	_, err = fs.Open(d1, "up", OCreat, Beneath)
+	wantErr(t, "Open create escaping", err, errno.ENOTCAPABLE)
+
+	// Names, not targets, are what Unlink, Rename, Mkdir and Rmdir act on.
+	wantErr(t, "Mkdir over a link", fs.Mkdir(root, "ld"), errno.EEXIST)
+	wantErr(t, "Rmdir a link", fs.Rmdir(root, "ld"), errno.ENOTDIR)
+	wantErr(t, "Rename a link", fs.Rename(root, "ld", root, "ld2"), 0)
+	wantErr(t, "Unlink a link", fs.Unlink(root, "ld2"), 0)
+	if mustLookup(t, fs, "/d1") != d1 || mustLookup(t, fs, "/d1/f1") != f1 {
+		t.Fatal("removing a link touched its target")
+	}
+	wantErr(t, "Unlink a link to a file", fs.Unlink(root, "lf"), 0)
+	if mustLookup(t, fs, "/d1/f1") != f1 {
+		t.Fatal("unlinking a link removed its target")
+	}
+	// A hard link to a link is the link, with NoFollow.
+	wantErr(t, "Link NoFollow", fs.LinkRules(root, "dangling", NoFollow, root, "hard", 0), 0)
+	if got, _ := fs.Readlink(root, "hard"); got != "nope" {
+		t.Errorf("hard link to a link reads %q", got)
+	}
+
+	wantErr(t, "absolute target", fs.Symlink("/etc/passwd", root, "abs"), errno.ENOTCAPABLE)
+	wantErr(t, "empty target", fs.Symlink("", root, "empty"), errno.ENOENT)
+	wantErr(t, "NUL target", fs.Symlink("a\x00b", root, "nul"), errno.EILSEQ)
+	wantErr(t, "long target", fs.Symlink(strings.Repeat("a/", 2049), root, "long"), errno.ENAMETOOLONG)
+	wantErr(t, "existing name", fs.Symlink("x", root, "f2"), errno.EEXIST)
+	wantErr(t, "missing with slash", fs.Symlink("x", root, "new/"), errno.ENOENT)
+	wantErr(t, "escaping name", fs.Symlink("x", d1, "../new", Beneath), errno.ENOTCAPABLE)
+	checkInvariants(t, fs, nil, nil)
+}
+
+// TestSymlinkLoopLimit: 40 links in a chain resolve, 41 do not (ELOOP).
+func TestSymlinkLoopLimit(t *testing.T) {
+	fs := New(Options{})
+	root := fs.Root()
+	wantErr(t, "WriteFile", fs.WriteFile("/l0", []byte("end")), 0)
+	for i := 1; i <= 41; i++ {
+		wantErr(t, "Symlink", fs.Symlink("l"+strconv.Itoa(i-1), root, "l"+strconv.Itoa(i)), 0)
+	}
+	if _, err := fs.Lookup(root, "l40"); err != nil {
+		t.Errorf("40 links: %v", err)
+	}
+	_, err := fs.Lookup(root, "l41")
+	wantErr(t, "41 links", err, errno.ELOOP)
+	// Each link met counts, in the middle of a path too.
+	wantErr(t, "Mkdir", fs.Mkdir(root, "d"), 0)
+	wantErr(t, "Symlink", fs.Symlink("d", root, "m0"), 0)
+	for i := 1; i <= 40; i++ {
+		wantErr(t, "Symlink", fs.Symlink("m"+strconv.Itoa(i-1), root, "m"+strconv.Itoa(i)), 0)
+	}
+	_, err = fs.Lookup(root, "m40/x")
+	wantErr(t, "41 links mid-path", err, errno.ELOOP)
+}
+
+// TestSymlinkQuota: a link's target counts as bytes, the link as an inode.
+func TestSymlinkQuota(t *testing.T) {
+	fs := New(Options{Quota: Quota{MaxBytes: 10, MaxInodes: 3}})
+	root := fs.Root()
+	wantErr(t, "too long for the bytes", fs.Symlink("aaaaaaaaaaa", root, "a"), errno.ENOSPC)
+	if !fs.QuotaHit() {
+		t.Error("QuotaHit not set")
+	}
+	wantErr(t, "fits", fs.Symlink("aaaaaaaaaa", root, "a"), 0)
+	if b, i := fs.Usage(); b != 10 || i != 2 {
+		t.Errorf("usage %d bytes %d inodes", b, i)
+	}
+	wantErr(t, "no bytes left", fs.Symlink("b", root, "b"), errno.ENOSPC)
+	wantErr(t, "Unlink", fs.Unlink(root, "a"), 0)
+	if b, i := fs.Usage(); b != 0 || i != 1 {
+		t.Errorf("usage after unlink %d bytes %d inodes", b, i)
+	}
+}
+
+func mustLookupRules(t testing.TB, fs *FS, p string, rules Rule) *Inode {
+	t.Helper()
+	n, err := fs.Lookup(fs.Root(), p, rules)
+	if err != nil {
+		t.Fatalf("Lookup(%q): %v", p, err)
+	}
+	return n
 }

@@ -33,7 +33,7 @@ func (fs *FS) Clone(q Quota) *FS {
 		switch {
 		case n.kind == KindFile && n.readOnly:
 			x.data = n.data
-		case n.kind == KindFile:
+		case n.kind == KindFile || n.kind == KindSymlink:
 			x.data = bytes.Clone(n.data)
 			c.bytes += int64(len(n.data))
 		default:
@@ -63,7 +63,8 @@ const persistMagic = "airlock-memfs\x00v1\x00"
 var ErrCorrupt = errors.New("memfs: corrupt saved filesystem")
 
 // Save writes the writable part of fs (everything but mounted layers) in
-// a form Load reads back. Names, contents, hard links and times are kept.
+// a form Load reads back. Names, contents, hard links, symbolic links and
+// times are kept.
 func (fs *FS) Save(w io.Writer) error {
 	bw := bufio.NewWriter(w)
 	index := map[*Inode]uint64{fs.root: 0}
@@ -104,7 +105,7 @@ func (fs *FS) Save(w io.Writer) error {
 		sv(n.atim)
 		sv(n.mtim)
 		sv(n.ctim)
-		if n.kind == KindFile {
+		if n.kind == KindFile || n.kind == KindSymlink {
 			uv(uint64(len(n.data)))
 			bw.Write(n.data)
 		}
@@ -152,7 +153,7 @@ func Load(r io.Reader, opts Options, layers ...*Layer) (*FS, error) {
 	nodes := make([]*Inode, 0, min(count, 4096))
 	for i := uint64(0); i < count; i++ {
 		kind, err := br.ReadByte()
-		if err != nil || (Kind(kind) != KindDir && Kind(kind) != KindFile) || (i == 0 && Kind(kind) != KindDir) {
+		if err != nil || (Kind(kind) != KindDir && Kind(kind) != KindFile && Kind(kind) != KindSymlink) || (i == 0 && Kind(kind) != KindDir) {
 			return nil, bad("inode %d kind", i)
 		}
 		var times [3]int64
@@ -169,7 +170,7 @@ func Load(r io.Reader, opts Options, layers ...*Layer) (*FS, error) {
 			}
 		}
 		n.atim, n.mtim, n.ctim = times[0], times[1], times[2]
-		if n.kind == KindFile {
+		if n.kind == KindFile || n.kind == KindSymlink {
 			size, err := binary.ReadUvarint(br)
 			if err != nil || size > maxFileSize {
 				return nil, bad("inode %d size", i)
@@ -185,6 +186,11 @@ func Load(r io.Reader, opts Options, layers ...*Layer) (*FS, error) {
 			}
 			n.data = data.Bytes()[:size:size]
 			fs.bytes += int64(size)
+			// A link's target is checked as Symlink checks it: a saved
+			// absolute or malformed one would otherwise be resolved.
+			if n.kind == KindSymlink && (checkPath(string(n.data)) != nil || n.data[0] == '/') {
+				return nil, bad("inode %d: link target %q", i, n.data)
+			}
 		}
 		nodes = append(nodes, n)
 	}
