@@ -35,7 +35,7 @@ var fuzzValues = []uint64{
 	bufPtr, bufPtr + 0x100, 0x2000, 0x3000, resPtr, res2Ptr, statPtr,
 	memSize - 1, memSize - 4, memSize - 8, memSize - 24, memSize - 48, memSize - 64, memSize, memSize + 1,
 	0x7fffffff, 0x80000000, 0xfffffff0, 0xfffffffc, 0xffffffff,
-	rightFdRead | rightFdWrite, 1<<29 - 1, 4096, 4097,
+	rightsRW, 1<<29 - 1, 4096, 4097,
 	1 << 32, 1 << 40, 1<<40 - 1, 1 << 62, math.MaxInt64, 1 << 63, math.MaxUint64,
 	uint64(time.Millisecond), uint64(time.Second),
 }
@@ -230,7 +230,7 @@ func fuzzPoke(off uint16, data []byte) []byte {
 }
 
 func fuzzSeeds() [][]byte {
-	const rw = rightFdRead | rightFdWrite
+	const rw = rightsRW
 	cat := func(parts ...[]byte) []byte { return bytes.Join(parts, nil) }
 	return [][]byte{
 		// Create, write through four iovecs, seek back, read, list, close.
@@ -250,7 +250,7 @@ func fuzzSeeds() [][]byte {
 			fuzzCall("path_open", 3, 0, 0x120, 3, oflagCreat|oflagTrunc, rw, 0, fdflagAppend, resPtr),
 			fuzzCall("fd_write", 4, 0x200, 4, resPtr),
 			fuzzCall("fd_write", 4, 0x210, 2, resPtr),
-			fuzzCall("path_open", 3, 0, 0x110, 1, oflagDirectory, rightFdRead, 0, 0, res2Ptr),
+			fuzzCall("path_open", 3, 0, 0x110, 1, oflagDirectory, rightsRO, 0, 0, res2Ptr),
 			fuzzCall("fd_readdir", 5, 0x2000, 26, 0, resPtr),
 			fuzzCall("fd_readdir", 5, 0x2000, 26, 1, resPtr),
 			fuzzCall("fd_readdir", 5, 0x2000, 26, 2, resPtr),
