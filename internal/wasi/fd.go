@@ -130,10 +130,7 @@ func fdAllocate(_ context.Context, s *State, _ memory, p []uint64) errno.Errno {
 	if off < 0 || n <= 0 || off+n < 0 {
 		return errno.EINVAL
 	}
-	if off+n > f.node.Size() {
-		return errno.Of(s.fs.Truncate(f.node, off+n))
-	}
-	return errno.ESUCCESS
+	return errno.Of(s.fs.Allocate(f.node, off, n))
 }
 
 // fdFdstatGet is fd_fdstat_get(fd, statPtr). Errors: EBADF, EFAULT.

@@ -55,9 +55,10 @@ const (
 // only sensible for trusted content: an unlimited FS lets the guest
 // allocate as much host memory as it likes.
 type Quota struct {
-	// MaxBytes limits the sum of the logical sizes of all live files.
-	// Spare capacity is not charged; it is kept no larger than the
-	// logical size, so file memory stays within twice MaxBytes.
+	// MaxBytes limits the bytes stored for all live files and links:
+	// holes in sparse files cost nothing (sparse.go). Spare capacity is
+	// not charged; it is kept no larger than what is stored, so file
+	// memory stays within twice MaxBytes.
 	MaxBytes int64
 	// MaxInodes limits files plus directories, the root included. It
 	// also caps names: Link, and creating, fail once the tree holds
@@ -101,7 +102,9 @@ type Inode struct {
 
 	atim, mtim, ctim int64
 
-	data []byte // files; a symbolic link's target
+	data []byte // a file's dense prefix (sparse.go); a symbolic link's target
+	ext  []extent
+	size int64 // files and links: the length Size reports
 
 	// Directories. parent of the root is the root; a removed directory
 	// keeps the parent it was removed from so "." and ".." still work.
@@ -145,7 +148,7 @@ func (n *Inode) Size() int64 {
 	if n == nil {
 		return 0
 	}
-	return int64(len(n.data))
+	return n.size
 }
 
 // Nlink returns the link count as POSIX defines it: a file's number of
@@ -277,8 +280,8 @@ func (fs *FS) maybeFree(n *Inode) {
 	}
 	n.freed = true
 	fs.inodes--
-	fs.bytes -= int64(len(n.data))
-	n.data = nil
+	fs.bytes -= n.stored()
+	n.data, n.ext = nil, nil
 	n.sorted, n.sortedOK = nil, false
 }
 
@@ -412,7 +415,7 @@ func (fs *FS) Open(dir *Inode, path string, flags OpenFlags, rules ...Rule) (*In
 		return nil, errno.EROFS
 	}
 	if flags&OTrunc != 0 && !n.freed {
-		fs.resize(n, 0) // shrinking cannot fail
+		fs.truncate(n, 0) // shrinking cannot fail
 		now := fs.now()
 		n.mtim, n.ctim = now, now
 	}
@@ -707,6 +710,7 @@ func (fs *FS) Symlink(target string, dir *Inode, path string, rules ...Rule) err
 		return err
 	}
 	n.data = []byte(target)[:size:size]
+	n.size = size
 	fs.bytes += size
 	return nil
 }
@@ -757,19 +761,19 @@ func (fs *FS) ReadAt(n *Inode, p []byte, off int64) (int, error) {
 	if off < 0 {
 		return 0, errno.EINVAL
 	}
-	if off >= int64(len(n.data)) {
+	if off >= n.size {
 		return 0, nil
 	}
-	return copy(p, n.data[off:]), nil
+	return n.readAt(p, off), nil
 }
 
-// WriteAt writes p at off like pwrite(2), growing the file with zeros
-// across any gap. It writes all of p or nothing.
+// WriteAt writes p at off like pwrite(2). A gap it leaves reads as zeros;
+// a large one is a hole, not stored. It writes all of p or nothing.
 //
 // # Errors
 //
-//   - ENOSPC: the file's growth would exceed Quota.MaxBytes; nothing is
-//     written.
+//   - ENOSPC: the bytes to store would exceed Quota.MaxBytes; nothing
+//     is written.
 //   - EFBIG: off+len(p) exceeds 1 TiB.
 //   - EINVAL: off is negative.
 //   - EISDIR: n is a directory.
@@ -793,22 +797,19 @@ func (fs *FS) WriteAt(n *Inode, p []byte, off int64) (int, error) {
 	if int64(len(p)) > maxFileSize || off > maxFileSize-int64(len(p)) {
 		return 0, errno.EFBIG
 	}
-	if end := off + int64(len(p)); end > int64(len(n.data)) {
-		if err := fs.resize(n, end); err != nil {
-			return 0, err
-		}
+	if err := fs.writeAt(n, p, off); err != nil {
+		return 0, err
 	}
-	copy(n.data[off:], p)
 	now := fs.now()
 	n.mtim, n.ctim = now, now
 	return len(p), nil
 }
 
-// Truncate sets a file's size like ftruncate(2), zero-filling growth.
+// Truncate sets a file's size like ftruncate(2). Growth is a hole: it
+// reads as zeros and costs no quota.
 //
 // # Errors
 //
-//   - ENOSPC: growth would exceed Quota.MaxBytes.
 //   - EFBIG: size exceeds 1 TiB.
 //   - EINVAL: size is negative.
 //   - EISDIR: n is a directory.
@@ -826,7 +827,7 @@ func (fs *FS) Truncate(n *Inode, size int64) error {
 	if n.readOnly {
 		return errno.EROFS
 	}
-	if err := fs.resize(n, size); err != nil {
+	if err := fs.truncate(n, size); err != nil {
 		return err
 	}
 	now := fs.now()
@@ -834,7 +835,7 @@ func (fs *FS) Truncate(n *Inode, size int64) error {
 	return nil
 }
 
-// resize sets len(n.data) to size, charging the quota for the logical
+// resize sets len(n.data), the dense prefix, to size, charging the quota for the logical
 // change only. It keeps cap(n.data) <= 2*len(n.data), so file memory is
 // at most twice the byte quota however the guest mixes growth and
 // truncation, while growth still at least doubles the length, making
@@ -992,21 +993,28 @@ func (fs *FS) WriteFile(path string, data []byte) error {
 	if n.readOnly {
 		return errno.EROFS
 	}
+	if err := fs.charge(int64(len(data)) - n.stored()); err != nil {
+		return err
+	}
+	fs.truncate(n, 0)
 	if err := fs.resize(n, int64(len(data))); err != nil {
 		return err
 	}
 	copy(n.data, data)
+	n.size = int64(len(data))
 	now := fs.now()
 	n.mtim, n.ctim = now, now
 	return nil
 }
 
 // ReadFile returns a copy of the contents of the file at path, relative to
-// the root. It is a host-side helper.
+// the root, holes as zeros. It is a host-side helper.
 //
 // # Errors
 //
-// Those of Lookup, and EISDIR if path is a directory.
+// Those of Lookup, EISDIR if path is a directory, and EFBIG for a sparse
+// file larger than Quota.MaxBytes (or 2 GiB): its holes would be host
+// memory the quota never saw.
 func (fs *FS) ReadFile(path string) ([]byte, error) {
 	n, err := fs.Lookup(fs.root, path)
 	if err != nil {
@@ -1015,12 +1023,17 @@ func (fs *FS) ReadFile(path string) ([]byte, error) {
 	if n.kind == KindDir {
 		return nil, errno.EISDIR
 	}
-	return append([]byte{}, n.data...), nil
+	b, err := fs.contents(n)
+	if err != nil || !n.dense() {
+		return b, err
+	}
+	return append([]byte{}, b...), nil
 }
 
-// View returns the contents of the file at path without copying them: the
-// caller must not change them, and they are valid until the file next
-// changes. It is a host-side helper for comparing files.
+// View returns the contents of the file at path without copying them (a
+// sparse file's are copied, holes as zeros): the caller must not change
+// them, and they are valid until the file next changes. It is a host-side
+// helper for comparing files.
 //
 // # Errors
 // Those of ReadFile.
@@ -1032,7 +1045,7 @@ func (fs *FS) View(path string) ([]byte, error) {
 	if n.kind == KindDir {
 		return nil, errno.EISDIR
 	}
-	return n.data, nil
+	return fs.contents(n)
 }
 
 // WalkFunc is called by Walk for each file and directory with its absolute

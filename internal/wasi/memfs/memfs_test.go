@@ -622,7 +622,11 @@ func TestQuotaBytes(t *testing.T) {
 	}
 	wantErr(t, "one more byte", second(fs.WriteAt(a, []byte{1}, 100)), errno.ENOSPC)
 	wantErr(t, "sparse write", second(fs.WriteAt(a, []byte{1}, 1<<30)), errno.ENOSPC)
-	wantErr(t, "truncate up", fs.Truncate(a, 101), errno.ENOSPC)
+	// Growth by truncation is a hole: it stores, and costs, nothing.
+	wantErr(t, "truncate up", fs.Truncate(a, 1<<39), 0)
+	if b, _ := fs.Usage(); b != 100 || a.Size() != 1<<39 {
+		t.Errorf("usage %d size %d after truncating up", b, a.Size())
+	}
 	wantErr(t, "WriteFile", fs.WriteFile("/b", []byte("x")), errno.ENOSPC)
 	if b, _ := fs.Usage(); b != 100 {
 		t.Errorf("usage %d", b)
@@ -1169,7 +1173,79 @@ func TestInodeBasics(t *testing.T) {
 // checkInvariants recomputes usage from the tree plus the open inodes and
 // checks directory structure, link counts and, when shadow is non-nil,
 // file contents.
-func checkInvariants(t testing.TB, fs *FS, open []*Inode, shadow map[*Inode][]byte) {
+// shadowFile is what a file should hold: its size and the bytes written
+// (anything else reads as zero), so files with holes near 1 TiB cost the
+// test nothing.
+type shadowFile struct {
+	size int64
+	b    map[int64]byte
+}
+
+func (s *shadowFile) write(p []byte, off int64) {
+	for i, c := range p {
+		s.b[off+int64(i)] = c
+	}
+	s.size = max(s.size, off+int64(len(p)))
+}
+
+func (s *shadowFile) truncate(size int64) {
+	for o := range s.b {
+		if o >= size {
+			delete(s.b, o)
+		}
+	}
+	s.size = size
+}
+
+func (s *shadowFile) read(p []byte, off int64) []byte {
+	if off >= s.size {
+		return nil
+	}
+	out := p[:min(int64(len(p)), s.size-off)]
+	for i := range out {
+		out[i] = s.b[off+int64(i)]
+	}
+	return out
+}
+
+func newShadow(p []byte) *shadowFile {
+	s := &shadowFile{b: map[int64]byte{}}
+	s.write(p, 0)
+	return s
+}
+
+// sameContents checks n against s: its size, every byte it stores and
+// every byte s holds.
+func sameContents(t testing.TB, fs *FS, n *Inode, s *shadowFile) {
+	t.Helper()
+	if n.Size() != s.size {
+		t.Fatalf("ino %d size %d, want %d", n.Ino(), n.Size(), s.size)
+	}
+	at := func(o int64, got byte) {
+		if got != s.b[o] {
+			t.Fatalf("ino %d byte %d = %d, want %d", n.Ino(), o, got, s.b[o])
+		}
+	}
+	for i, c := range n.data {
+		at(int64(i), c)
+	}
+	for k, e := range n.ext {
+		if e.off <= int64(len(n.data))+holeMin || (k > 0 && e.off <= n.ext[k-1].end()+holeMin) || e.end() > n.size || len(e.b) == 0 {
+			t.Fatalf("ino %d extent %d at %d+%d misplaced", n.Ino(), k, e.off, len(e.b))
+		}
+		for i, c := range e.b {
+			at(e.off+int64(i), c)
+		}
+	}
+	var one [1]byte
+	for o, c := range s.b {
+		if got, err := fs.ReadAt(n, one[:], o); got != 1 || err != nil || one[0] != c {
+			t.Fatalf("ino %d ReadAt(%d) = %d %v %d, want %d", n.Ino(), o, got, err, one[0], c)
+		}
+	}
+}
+
+func checkInvariants(t testing.TB, fs *FS, open []*Inode, shadow map[*Inode]*shadowFile) {
 	t.Helper()
 	live := map[*Inode]bool{}
 	names := map[*Inode]uint64{}
@@ -1232,7 +1308,7 @@ func checkInvariants(t testing.TB, fs *FS, open []*Inode, shadow map[*Inode][]by
 	}
 	var bytesSum int64
 	for n := range live {
-		bytesSum += n.Size()
+		bytesSum += n.stored()
 		if inos[n.Ino()] {
 			t.Fatalf("duplicate ino %d", n.Ino())
 		}
@@ -1240,8 +1316,11 @@ func checkInvariants(t testing.TB, fs *FS, open []*Inode, shadow map[*Inode][]by
 		if cap(n.data) > 2*len(n.data) {
 			t.Fatalf("ino %d holds capacity %d for %d bytes", n.Ino(), cap(n.data), len(n.data))
 		}
-		if shadow != nil && n.Kind() == KindFile && !bytes.Equal(n.data, shadow[n]) {
-			t.Fatalf("ino %d contents %q, want %q", n.Ino(), n.data, shadow[n])
+		if shadow != nil && n.Kind() == KindFile {
+			if shadow[n] == nil {
+				shadow[n] = newShadow(nil)
+			}
+			sameContents(t, fs, n, shadow[n])
 		}
 	}
 	totalNames := 0
@@ -1309,7 +1388,7 @@ func FuzzOps(f *testing.F) {
 		var clock int64
 		fs := New(Options{Quota: q, Now: func() int64 { clock++; return clock }})
 		var open []*Inode
-		shadow := map[*Inode][]byte{}
+		shadow := map[*Inode]*shadowFile{}
 		path := func() string { return fuzzPaths[int(r.next())%len(fuzzPaths)] }
 		dir := func() *Inode {
 			i := int(r.next()) % (len(open) + 1)
@@ -1370,7 +1449,7 @@ func FuzzOps(f *testing.F) {
 				check(op, err)
 				if err == nil {
 					if n.Kind() == KindFile && n.Size() == 0 {
-						shadow[n] = nil
+						shadow[n] = newShadow(nil)
 					}
 					fs.Retain(n)
 					open = append(open, n)
@@ -1400,12 +1479,7 @@ func FuzzOps(f *testing.F) {
 						t.Fatalf("short write %d of %d", w, len(p))
 					}
 					if len(p) > 0 {
-						s := shadow[n]
-						if end := int(off) + len(p); end > len(s) {
-							s = append(s, make([]byte, end-len(s))...)
-						}
-						copy(s[off:], p)
-						shadow[n] = s
+						shadow[n].write(p, off)
 					}
 				} else if w != 0 {
 					t.Fatalf("failed write reported %d bytes", w)
@@ -1416,13 +1490,7 @@ func FuzzOps(f *testing.F) {
 				err := fs.Truncate(n, size)
 				check(op, err)
 				if err == nil {
-					s := shadow[n]
-					if int(size) <= len(s) {
-						s = s[:size:size]
-					} else {
-						s = append(s, make([]byte, int(size)-len(s))...)
-					}
-					shadow[n] = s
+					shadow[n].truncate(size)
 				}
 			case 9:
 				op = "ReadAt"
@@ -1431,13 +1499,7 @@ func FuzzOps(f *testing.F) {
 				got, err := fs.ReadAt(n, buf, off)
 				check(op, err)
 				if err == nil {
-					want := shadow[n]
-					if off < int64(len(want)) {
-						want = want[off:]
-					} else {
-						want = nil
-					}
-					want = want[:min(len(want), len(buf))]
+					want := shadow[n].read(make([]byte, len(buf)), off)
 					if !bytes.Equal(buf[:got], want) {
 						t.Fatalf("ReadAt got %q want %q", buf[:got], want)
 					}
@@ -1474,9 +1536,9 @@ func FuzzOps(f *testing.F) {
 					if err != nil {
 						t.Fatalf("WriteFile(%q) ok but Lookup: %v", p, err)
 					}
-					shadow[n] = slices.Clone(content)
+					shadow[n] = newShadow(content)
 				} else if n, err := fs.Lookup(fs.Root(), p); err == nil && n.Kind() == KindFile && n.Size() == 0 {
-					shadow[n] = nil // a refused WriteFile may leave a new empty file
+					shadow[n] = newShadow(nil) // a refused WriteFile may leave a new empty file
 				}
 			case 15:
 				op = "SetTimes"
@@ -1659,4 +1721,114 @@ func mustLookupRules(t testing.TB, fs *FS, p string, rules Rule) *Inode {
 		t.Fatalf("Lookup(%q): %v", p, err)
 	}
 	return n
+}
+
+// TestSparse: a write far past the end stores only what is written (CPython's
+// test_large_file_ops seeks to 2 GiB), holes read as zeros, and the
+// quota counts what is stored.
+func TestSparse(t *testing.T) {
+	const large = 5 << 29 // 2.5 GiB
+	fs := New(Options{Quota: Quota{MaxBytes: 1 << 20}})
+	root := fs.Root()
+	f, err := fs.Open(root, "big", OCreat)
+	wantErr(t, "Open", err, 0)
+	wantErr(t, "head", second(fs.WriteAt(f, []byte("head"), 0)), 0)
+	wantErr(t, "far", second(fs.WriteAt(f, []byte("xxx"), large)), 0)
+	if f.Size() != large+3 {
+		t.Fatalf("size %d", f.Size())
+	}
+	if b, _ := fs.Usage(); b != 4+3+extentCost {
+		t.Fatalf("usage %d, want %d", b, 4+3+extentCost)
+	}
+	buf := bytes.Repeat([]byte{0xee}, 10)
+	if n, err := fs.ReadAt(f, buf, large-5); n != 8 || err != nil || string(buf[:8]) != "\x00\x00\x00\x00\x00xxx" {
+		t.Fatalf("ReadAt across the hole = %d %v %q", n, err, buf[:n])
+	}
+	// Appending after the far write grows one extent, amortised.
+	for i := range 1000 {
+		wantErr(t, "append", second(fs.WriteAt(f, []byte("ab"), large+3+int64(2*i))), 0)
+	}
+	if len(f.ext) != 1 || f.stored() != 4+2003+extentCost {
+		t.Fatalf("%d extents storing %d", len(f.ext), f.stored())
+	}
+	// A write near another extent joins it; gaps up to holeMin are zeros.
+	wantErr(t, "near", second(fs.WriteAt(f, []byte("n"), large-100)), 0)
+	if len(f.ext) != 1 || f.ext[0].off != large-100 {
+		t.Fatalf("extents %d, first at %d", len(f.ext), f.ext[0].off)
+	}
+	// Filling the prefix up to an extent absorbs it.
+	other := New(Options{})
+	g, _ := other.Open(other.Root(), "g", OCreat)
+	wantErr(t, "g far", second(other.WriteAt(g, []byte("z"), 3*holeMin)), 0)
+	wantErr(t, "g up to it", second(other.WriteAt(g, make([]byte, 2*holeMin+10), 0)), 0)
+	if len(g.ext) != 0 || len(g.data) != 3*holeMin+1 || g.data[3*holeMin] != 'z' {
+		t.Fatalf("prefix %d, %d extents", len(g.data), len(g.ext))
+	}
+	if b, _ := other.Usage(); b != 3*holeMin+1 {
+		t.Fatalf("usage after absorbing %d", b)
+	}
+	// The quota holds for what is stored, not for holes.
+	wantErr(t, "over quota", second(fs.WriteAt(f, make([]byte, 1<<20), 1<<35)), errno.ENOSPC)
+	// Truncation cuts and drops extents, and frees their charge.
+	wantErr(t, "cut", fs.Truncate(f, large+1), 0)
+	if b, _ := fs.Usage(); b != 4+101+extentCost {
+		t.Fatalf("usage after cut %d", b)
+	}
+	wantErr(t, "drop", fs.Truncate(f, 2), 0)
+	if b, _ := fs.Usage(); b != 2 || len(f.ext) != 0 {
+		t.Fatalf("usage after drop %d, %d extents", b, len(f.ext))
+	}
+	// Host helpers do not materialise a hole larger than the quota.
+	wantErr(t, "regrow", fs.Truncate(f, large), 0)
+	_, err = fs.ReadFile("/big")
+	wantErr(t, "ReadFile of a huge sparse file", err, errno.EFBIG)
+	_, err = fs.View("/big")
+	wantErr(t, "View of a huge sparse file", err, errno.EFBIG)
+	wantErr(t, "small", fs.Truncate(f, 10), 0)
+	if got, err := fs.ReadFile("/big"); err != nil || string(got) != "he\x00\x00\x00\x00\x00\x00\x00\x00" {
+		t.Fatalf("ReadFile of a small sparse file = %q, %v", got, err)
+	}
+	checkInvariants(t, fs, []*Inode{f}, nil)
+}
+
+// TestSparseSurvivesSaveAndClone: holes stay holes.
+func TestSparseSurvivesSaveAndClone(t *testing.T) {
+	fs := New(Options{})
+	f, _ := fs.Open(fs.Root(), "s", OCreat)
+	fs.WriteAt(f, []byte("a"), 0)
+	fs.WriteAt(f, []byte("b"), 1<<33)
+	fs.WriteAt(f, []byte("c"), 1<<34)
+	fs.Truncate(f, 1<<35)
+	check := func(what string, c *FS) {
+		t.Helper()
+		n := mustLookup(t, c, "/s")
+		if n.Size() != 1<<35 || len(n.ext) != 2 || n.stored() != 3+2*extentCost {
+			t.Fatalf("%s: size %d, %d extents, %d stored", what, n.Size(), len(n.ext), n.stored())
+		}
+		var b [1]byte
+		for off, want := range map[int64]byte{0: 'a', 1 << 33: 'b', 1 << 34: 'c', 1 << 20: 0, 1<<35 - 1: 0} {
+			if _, err := c.ReadAt(n, b[:], off); err != nil || b[0] != want {
+				t.Fatalf("%s: byte %d = %q, %v", what, off, b[0], err)
+			}
+		}
+		if u, _ := c.Usage(); u != 3+2*extentCost {
+			t.Fatalf("%s: usage %d", what, u)
+		}
+	}
+	check("clone", fs.Clone(Quota{}))
+	var buf bytes.Buffer
+	if err := fs.Save(&buf); err != nil {
+		t.Fatal(err)
+	}
+	if buf.Len() > 200 {
+		t.Errorf("saved %d bytes for 3 stored", buf.Len())
+	}
+	got, err := Load(bytes.NewReader(buf.Bytes()), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	check("load", got)
+	if _, err := Load(bytes.NewReader(buf.Bytes()), Options{Quota: Quota{MaxBytes: 100}}); !errors.Is(err, errno.ENOSPC) {
+		t.Errorf("over quota: %v", err)
+	}
 }
