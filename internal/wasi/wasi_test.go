@@ -2435,3 +2435,128 @@ func TestDirectoryListingsDoNotPinRemovedFiles(t *testing.T) {
 		t.Fatalf("%d rounds of list-and-remove left %d MiB held", rounds, grown>>20)
 	}
 }
+
+// TestSymlinksThroughWASI: path_symlink, path_readlink and lookupflags as
+// preview1 and Linux have them, links resolved only within what the
+// descriptor reaches.
+func TestSymlinksThroughWASI(t *testing.T) {
+	h := newHarness(t, wasi.Config{HiddenDevices: map[string]wasi.Device{"/dev/airlock-x": &echoDevice{}}})
+	mustWrite(t, h.fs, "f", "hello")
+	mustWrite(t, h.fs, "d/x", "x")
+	symlink := func(target, at string) errno.Errno {
+		pt, nt := h.str(pathPtr, target)
+		pa, na := h.str(path2Ptr, at)
+		return h.errno("path_symlink", pt, nt, 3, pa, na)
+	}
+	for _, l := range [][2]string{{"f", "lf"}, {"d", "ld"}, {"../f", "d/up"}, {"loop", "loop"}, {"dev/airlock-x", "dev-link"}, {"nope", "dangling"}} {
+		if e := symlink(l[0], l[1]); e != 0 {
+			t.Fatalf("path_symlink(%q, %q) = %v", l[0], l[1], e)
+		}
+	}
+	// lstat and stat.
+	p, n := h.str(pathPtr, "lf")
+	h.ok("path_filestat_get", 3, 0, p, n, statPtr)
+	if h.u8(statPtr+16) != 7 || h.u64(statPtr+32) != 1 {
+		t.Errorf("lstat: filetype %d size %d, want 7 and 1", h.u8(statPtr+16), h.u64(statPtr+32))
+	}
+	h.ok("path_filestat_get", 3, 1, p, n, statPtr)
+	if h.u8(statPtr+16) != filetypeRegular || h.u64(statPtr+32) != 5 {
+		t.Errorf("stat: filetype %d size %d", h.u8(statPtr+16), h.u64(statPtr+32))
+	}
+	// path_filestat_set_times without follow changes the link only.
+	h.ok("path_filestat_set_times", 3, 0, p, n, 0, 7, fstMtim)
+	h.ok("path_filestat_get", 3, 1, p, n, statPtr)
+	if h.u64(statPtr+48) == 7 {
+		t.Error("set_times on the link changed its target")
+	}
+	// Opening: O_NOFOLLOW is ELOOP, following works, O_DIRECTORY checks
+	// the target.
+	open := func(lookup uint64, path string, oflags uint64) errno.Errno {
+		p, n := h.str(pathPtr, path)
+		e := h.errno("path_open", 3, lookup, p, n, oflags, rightsRO, 0, 0, resPtr)
+		if e == 0 {
+			h.ok("fd_close", uint64(h.u32(resPtr)))
+		}
+		return e
+	}
+	for _, tt := range []struct {
+		lookup uint64
+		path   string
+		oflags uint64
+		want   errno.Errno
+	}{
+		{0, "lf", 0, errno.ELOOP},
+		{1, "lf", 0, 0},
+		{1, "lf", oflagDirectory, errno.ENOTDIR},
+		{0, "ld", oflagDirectory, errno.ELOOP},
+		{0, "ld/", oflagDirectory, 0}, // a trailing slash follows
+		{1, "ld/x", 0, 0},
+		{0, "ld/x", 0, 0}, // only the last component is NOFOLLOW's
+		{1, "d/up", 0, 0},
+		{1, "loop", 0, errno.ELOOP},
+		{0, "dangling", 0, errno.ELOOP},
+		{1, "dangling", 0, errno.ENOENT},
+		{1, "dangling", oflagCreat | oflagExcl, errno.EEXIST},
+		// Hidden devices answer their exact path only, never a link.
+		{1, "dev-link", 0, errno.ENOENT},
+		{1, "d/../dev/airlock-x", 0, errno.ENOENT},
+		{1, "dev//airlock-x", 0, errno.ENOENT},
+		{1, "dev/airlock-x", 0, 0},
+	} {
+		if e := open(tt.lookup, tt.path, tt.oflags); e != tt.want {
+			t.Errorf("path_open(lookup %d, %q, oflags %d) = %v, want %v", tt.lookup, tt.path, tt.oflags, e, tt.want)
+		}
+	}
+	if h.exists("nope") {
+		t.Error("O_CREAT|O_EXCL created a dangling link's target")
+	}
+	// From a descriptor for d, the link out of it is refused.
+	d := uint64(h.open("d", oflagDirectory, rightsRO, 0))
+	pu, nu := h.str(pathPtr, "up")
+	h.want(errno.ENOTCAPABLE, "path_open", d, 1, pu, nu, 0, rightsRO, 0, 0, resPtr)
+	h.want(errno.ENOTCAPABLE, "path_filestat_get", d, 1, pu, nu, statPtr)
+	h.ok("path_filestat_get", d, 0, pu, nu, statPtr) // the link itself is inside
+	// Readlink: truncation to the buffer, no NUL, the rest untouched.
+	for i := range 8 {
+		h.mem[bufPtr+i] = 0xaa
+	}
+	h.ok("path_readlink", d, pu, nu, bufPtr, 2, resPtr)
+	if h.u32(resPtr) != 2 || string(h.mem[bufPtr:bufPtr+2]) != ".." || h.mem[bufPtr+2] != 0xaa {
+		t.Errorf("readlink into 2 bytes: %d %q", h.u32(resPtr), h.mem[bufPtr:bufPtr+4])
+	}
+	binary.LittleEndian.PutUint32(h.mem[resPtr:], 77)
+	h.want(errno.EFAULT, "path_readlink", d, pu, nu, memSize-1, 2, resPtr)
+	h.want(errno.EFAULT, "path_readlink", d, pu, nu, bufPtr, 8, memSize-3)
+	pf, nf := h.str(path2Ptr, "f")
+	h.want(errno.EINVAL, "path_readlink", 3, pf, nf, bufPtr, 8, resPtr)
+	h.want(errno.ENOENT, "path_readlink", 3, pf, 0, bufPtr, 8, resPtr)
+	if h.u32(resPtr) != 77 || h.mem[bufPtr+2] != 0xaa {
+		t.Error("a failed readlink wrote")
+	}
+	// Listing shows the link's type.
+	h.ok("fd_readdir", 3, bufPtr, 4096, 0, resPtr)
+	if !bytes.Contains(h.mem[bufPtr:bufPtr+h.u32(resPtr)], append([]byte{7, 0, 0, 0}, "lf"...)) {
+		t.Error("fd_readdir does not give lf the symbolic-link type")
+	}
+	// Rename and unlink act on the name, through links on the way.
+	pa, na := h.str(pathPtr, "ld/x")
+	pb, nb := h.str(path2Ptr, "ld/y")
+	h.ok("path_rename", 3, pa, na, 3, pb, nb)
+	if h.fileContents("d/y") != "x" {
+		t.Error("rename through a link to a directory")
+	}
+	h.ok("path_unlink_file", 3, pb, nb)
+	pl, nl := h.str(pathPtr, "lf")
+	h.ok("path_unlink_file", 3, pl, nl)
+	if h.exists("d/y") || h.exists("lf") || h.fileContents("f") != "hello" {
+		t.Error("unlink removed the wrong thing")
+	}
+	// Without PATH_SYMLINK nothing is made.
+	h.ok("fd_fdstat_set_rights", d, 0, 0)
+	pn, nn := h.str(pathPtr, "new")
+	h.want(errno.ENOTCAPABLE, "path_symlink", pn, nn, d, pn, nn)
+	h.want(errno.ENOTCAPABLE, "path_readlink", d, pu, nu, bufPtr, 8, resPtr)
+	if h.exists("d/new") {
+		t.Error("symlink made without the right")
+	}
+}

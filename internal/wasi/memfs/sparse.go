@@ -30,6 +30,15 @@ type extent struct {
 
 func (e extent) end() int64 { return e.off + int64(len(e.b)) }
 
+// Stored is what n costs the quota in bytes: less than Size for a sparse
+// file, whose holes are not stored.
+func (n *Inode) Stored() int64 {
+	if n == nil {
+		return 0
+	}
+	return n.stored()
+}
+
 // stored is what n costs the quota in bytes.
 func (n *Inode) stored() int64 {
 	s := int64(len(n.data))
