@@ -92,6 +92,9 @@ while True:
 while True: f.write(b"x" * 65536)`, limits: airlock.Limits{FSBytes: 4 << 20}, kind: airlock.KindFSQuota},
 	{name: "fs/quota-exact-edge", code: `open("x", "wb").write(b"x" * 1000000); print(os.path.getsize("x"))`, limits: airlock.Limits{FSBytes: 1000000}, want: "1000000\n"},
 	{name: "fs/rename-into-self", code: `os.mkdir("d"); attempt("rename", lambda: os.rename("d", "d/e"))`, want: "rename OSError\n"},
+	// tempfile retries only on EEXIST: O_CREAT|O_EXCL on a directory says so.
+	{name: "fs/excl-on-dir", code: `os.mkdir("d"); attempt("open", lambda: os.open("d", os.O_RDWR | os.O_CREAT | os.O_EXCL))
+attempt("rdwr", lambda: os.open("d", os.O_RDWR)); fd = os.open("d", os.O_RDONLY); print(os.fstat(fd).st_nlink); os.close(fd)`, want: "open FileExistsError\nrdwr IsADirectoryError\n2\n"},
 	{name: "fs/rmdir-root", code: `attempt("rmdir", lambda: os.rmdir("/"))`, want: "rmdir OSError\n"},
 	{name: "fs/unicode-names", code: `open("ünï😀", "w").close(); print(os.listdir("."))`, want: "['ünï😀']\n"},
 	// Heavy cases get a generous timeout: the -O0 build is slow and CI
