@@ -147,7 +147,7 @@ func (r *preparedRun) result(out engine.Outcome, runErr error) (*Result, *Error)
 		Stdout: r.stdout.buf.Bytes(), Stderr: r.stderr.buf.Bytes(),
 		StdoutTruncated: r.stdout.truncated, StderrTruncated: r.stderr.truncated,
 		ExitCode: int(out.ExitCode), PeakMemory: int64(out.PeakMemory), Fuel: int64(out.Fuel),
-		Files: changedFiles(r.fs, r.before),
+		Files: changedFiles(r.fs, python.Home, r.before),
 	}
 	r.closeNetwork(res)
 	if r.displays != nil {

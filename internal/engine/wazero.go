@@ -75,7 +75,7 @@ func loadWazero(ctx context.Context, wasm []byte, opts Options) (Code, error) {
 		checkCacheRecord(opts.CacheDir, marker) // see wazero_cache.go
 		cached = cacheFiles(opts.CacheDir)
 	}
-	if opts.Notice != nil && (marker == "" || !exists(marker)) {
+	if opts.Notice != nil && len(wasm) >= NoticeSize && (marker == "" || !exists(marker)) {
 		fmt.Fprintf(opts.Notice, "airlock: compiling the %d MB module once (takes seconds; cached after)...\n", len(wasm)>>20)
 	}
 	r := wazero.NewRuntimeWithConfig(ctx, cfg)
