@@ -191,7 +191,10 @@ func cmdMCP(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 		return 1, err
 	}
 	defer sb.Close(context.Background())
-	srv := server.NewMCP(server.MCPConfig{Sandbox: sb, Tools: toolList, MaxLimits: maxima.limits(), Concurrency: *parallel})
+	srv, err := server.NewMCP(server.MCPConfig{Sandbox: sb, Tools: toolList, MaxLimits: maxima.limits(), Concurrency: *parallel})
+	if err != nil {
+		return exitUsage, err
+	}
 	if *httpAddr != "" {
 		return serveMCPHTTP(ctx, srv, *httpAddr, maxMessage.n, stderr)
 	}
