@@ -99,7 +99,7 @@ func (sb *Sandbox) prepare(ctx context.Context, start time.Time, req *Request, l
 	if r.netDev, err = sb.networkDevice(ctx, req, &r.wcfg.Devices, &r.wcfg.Env); err != nil {
 		return r, err
 	}
-	r.spec = engine.RunSpec{MemoryLimit: uint64(limits.Memory), Fuel: uint64(limits.Fuel)}
+	r.spec = engine.RunSpec{MemoryLimit: uint64(limits.Memory), Fuel: uint64(limits.Fuel), Unpooled: sb.cfg.unpooled}
 	return r, nil
 }
 
