@@ -232,6 +232,7 @@ type config struct {
 	sessionKey  []byte    // WithSessionKey (session_file.go)
 	engine      string    // "": wazero
 	unmetered   bool      // WithFuelMetering(false)
+	unpooled    bool      // WithInstancePool(false)
 	net         netConfig // WithNetwork, WithNetworkEnv (network.go)
 }
 

@@ -43,7 +43,7 @@ func TestChangedFilesListsALinkedFileOnce(t *testing.T) {
 		}
 		return nil, false
 	}
-	files := changedFiles(fs, before)
+	files := changedFiles(fs, python.Home, before)
 	var total int64
 	var names []string
 	for _, f := range files {
@@ -84,7 +84,7 @@ func TestChangedFilesSkipsPathsPastTheLimit(t *testing.T) {
 			}
 		}
 	}
-	files := changedFiles(fs, func(string) ([]byte, bool) { return nil, false })
+	files := changedFiles(fs, python.Home, func(string) ([]byte, bool) { return nil, false })
 	if len(files) == 0 {
 		t.Fatal("no files listed")
 	}

@@ -99,7 +99,7 @@ func (sb *Sandbox) prepare(ctx context.Context, start time.Time, req *Request, l
 	if r.netDev, err = sb.networkDevice(ctx, req, &r.wcfg.Devices, &r.wcfg.Env); err != nil {
 		return r, err
 	}
-	r.spec = engine.RunSpec{MemoryLimit: uint64(limits.Memory), Fuel: uint64(limits.Fuel)}
+	r.spec = engine.RunSpec{MemoryLimit: uint64(limits.Memory), Fuel: uint64(limits.Fuel), Unpooled: sb.cfg.unpooled}
 	return r, nil
 }
 
@@ -147,7 +147,7 @@ func (r *preparedRun) result(out engine.Outcome, runErr error) (*Result, *Error)
 		Stdout: r.stdout.buf.Bytes(), Stderr: r.stderr.buf.Bytes(),
 		StdoutTruncated: r.stdout.truncated, StderrTruncated: r.stderr.truncated,
 		ExitCode: int(out.ExitCode), PeakMemory: int64(out.PeakMemory), Fuel: int64(out.Fuel),
-		Files: changedFiles(r.fs, r.before),
+		Files: changedFiles(r.fs, python.Home, r.before),
 	}
 	r.closeNetwork(res)
 	if r.displays != nil {

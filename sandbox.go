@@ -398,18 +398,19 @@ func placeFiles(fs *memfs.FS, files map[string][]byte) (map[string][]byte, *Erro
 	return inputs, nil
 }
 
-// changedFiles lists regular files under /home/user that are new or whose
-// content differs from before the run: the request's files, or (in a
+// changedFiles lists regular files under root (/home/user for Python
+// runs, "/" for modules) that are new or whose content differs from
+// before the run: the request's files, or (in a
 // session) the files the session had. A file with several names (hard
 // links) is listed once, under the first name that is new or changed, so
 // the data returned never passes the filesystem's byte quota however many
 // links the guest made. Names longer than a guest path may be (4096
 // bytes, reachable only by renaming directories into each other) are
 // left out, with everything below them.
-func changedFiles(fs *memfs.FS, before func(path string) ([]byte, bool)) []File {
+func changedFiles(fs *memfs.FS, root string, before func(path string) ([]byte, bool)) []File {
 	var out []File
 	listed := map[*memfs.Inode]bool{}
-	_ = fs.Walk(python.Home, func(p string, n *memfs.Inode) error {
+	_ = fs.Walk(root, func(p string, n *memfs.Inode) error {
 		if len(p) > memfs.MaxPath {
 			if n.Kind() == memfs.KindDir {
 				return iofs.SkipDir

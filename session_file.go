@@ -45,7 +45,6 @@ const (
 	sessionVersion = 2 // 2: the fuel limit is saved
 	// sessionSigned is version 2's layout with an HMAC-SHA256 trailer.
 	sessionSigned = 3
-	pageSize      = engine.PageSize // the unit of the page bitmap
 	// minSessionKey is the shortest key WithSessionKey takes: HMAC is only
 	// as strong as its key.
 	minSessionKey = 16
@@ -127,7 +126,7 @@ func (s *Session) Save(w io.Writer) error {
 		b.WriteByte(0)
 	} else {
 		b.WriteByte(1)
-		putImage(&b, s.image.img, snap.image.Memory)
+		b.Write(s.image.img.AppendDeltaRecord(nil, snap.image))
 	}
 	var fsBytes bytes.Buffer
 	if err := s.fs.Save(&fsBytes); err != nil {
@@ -173,31 +172,6 @@ func putStrings(b *bytes.Buffer, ss []string, present bool) {
 		binary.Write(b, binary.LittleEndian, uint32(len(s)))
 		b.WriteString(s)
 	}
-}
-
-func putImage(b *bytes.Buffer, img *engine.Image, base []byte) {
-	mem := img.Bytes()
-	pages := len(mem) / pageSize
-	binary.Write(b, binary.LittleEndian, uint64(len(mem)))
-	bitmap := make([]byte, (pages+7)/8)
-	var changed [][]byte
-	for p := range pages {
-		page := mem[p*pageSize : (p+1)*pageSize]
-		if (p+1)*pageSize <= len(base) && bytes.Equal(page, base[p*pageSize:(p+1)*pageSize]) {
-			continue
-		}
-		bitmap[p/8] |= 1 << (p % 8)
-		changed = append(changed, page)
-	}
-	b.Write(bitmap)
-	for _, page := range changed {
-		b.Write(page)
-	}
-	binary.Write(b, binary.LittleEndian, uint32(len(img.Globals)))
-	for _, g := range img.Globals {
-		binary.Write(b, binary.LittleEndian, g)
-	}
-	binary.Write(b, binary.LittleEndian, img.UnwindBuffer)
 }
 
 // LoadSession resumes a session saved by Session.Save as a new live
@@ -383,7 +357,7 @@ func capTools(saved, allow []string) []string {
 // the bitmap of its pages, its files with a generous allowance per file
 // for names, links and times, and a margin for the header, env and tools.
 func blobCap(l Limits) int64 {
-	n := max(l.Memory, 0) + max(l.Memory, 0)/pageSize/8 + max(l.FSBytes, 0) + int64(max(l.FSFiles, 0))*4096 + 64<<20
+	n := max(l.Memory, 0) + max(l.Memory, 0)/engine.PageSize/8 + max(l.FSBytes, 0) + int64(max(l.FSFiles, 0))*4096 + 64<<20
 	return min(n, maxSessionBlob)
 }
 
@@ -452,55 +426,21 @@ func (d *decoder) strings() ([]string, bool) {
 	return out, true
 }
 
-// image reads a delta over d.base whose memory is at most maxMemory
-// bytes: the session's own cap, checked before memory of that size is
-// made (a few bytes of file could otherwise declare 4 GiB).
+// image reads a delta record (engine.ReadDeltaRecord) over d.base whose
+// memory is at most maxMemory bytes: the session's own cap.
 func (d *decoder) image(maxMemory int64) *engine.Image {
-	base := d.base.Memory
-	size := d.u64()
-	if d.err != nil || size%pageSize != 0 || size > 1<<32 || size < uint64(len(base)) {
-		d.fail("memory size")
-		return nil
-	}
-	if size > uint64(max(maxMemory, 0)) {
-		d.failWith(fmt.Errorf("%w: its memory is %d bytes, over the %d-byte limit", ErrSessionOverLimits, size, maxMemory))
-		return nil
-	}
-	pages := int(size / pageSize)
-	bitmap := d.bytes((pages + 7) / 8)
 	if d.err != nil {
 		return nil
 	}
-	changed := 0
-	for p := range pages {
-		if bitmap[p/8]&(1<<(p%8)) != 0 {
-			changed++
-		}
-	}
-	if uint64(changed)*pageSize > uint64(len(d.buf)) {
-		d.fail("pages")
+	img, n, err := engine.ReadDeltaRecord(d.buf, d.base, uint64(max(maxMemory, 0)))
+	switch {
+	case errors.Is(err, engine.ErrImageOverLimit):
+		d.failWith(fmt.Errorf("%w: %w", ErrSessionOverLimits, err))
+		return nil
+	case err != nil:
+		d.failWith(err)
 		return nil
 	}
-	mem := make([]byte, size)
-	copy(mem, base)
-	for p := range pages {
-		if bitmap[p/8]&(1<<(p%8)) != 0 {
-			copy(mem[p*pageSize:], d.bytes(pageSize))
-		}
-	}
-	n := d.u32()
-	if uint64(n)*8 > uint64(len(d.buf)) || int(n) != len(d.base.Globals) {
-		d.fail("globals")
-		return nil
-	}
-	globals := make([]uint64, n)
-	for i := range globals {
-		globals[i] = d.u64()
-	}
-	unwind := d.u32()
-	if d.err != nil || uint64(unwind) >= size {
-		d.fail("unwind buffer")
-		return nil
-	}
-	return engine.NewDeltaImage(d.base, mem, globals, unwind)
+	d.buf = d.buf[n:]
+	return img
 }

@@ -60,23 +60,35 @@ type RunPythonArgs struct {
 // Serve it with (*mcp.Server).Run over a LineTransport (on stdin and
 // stdout, say), which survives bad input; the SDK's StdioTransport ends
 // at the first line that does not decode.
-func NewMCP(cfg MCPConfig) *mcp.Server {
+//
+// # Errors
+// A nil Sandbox; a negative field (as for New, 0 takes the default).
+func NewMCP(cfg MCPConfig) (*mcp.Server, error) {
+	if cfg.Sandbox == nil {
+		return nil, errors.New("server: MCPConfig.Sandbox is required")
+	}
+	if err := notNegative("MCPConfig", []namedValue{
+		{"Concurrency", int64(cfg.Concurrency)}, {"MaxText", int64(cfg.MaxText)},
+		{"KeepBytes", cfg.KeepBytes}, {"KeepRuns", int64(cfg.KeepRuns)}, {"KeepFor", int64(cfg.KeepFor)},
+	}); err != nil {
+		return nil, err
+	}
 	if cfg.MaxLimits == (airlock.Limits{}) {
 		cfg.MaxLimits = airlock.DefaultLimits()
 	}
-	if cfg.Concurrency <= 0 {
+	if cfg.Concurrency == 0 {
 		cfg.Concurrency = runtime.NumCPU()
 	}
-	if cfg.MaxText <= 0 {
+	if cfg.MaxText == 0 {
 		cfg.MaxText = DefaultMCPMaxText
 	}
-	if cfg.KeepBytes <= 0 {
+	if cfg.KeepBytes == 0 {
 		cfg.KeepBytes = DefaultMCPKeepBytes
 	}
-	if cfg.KeepRuns <= 0 {
+	if cfg.KeepRuns == 0 {
 		cfg.KeepRuns = DefaultMCPKeepRuns
 	}
-	if cfg.KeepFor <= 0 {
+	if cfg.KeepFor == 0 {
 		cfg.KeepFor = DefaultMCPKeepFor
 	}
 	srv := mcp.NewServer(&mcp.Implementation{Name: "airlock", Version: airlock.Version}, nil)
@@ -106,7 +118,7 @@ func NewMCP(cfg MCPConfig) *mcp.Server {
 		Description: fmt.Sprintf("A run_python call's whole stdout or stderr (item stdout, stderr) or a file it wrote (item files/PATH, PATH under /), "+
 			"as its result links them; kept for the last %d calls, up to %d MiB, for %s.", cfg.KeepRuns, cfg.KeepBytes>>20, cfg.KeepFor),
 	}, m.store.read)
-	return srv
+	return srv, nil
 }
 
 // EndSessionArgs are end_session's arguments.

@@ -119,25 +119,36 @@ type Server struct {
 	net        *netMetrics
 }
 
+type namedValue struct {
+	name string
+	v    int64
+}
+
+// notNegative is the one rule every config here follows: 0 takes the
+// default, a negative value is an error rather than a silent default.
+func notNegative(config string, fields []namedValue) error {
+	for _, f := range fields {
+		if f.v < 0 {
+			return fmt.Errorf("server: %s.%s is negative; 0 takes the default", config, f.name)
+		}
+	}
+	return nil
+}
+
 // New builds a Server from cfg.
 func New(cfg Config) (*Server, error) {
 	if cfg.Sandbox == nil {
 		return nil, errors.New("server: Config.Sandbox is required")
 	}
-	for _, f := range []struct {
-		name string
-		v    int64
-	}{
+	if err := notNegative("Config", []namedValue{
 		{"Concurrency", int64(cfg.Concurrency)}, {"MaxBody", cfg.MaxBody},
 		{"MaxBodyReads", int64(cfg.MaxBodyReads)}, {"MaxBodyReadsPerClient", int64(cfg.MaxBodyReadsPerClient)},
 		{"BodyTimeout", int64(cfg.BodyTimeout)}, {"MinBodyRate", cfg.MinBodyRate},
 		{"MaxConns", int64(cfg.MaxConns)}, {"MaxConnsPerClient", int64(cfg.MaxConnsPerClient)},
 		{"IdleTimeout", int64(cfg.IdleTimeout)}, {"ReadHeaderTimeout", int64(cfg.ReadHeaderTimeout)},
 		{"MaxHeaderBytes", int64(cfg.MaxHeaderBytes)},
-	} {
-		if f.v < 0 {
-			return nil, fmt.Errorf("server: Config.%s is negative; 0 takes the default", f.name)
-		}
+	}); err != nil {
+		return nil, err
 	}
 	if cfg.MaxLimits == (airlock.Limits{}) {
 		cfg.MaxLimits = airlock.DefaultLimits()

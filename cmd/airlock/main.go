@@ -49,6 +49,7 @@ commands:
   setup     prepare the build (asyncify, compile, snapshot); --export FILE bundles it, --import FILE installs a bundle
   run       run a Python file or -c CODE in a fresh sandbox
   repl      an interactive Python session in the sandbox
+  wasm      run any WASI preview1 module (FILE.wasm) under the same isolation
   serve     serve the HTTP API (POST /v1/run, GET /healthz, GET /metrics)
   mcp       serve run_python over the Model Context Protocol on stdio
   test      run a directory's unittest suite inside the sandbox
@@ -125,6 +126,8 @@ func dispatch(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 		code, err = cmdSetup(ctx, args[1:], stdout, stderr)
 	case "run":
 		code, err = cmdRun(ctx, args[1:], stdin, stdout, stderr)
+	case "wasm":
+		code, err = cmdWasm(ctx, args[1:], stdin, stdout, stderr)
 	case "repl":
 		code, err = cmdRepl(ctx, args[1:], stdin, stdout, stderr)
 	case "serve":

@@ -13,6 +13,7 @@ import (
 	"strings"
 
 	"github.com/airlock-sandbox/airlock"
+	"github.com/airlock-sandbox/airlock/internal/python"
 	"github.com/airlock-sandbox/airlock/server"
 )
 
@@ -123,7 +124,7 @@ func cmdRun(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 		req.OnOutput = streamTo(stdout, stderr)
 	}
 	res, _ := sb.Run(ctx, req) // the error is res.Error, which report prints
-	return report(server.NewResult(res, server.PythonOf(sb), false), res.Files, *outDir, *asJSON, !*asJSON, stdout, stderr), nil
+	return report(server.NewResult(res, server.PythonOf(sb), false), res.Files, outFiles{*outDir, python.Home}, *asJSON, !*asJSON, stdout, stderr), nil
 }
 
 // streamTo writes a run's output chunks to stdout and stderr as they come.
@@ -140,7 +141,7 @@ func streamTo(stdout, stderr io.Writer) func(string, []byte) {
 // report prints a run's result the same way whether it ran here or on a
 // server (res is the JSON contract, without file data; files carry it)
 // and returns the exit status.
-func report(res server.Result, files []airlock.File, outDir string, asJSON, streamed bool, stdout, stderr io.Writer) int {
+func report(res server.Result, files []airlock.File, out outFiles, asJSON, streamed bool, stdout, stderr io.Writer) int {
 	if asJSON {
 		for i := range res.Files {
 			res.Files[i].Data = nil
@@ -164,7 +165,7 @@ func report(res server.Result, files []airlock.File, outDir string, asJSON, stre
 	// After the report: a file the host cannot write (the guest names
 	// them) must not cost the run's output or exit status; it only keeps
 	// a successful run from exiting 0.
-	if outDir != "" && !writeOut(outDir, files, stderr) && status == 0 {
+	if out.dir != "" && !out.write(files, stderr) && status == 0 {
 		status = 1
 	}
 	return status
@@ -229,18 +230,22 @@ func printJSON(w io.Writer, out server.Result) {
 	_ = enc.Encode(out)
 }
 
-// writeOut saves result files under dir, by their path below /home/user,
-// and tells whether all were written. One that cannot be (a name too long
-// for the host, say) is reported on stderr, its guest-chosen path quoted,
-// and the others are still written.
-func writeOut(dir string, files []airlock.File, stderr io.Writer) bool {
+// outFiles is where --out writes a run's files: dir on the host, for the
+// guest's files below root.
+type outFiles struct{ dir, root string }
+
+// write saves result files under dir, by their path below root, and tells
+// whether all were written. One that cannot be (a name too long for the
+// host, say) is reported on stderr, its guest-chosen path quoted, and the
+// others are still written.
+func (o outFiles) write(files []airlock.File, stderr io.Writer) bool {
 	ok := true
 	for _, f := range files {
-		rel, inHome := strings.CutPrefix(f.Path, "/home/user/")
-		if !inHome || !filepath.IsLocal(rel) {
+		rel, below := strings.CutPrefix(f.Path, strings.TrimSuffix(o.root, "/")+"/")
+		if !below || !filepath.IsLocal(rel) {
 			continue
 		}
-		dst := filepath.Join(dir, filepath.FromSlash(rel))
+		dst := filepath.Join(o.dir, filepath.FromSlash(rel))
 		err := os.MkdirAll(filepath.Dir(dst), 0o755)
 		if err == nil {
 			err = os.WriteFile(dst, f.Data, 0o644)
@@ -282,7 +287,7 @@ func runRemote(ctx context.Context, url string, req airlock.Request, outDir stri
 	for i, f := range res.Files {
 		files[i] = airlock.File{Path: f.Path, Size: f.Size, Data: f.Data}
 	}
-	return report(*res, files, outDir, asJSON, !asJSON, stdout, stderr), nil
+	return report(*res, files, outFiles{outDir, python.Home}, asJSON, !asJSON, stdout, stderr), nil
 }
 
 // watchRun runs cmd under watchLoop, holding a Sandbox open meanwhile so

@@ -43,11 +43,16 @@ type TrapError struct {
 func (e *TrapError) Error() string { return "engine: guest trapped: " + e.Err.Error() }
 func (e *TrapError) Unwrap() error { return e.Err }
 
+// NoticeSize is the smallest module Options.Notice hears about: a smaller
+// one compiles in well under a second.
+const NoticeSize = 1 << 20
+
 // Options configure Load.
 type Options struct {
 	// CacheDir keeps compiled code across processes; "" disables it.
 	CacheDir string
-	// Notice receives a one-line message before a slow, uncached compile.
+	// Notice receives a one-line message before a slow, uncached compile
+	// (of a module of NoticeSize or more).
 	Notice io.Writer
 	// Engine is the WebAssembly runtime: "" or EngineWazero (pure Go), or
 	// EngineWasmtime (cgo; only in builds with -tags airlock_wasmtime).
@@ -137,6 +142,10 @@ type RunSpec struct {
 	// engines that meter fuel (wasmtime); 0 is no cap. Running out ends the
 	// run with ErrFuelExhausted.
 	Fuel uint64
+	// Unpooled makes a resumed run instantiate on its own path rather
+	// than take an instance made ahead (wazero_pool.go): to measure the
+	// pool, or to keep no idle instances.
+	Unpooled bool
 }
 
 // Outcome is what a run reports beside its error.

@@ -390,3 +390,55 @@ func insertSection(secs []Section, s Section) []Section {
 	out := append(secs[:pos:pos], s)
 	return append(out, secs[pos:]...)
 }
+
+// Import names one imported function.
+type Import struct{ Module, Name string }
+
+// FuncImports lists the functions a module imports.
+//
+// # Errors
+// ErrMalformed, as Sections, or for an import entry that does not parse.
+func FuncImports(wasm []byte) ([]Import, error) {
+	secs, err := Sections(wasm)
+	if err != nil {
+		return nil, err
+	}
+	var out []Import
+	for _, s := range secs {
+		if s.ID != ImportID {
+			continue
+		}
+		entries, err := decodeImports(s.Body)
+		if err != nil {
+			return nil, err
+		}
+		for _, e := range entries {
+			if e.Kind == KindFunc {
+				out = append(out, Import{Module: e.Module, Name: e.Name})
+			}
+		}
+	}
+	return out, nil
+}
+
+// Exports lists a module's exports.
+//
+// # Errors
+// ErrMalformed, as Sections and DecodeExports.
+func Exports(wasm []byte) ([]Export, error) {
+	secs, err := Sections(wasm)
+	if err != nil {
+		return nil, err
+	}
+	var out []Export
+	for _, s := range secs {
+		if s.ID == ExportID {
+			exports, err := DecodeExports(s.Body)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, exports...)
+		}
+	}
+	return out, nil
+}

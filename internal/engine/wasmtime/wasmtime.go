@@ -120,7 +120,7 @@ func compileCached(eng *wasmtime.Engine, wasm []byte, opts engine.Options) (*was
 			}
 		}
 	}
-	if opts.Notice != nil {
+	if opts.Notice != nil && len(wasm) >= engine.NoticeSize {
 		fmt.Fprintf(opts.Notice, "airlock: compiling the %d MB module for wasmtime once (takes seconds; cached after)...\n", len(wasm)>>20)
 	}
 	mod, err := wasmtime.NewModule(eng, wasm)

@@ -1,0 +1,113 @@
+package main
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/airlock-sandbox/airlock"
+	"github.com/airlock-sandbox/airlock/internal/python"
+	"github.com/airlock-sandbox/airlock/server"
+)
+
+// cmdWasm runs any WASI preview1 command module under the sandbox's
+// isolation. Host directories are copied in, never mounted: what the
+// module writes comes back only through --out.
+func cmdWasm(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) (int, error) {
+	fs := flag.NewFlagSet("airlock wasm", flag.ContinueOnError)
+	fs.SetOutput(io.Discard) // flagResult prints help and errors
+	var (
+		limits        limitFlags
+		dirs, env     multiFlag
+		cacheDir      = fs.String("cache-dir", "", "compile cache (default: $AIRLOCK_CACHE_DIR or the user cache dir)")
+		engineName    = fs.String("engine", os.Getenv(airlock.EnvEngine), "WebAssembly engine: wazero, or wasmtime in builds with -tags airlock_wasmtime (default: $AIRLOCK_ENGINE, else wazero)")
+		outDir        = fs.String("out", "", "write files the module created or changed to this directory, by their guest path")
+		stdinFile     = fs.String("stdin", "", "file to feed as the module's stdin ('-' for this process's stdin)")
+		asJSON        = fs.Bool("json", false, "print one JSON object instead of the module's output")
+		deterministic = fs.Bool("deterministic", false, "fake clocks and seeded randomness")
+		seed          = fs.Uint64("seed", 0, "seed for --deterministic")
+	)
+	limits.register(fs)
+	fs.Var(&dirs, "dir", "HOST:GUEST directory to copy in (repeatable; HOST alone goes to /)")
+	fs.Var(&env, "env", "KEY=VALUE in the module's environment, which inherits nothing (repeatable)")
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "usage: airlock wasm [flags] FILE.wasm [ARGS...]")
+		fs.PrintDefaults()
+	}
+	// Flags end at the module: what follows it is the module's own argv.
+	if stop, code, err := flagResult(fs, stderr, parseFlags(fs, args)); stop {
+		return code, err
+	}
+	if fs.NArg() == 0 {
+		fs.Usage()
+		return exitUsage, usageError{"name the FILE.wasm to run"}
+	}
+	file := fs.Arg(0)
+	wasm, err := os.ReadFile(file)
+	if err != nil {
+		return exitUsage, argFileError("", err)
+	}
+	req := airlock.ModuleRequest{Args: fs.Args()[1:], Limits: limits.limits(), Deterministic: *deterministic, Seed: *seed, Env: map[string]string{}}
+	for _, kv := range env {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || k == "" {
+			return exitUsage, usageError{fmt.Sprintf("--env %q: want KEY=VALUE", kv)}
+		}
+		req.Env[k] = v
+	}
+	for _, spec := range dirs {
+		host, guest, ok := strings.Cut(spec, ":")
+		if !ok {
+			guest = "/"
+		}
+		if st, err := os.Stat(host); err != nil || !st.IsDir() {
+			if err == nil {
+				err = fmt.Errorf("%s is not a directory", host)
+			}
+			return exitUsage, argFileError("--dir", err)
+		}
+		req.Dirs = append(req.Dirs, airlock.Dir{Host: host, Guest: guest})
+	}
+	switch *stdinFile {
+	case "":
+	case "-":
+		if req.Stdin, err = io.ReadAll(stdin); err != nil {
+			return 1, fmt.Errorf("--stdin: %w", err)
+		}
+	default:
+		if req.Stdin, err = os.ReadFile(*stdinFile); err != nil {
+			return exitUsage, argFileError("--stdin", err)
+		}
+	}
+	opts := []airlock.Option{airlock.WithNotice(stderr)}
+	if *engineName != "" {
+		opts = append(opts, airlock.WithEngine(*engineName))
+	}
+	if *cacheDir == "" {
+		*cacheDir = os.Getenv(python.EnvCacheDir)
+	}
+	if *cacheDir != "" {
+		opts = append(opts, airlock.WithCacheDir(*cacheDir))
+	}
+	mod, err := airlock.LoadModule(ctx, filepath.Base(file), wasm, opts...)
+	if err != nil {
+		return 1, err
+	}
+	defer mod.Close(context.Background())
+	if !*asJSON {
+		req.OnOutput = streamTo(stdout, stderr)
+	}
+	res, _ := mod.Run(ctx, req) // the error is res.Error, which report prints
+	return report(server.NewResult(res, server.Python{Build: "wasm module " + filepath.Base(file), SHA256: sha256Hex(wasm)}, false), res.Files, outFiles{*outDir, "/"}, *asJSON, !*asJSON, stdout, stderr), nil
+}
+
+func sha256Hex(b []byte) string {
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])
+}
