@@ -37,10 +37,19 @@ func schedYield(context.Context, *State, memory, []uint64) errno.Errno {
 	return errno.ESUCCESS
 }
 
-// sockUnsupported is sock_accept, sock_recv, sock_send and sock_shutdown:
-// a run has no sockets. Errors: ENOTSUP.
+// sockUnsupported is sock_accept, sock_recv and sock_send: a run has no
+// sockets. Errors: ENOTSUP.
 func sockUnsupported(context.Context, *State, memory, []uint64) errno.Errno {
 	return errno.ENOTSUP
+}
+
+// sockShutdown is sock_shutdown(fd, how). No descriptor is a socket, so it
+// answers for the descriptor, as shutdown(2) does. Errors: EBADF, ENOTSOCK.
+func sockShutdown(_ context.Context, s *State, _ memory, p []uint64) errno.Errno {
+	if _, e := s.file(uint32(p[0])); e != errno.ESUCCESS {
+		return e
+	}
+	return errno.ENOTSOCK
 }
 
 // listSizes answers args_sizes_get and environ_sizes_get.
