@@ -60,4 +60,9 @@ void write_file(__wasi_fd_t dir, const char *path, const char *s);
 	(__WASI_RIGHTS_FD_WRITE | __WASI_RIGHTS_FD_ALLOCATE | __WASI_RIGHTS_FD_FILESTAT_SET_SIZE |              \
 	 __WASI_RIGHTS_FD_FILESTAT_SET_TIMES)
 
+// Rights that write to a descriptor as a file; a directory opened with
+// any of them is EISDIR.
+#define RIGHTS_WRITE_AS_FILE                                                                                \
+	(__WASI_RIGHTS_FD_WRITE | __WASI_RIGHTS_FD_DATASYNC | __WASI_RIGHTS_FD_ALLOCATE | __WASI_RIGHTS_FD_FILESTAT_SET_SIZE)
+
 #endif
