@@ -13,6 +13,8 @@ import (
 	"github.com/airlock-sandbox/airlock"
 	"github.com/airlock-sandbox/airlock/internal/python"
 	"github.com/airlock-sandbox/airlock/internal/testenv"
+	"github.com/airlock-sandbox/airlock/internal/wasi"
+	"github.com/airlock-sandbox/airlock/internal/wasmbin"
 )
 
 // Airlock's own WASI conformance programs (wasi-c/*.c, compiled by
@@ -134,7 +136,25 @@ func wasicReport(t *testing.T, p wasicProgram, exit int, stdout, stderr []byte) 
 
 func TestWASIC(t *testing.T) {
 	ctx := context.Background()
-	for _, p := range wasicPrograms(t) {
+	progs := wasicPrograms(t)
+	// The programs cover the whole table: a function added to it without a
+	// program calling it fails here.
+	called := map[string]bool{}
+	for _, p := range progs {
+		imports, err := wasmbin.FuncImports(p.wasm)
+		if err != nil {
+			t.Fatalf("%s: %v", p.name, err)
+		}
+		for _, im := range imports {
+			called[im.Name] = true
+		}
+	}
+	for _, f := range wasi.Functions() {
+		if !called[f.Name] {
+			t.Errorf("no program in %s calls %s", wasicSources, f.Name)
+		}
+	}
+	for _, p := range progs {
 		t.Run(p.name, func(t *testing.T) {
 			env := map[string]string{"CONFORMANCE_HOST": "airlock"}
 			for k, v := range p.env {
