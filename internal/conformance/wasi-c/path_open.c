@@ -94,7 +94,11 @@ int main(void) {
 	check_errno("d/../../path_open/f (out and back in)", opens(dir, 0, "d/../../path_open/f", 0, R, 0), __WASI_ERRNO_PERM);
 	check_errno("an absolute path", opens(dir, 0, "/path_open/f", 0, R, 0), __WASI_ERRNO_PERM);
 	check_errno("an absolute path from the root fd", opens(root_fd(), 0, "/path_open/f", 0, R, 0), __WASI_ERRNO_PERM);
-	check_errno(".. from the root fd", opens(root_fd(), 0, "..", __WASI_OFLAGS_DIRECTORY, 0, 0), __WASI_ERRNO_PERM);
+	// .. from the preopened "/" itself: wasmtime refuses it too (EPERM).
+	// Airlock deliberately resolves it to "/" (README: "`..` at `/` stays
+	// at `/`"), as Linux's /.. is /: Python code that climbs above its
+	// root gets the root, never an error or anything outside.
+	check_errno(".. from the root fd", opens(root_fd(), 0, "..", __WASI_OFLAGS_DIRECTORY, 0, 0), on_wasmtime() ? __WASI_ERRNO_PERM : __WASI_ERRNO_SUCCESS);
 	// --- bad directory descriptors
 	check_errno("a bad dirfd", opens(BADFD, 0, "f", 0, R, 0), __WASI_ERRNO_BADF);
 	int64_t file = open_file(dir, "f", 0, 1, 0, 0);
