@@ -116,11 +116,23 @@ int main(void) {
 	check_u64("a file beside a clock: the file's", ev[0].userdata, 21);
 	check_true("a file beside a clock: at once (< 1 s)", mono() - t0 < 1000 * MS, "elapsed < 1 s");
 
-	// Both a read and a write subscription of ready files: both events.
+	// A read and a write subscription of a file, both ready: wasmtime
+	// answers with one event or both (measured: either, run to run; it
+	// returns once the first is ready). Airlock answers both, every time:
+	// its files are memory, so both are ready when it looks.
 	subs[0] = fd_sub(31, __WASI_EVENTTYPE_FD_READ, (__wasi_fd_t)f);
 	subs[1] = fd_sub(32, __WASI_EVENTTYPE_FD_WRITE, (__wasi_fd_t)f);
+	memset(ev, 0, sizeof ev);
 	check_errno("poll_oneoff: read and write of a file", __wasi_poll_oneoff(subs, ev, 2, &n), __WASI_ERRNO_SUCCESS);
-	check_u64("read and write of a file: two events", n, 2);
+	if (on_wasmtime())
+		check_true("read and write of a file: one event or two", n == 1 || n == 2, "n is 1 or 2");
+	else
+		check_u64("read and write of a file: two events", n, 2);
+	int events_match = n <= 2;
+	for (__wasi_size_t i = 0; i < n && i < 2; i++)
+		events_match &= (ev[i].userdata == 31 && ev[i].type == __WASI_EVENTTYPE_FD_READ) ||
+		                (ev[i].userdata == 32 && ev[i].type == __WASI_EVENTTYPE_FD_WRITE);
+	check_true("read and write of a file: each event is its subscription's", events_match, "userdata and type match");
 
 	// --- stdio: stdin holds the harness's line, stdout takes writes
 	subs[0] = fd_sub(41, __WASI_EVENTTYPE_FD_READ, 0);
@@ -169,7 +181,11 @@ int main(void) {
 	check_true("nanosleep 10 ms: at least 10 ms passed", mono() - t0 >= 10 * MS, "elapsed >= 10 ms");
 	struct pollfd pfd = {(int)f, POLLIN | POLLOUT, 0};
 	check_i64("poll() of a file", poll(&pfd, 1, 1000), 1);
-	check_true("poll() of a file: readable and writable", (pfd.revents & (POLLIN | POLLOUT)) == (POLLIN | POLLOUT), "POLLIN|POLLOUT");
+	// The same through poll(): wasmtime may report only one of the two.
+	if (on_wasmtime())
+		check_true("poll() of a file: readable or writable", pfd.revents & (POLLIN | POLLOUT), "POLLIN or POLLOUT");
+	else
+		check_true("poll() of a file: readable and writable", (pfd.revents & (POLLIN | POLLOUT)) == (POLLIN | POLLOUT), "POLLIN|POLLOUT");
 	t0 = mono();
 	check_i64("poll() of nothing for 10 ms", poll(NULL, 0, 10), 0);
 	check_true("poll() of nothing: at least 10 ms passed", mono() - t0 >= 10 * MS, "elapsed >= 10 ms");
