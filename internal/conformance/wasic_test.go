@@ -66,6 +66,8 @@ type wasicProgram struct {
 	env      map[string]string
 	stdin    []byte
 	wantExit int
+	// limits are the Airlock run's (wasmtime's WASI has none to set).
+	limits airlock.Limits
 }
 
 // wasicPrograms loads every program the sources make, built for exactly
@@ -106,9 +108,13 @@ func wasicPrograms(t *testing.T) []wasicProgram {
 			env:   map[string]string{"GREETING": "hello world", "EMPTY": ""},
 			stdin: []byte("line one\n"),
 		}
-		if name == "proc" {
+		switch name {
+		case "proc":
 			// proc.c ends with proc_exit(42) when its checks passed.
 			p.wantExit = 42
+		case "limits":
+			// limits.c's checks are written for these.
+			p.limits = airlock.Limits{FSBytes: 8 << 20, FSFiles: 64, Memory: 64 << 20}
 		}
 		progs = append(progs, p)
 	}
@@ -160,7 +166,7 @@ func TestWASIC(t *testing.T) {
 			for k, v := range p.env {
 				env[k] = v
 			}
-			res, err := airlock.RunModule(ctx, p.name+".wasm", p.wasm, airlock.ModuleRequest{Args: p.args, Env: env, Stdin: p.stdin}, moduleCacheOpts()...)
+			res, err := airlock.RunModule(ctx, p.name+".wasm", p.wasm, airlock.ModuleRequest{Args: p.args, Env: env, Stdin: p.stdin, Limits: p.limits}, moduleCacheOpts()...)
 			if err != nil {
 				t.Fatalf("%s: %v\nstdout: %s\nstderr: %s", p.name, err, res.Stdout, res.Stderr)
 			}
