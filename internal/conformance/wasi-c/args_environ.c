@@ -2,6 +2,11 @@
 // passes argv "args_environ.wasm" "alpha" "two words" "" and the
 // environment CONFORMANCE_HOST, GREETING="hello world", EMPTY="" (in no
 // fixed order: Airlock's Env is a map).
+//
+// Each expected value is what wasmtime answers (measured 2026-12-01 with
+// wasmtime-go v39; TestWASICWasmtime keeps it so); where Airlock answers
+// otherwise by design, on_wasmtime() picks the expectation and a comment
+// beside it says why.
 #include <stdlib.h>
 #include <string.h>
 

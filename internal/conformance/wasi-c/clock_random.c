@@ -1,4 +1,9 @@
 // clock_res_get, clock_time_get, random_get, sched_yield.
+//
+// Each expected value is what wasmtime answers (measured 2026-12-01 with
+// wasmtime-go v39; TestWASICWasmtime keeps it so); where Airlock answers
+// otherwise by design, on_wasmtime() picks the expectation and a comment
+// beside it says why.
 #include <string.h>
 #include <time.h>
 

@@ -1,6 +1,11 @@
 // fd_* on regular files, stdio and bad descriptors: read/write, pread/pwrite,
 // seek/tell, advise, allocate, close, datasync/sync, fdstat get/set_flags/
 // set_rights, filestat get/set_size/set_times, renumber, prestat.
+//
+// Each expected value is what wasmtime answers (measured 2026-12-01 with
+// wasmtime-go v39; TestWASICWasmtime keeps it so); where Airlock answers
+// otherwise by design, on_wasmtime() picks the expectation and a comment
+// beside it says why.
 #include <string.h>
 
 #include "check.h"

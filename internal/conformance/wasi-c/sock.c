@@ -2,6 +2,11 @@
 // sockets, so every descriptor a program has is not one; what each call
 // answers for a bad descriptor and for a non-socket (a file, stdio, a
 // directory).
+//
+// Each expected value is what wasmtime answers (measured 2026-12-01 with
+// wasmtime-go v39; TestWASICWasmtime keeps it so); where Airlock answers
+// otherwise by design, on_wasmtime() picks the expectation and a comment
+// beside it says why.
 #include <stdio.h>
 #include <string.h>
 
