@@ -141,8 +141,8 @@ int main(void) {
 
 	// --- a directory is not a file. wasmtime answers EBADF to every call
 	// that treats it as one (read, write, seek, tell, allocate, set_size,
-	// datasync, sync, advise, set_flags: a directory descriptor lacks
-	// those rights), the same errno for seek and for tell; it lets
+	// datasync, sync, advise, set_flags), the same errno for seek and for
+	// tell; it lets
 	// set_times change the directory's times. Its rights lack FD_WRITE and
 	// FD_SEEK (the official suite's directory_seek checks this).
 	__wasi_filestat_t st;

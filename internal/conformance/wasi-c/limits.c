@@ -30,8 +30,9 @@ int main(void) {
 	__wasi_size_t n;
 
 	// --- sparse files: a write far past the end does not store the gap.
-	// wasmtime: the host file is sparse. Airlock must do the same within an
-	// 8 MiB quota (issue 23): the quota counts what is really stored.
+	// wasmtime: a host file, as sparse as the host makes it. Airlock must
+	// do this within an 8 MiB quota (issue 23): the quota counts what is
+	// really stored.
 	int64_t s = open_file(dir, "sparse", __WASI_OFLAGS_CREAT, 1, 1, 0);
 	if (s < 0)
 		fail_now("open sparse", (__wasi_errno_t)-s);

@@ -20,8 +20,8 @@ static void cleanup(void) { cleanup_ran = 1; }
 int main(void) {
 	on_wasmtime();
 	check_errno("sched_yield", __wasi_sched_yield(), __WASI_ERRNO_SUCCESS);
-	// proc_raise: wasmtime answers ENOTSUP to every signal (a guest has no
-	// signals to raise), and the program goes on.
+	// proc_raise: wasmtime answers ENOTSUP (to a signal and to 0 alike),
+	// and the program goes on.
 	check_errno("proc_raise SIGTERM", (__wasi_errno_t)raw_proc_raise(15), __WASI_ERRNO_NOTSUP);
 	check_errno("proc_raise 0", (__wasi_errno_t)raw_proc_raise(0), __WASI_ERRNO_NOTSUP);
 	// Output written before proc_exit reaches the host: the harness sees
