@@ -31,9 +31,10 @@ fi
 	{ echo "build-wasi-c: no toolchain chroot at $ROOT (clang-19, wasi-libc): run scripts/build-python.sh first (scripts/setup.sh does)" >&2; exit 1; }
 [ "$(id -u)" -eq 0 ] || { echo "build-wasi-c: needs root to enter the chroot at $ROOT; try sudo" >&2; exit 1; }
 
-# Built in a scratch directory inside the chroot, then moved into place
-# whole, so a failed build leaves no half-filled key directory.
-WORK=/wasi-c-build
+# Built in a scratch directory of this process's own inside the chroot,
+# then moved into place whole, so a failed build leaves no half-filled key
+# directory and two builds at once (two CI runs on one machine) do not mix.
+WORK=/wasi-c-build.$$
 rm -rf "$ROOT$WORK" && mkdir -p "$ROOT$WORK/src" "$ROOT$WORK/out"
 cp "$SRCDIR"/*.c "$SRCDIR"/*.h "$ROOT$WORK/src/"
 # Debian installs wasi-libc under the wasm32-wasi triple (as build-python.sh
@@ -47,9 +48,19 @@ chroot "$ROOT" env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root LANG=C.UTF-8
 	done
 "
 mkdir -p "$CACHE/wasi-c"
-rm -rf "$OUT.part" && mkdir -p "$OUT.part"
-cp "$ROOT$WORK"/out/*.wasm "$OUT.part/"
-touch "$OUT.part/.complete"
-rm -rf "$OUT" && mv "$OUT.part" "$OUT"
+PART="$OUT.part.$$"
+rm -rf "$PART" && mkdir -p "$PART"
+cp "$ROOT$WORK"/out/*.wasm "$PART/"
+touch "$PART/.complete"
 rm -rf "$ROOT$WORK"
+# A key directory without .complete is not ours to keep.
+[ -f "$OUT/.complete" ] || rm -rf "$OUT"
+if ! mv -T "$PART" "$OUT" 2>/dev/null; then
+	# Another build of the same sources finished first: its programs are these.
+	rm -rf "$PART"
+	[ -f "$OUT/.complete" ] || { echo "build-wasi-c: could not move the programs into $OUT" >&2; exit 1; }
+fi
+# Older keys' programs are dropped, but for the 8 newest: other checkouts
+# sharing the cache (other branches) keep theirs, and the cache stays small.
+ls -dt "$CACHE"/wasi-c/*/ | grep -E '/[0-9a-f]{16}/$' | tail -n +9 | while read -r d; do rm -rf "$d"; done
 echo "build-wasi-c: built $(ls "$OUT"/*.wasm | wc -l) programs into $OUT"
