@@ -184,7 +184,9 @@ except OSError:
 	{name: "wasi/pread-far", code: `fd = os.open("f", os.O_CREAT | os.O_RDWR); print(os.pread(fd, 10, 2**62))`, want: "b''\n"},
 	{name: "wasi/readv-many-iovecs", code: `fd = os.open("f", os.O_CREAT | os.O_RDWR); attempt("readv", lambda: os.readv(fd, [bytearray(1)] * 5000))`, want: "readv OSError\n"},
 	{name: "wasi/writev-many-iovecs", code: `attempt("writev", lambda: os.writev(1, [b""] * 5000))`, want: "writev OSError\n"},
-	{name: "wasi/read-dir-fd", code: `fd = os.open(".", os.O_RDONLY); attempt("read", lambda: os.read(fd, 10))`, want: "read IsADirectoryError\n"},
+	// EBADF, as wasmtime answers a read of a directory descriptor (Linux:
+	// EISDIR); open() of a directory still raises IsADirectoryError.
+	{name: "wasi/read-dir-fd", code: `fd = os.open(".", os.O_RDONLY); attempt("read", lambda: os.read(fd, 10)); attempt("open", lambda: open("."))`, want: "read OSError\nopen IsADirectoryError\n"},
 	{name: "wasi/huge-read-length", code: `fd = os.open("f", os.O_CREAT | os.O_RDWR); print(len(os.read(fd, 2**30)))`, limits: airlock.Limits{Memory: 64 << 20}, kind: airlock.KindMemoryLimit},
 	{name: "wasi/bad-fds", code: `for fd in (-1, 3000, 2**31 - 1):
     attempt(str(fd), lambda: os.fstat(fd))`, want: "-1 OSError\n3000 OSError\n2147483647 OSError\n"},

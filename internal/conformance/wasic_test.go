@@ -166,7 +166,10 @@ func TestWASIC(t *testing.T) {
 			for k, v := range p.env {
 				env[k] = v
 			}
-			res, err := airlock.RunModule(ctx, p.name+".wasm", p.wasm, airlock.ModuleRequest{Args: p.args, Env: env, Stdin: p.stdin, Limits: p.limits}, moduleCacheOpts()...)
+			// An empty directory as "/", as the wasmtime side gets: a
+			// module given none has no directory at all.
+			root := airlock.Dir{Host: t.TempDir(), Guest: "/"}
+			res, err := airlock.RunModule(ctx, p.name+".wasm", p.wasm, airlock.ModuleRequest{Args: p.args, Env: env, Stdin: p.stdin, Limits: p.limits, Dirs: []airlock.Dir{root}}, moduleCacheOpts()...)
 			if err != nil {
 				t.Fatalf("%s: %v\nstdout: %s\nstderr: %s", p.name, err, res.Stdout, res.Stderr)
 			}

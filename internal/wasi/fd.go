@@ -119,7 +119,7 @@ func fdAdvise(_ context.Context, s *State, _ memory, p []uint64) errno.Errno {
 	return errno.ESUCCESS
 }
 
-// fdAllocate is fd_allocate(fd, offset, length). Errors: EBADF, EINVAL, EISDIR, ENOTCAPABLE, the filesystem's (errno.Of).
+// fdAllocate is fd_allocate(fd, offset, length). Errors: EBADF (a directory too), EINVAL, ENOTCAPABLE, the filesystem's (errno.Of).
 func fdAllocate(_ context.Context, s *State, _ memory, p []uint64) errno.Errno {
 	fd := uint32(p[0])
 	f, e := s.writableFile(fd, rightFdAllocate)
@@ -209,9 +209,7 @@ func (s *State) writableFile(fd uint32, right uint64) (*openFile, errno.Errno) {
 	switch {
 	case e != errno.ESUCCESS:
 		return nil, e
-	case f.kind == kindDir:
-		return nil, errno.EISDIR
-	case f.kind != kindFile:
+	case f.kind != kindFile: // a directory too, as wasmtime answers
 		return nil, errno.EBADF
 	}
 	if e := f.has(right); e != errno.ESUCCESS {
@@ -220,10 +218,16 @@ func (s *State) writableFile(fd uint32, right uint64) (*openFile, errno.Errno) {
 	return f, errno.ESUCCESS
 }
 
-// fdFilestatSetSize is fd_filestat_set_size(fd, size). Errors: EBADF, EINVAL, EISDIR, ENOTCAPABLE, the filesystem's (errno.Of).
+// fdFilestatSetSize is fd_filestat_set_size(fd, size). Errors: EBADF (a directory too), EINVAL (a read-only file too), ENOTCAPABLE, the filesystem's (errno.Of).
 func fdFilestatSetSize(_ context.Context, s *State, _ memory, p []uint64) errno.Errno {
 	fd, size := uint32(p[0]), int64(p[1])
 	f, e := s.writableFile(fd, rightFdFilestatSetSize)
+	if e == errno.EBADF && f == nil {
+		// ftruncate of a read-only file is EINVAL, on Linux and wasmtime.
+		if g, ge := s.file(fd); ge == errno.ESUCCESS && g.kind == kindFile {
+			e = errno.EINVAL
+		}
+	}
 	if e != errno.ESUCCESS {
 		return e
 	}
@@ -325,15 +329,12 @@ func (s *State) ioArgs(m memory, fd, iovs, count, resultPtr uint32) (*openFile, 
 	return f, bufs, e
 }
 
-// fdRead is fd_read(fd, iovsPtr, iovsLen, nreadPtr). Errors: EBADF, EFAULT, EINVAL, EIO, EISDIR, the filesystem's (errno.Of).
+// fdRead is fd_read(fd, iovsPtr, iovsLen, nreadPtr). Errors: EBADF (a directory, or the wrong access mode), EFAULT, EINVAL, EIO, ENOTCAPABLE, the filesystem's (errno.Of).
 func fdRead(ctx context.Context, s *State, m memory, p []uint64) errno.Errno {
 	fd, iovsPtr, iovsLen, nreadPtr := uint32(p[0]), uint32(p[1]), uint32(p[2]), uint32(p[3])
 	f, bufs, e := s.ioArgs(m, fd, iovsPtr, iovsLen, nreadPtr)
 	if e != errno.ESUCCESS {
 		return e
-	}
-	if f.kind == kindDir {
-		return errno.EISDIR
 	}
 	if e := f.has(rightFdRead); e != errno.ESUCCESS {
 		return e
@@ -410,15 +411,12 @@ func (s *State) writeFile(n *memfs.Inode, bufs [][]byte, off int64) (int, errno.
 	return total, errno.ESUCCESS
 }
 
-// fdWrite is fd_write(fd, iovsPtr, iovsLen, nwrittenPtr). Errors: EBADF, EFAULT, EINVAL, EIO, EISDIR, the filesystem's (errno.Of).
+// fdWrite is fd_write(fd, iovsPtr, iovsLen, nwrittenPtr). Errors: EBADF (a directory, or the wrong access mode), EFAULT, EINVAL, EIO, ENOTCAPABLE, the filesystem's (errno.Of).
 func fdWrite(ctx context.Context, s *State, m memory, p []uint64) errno.Errno {
 	fd, iovsPtr, iovsLen, nwrittenPtr := uint32(p[0]), uint32(p[1]), uint32(p[2]), uint32(p[3])
 	f, bufs, e := s.ioArgs(m, fd, iovsPtr, iovsLen, nwrittenPtr)
 	if e != errno.ESUCCESS {
 		return e
-	}
-	if f.kind == kindDir {
-		return errno.EISDIR
 	}
 	if e := f.has(rightFdWrite); e != errno.ESUCCESS {
 		return e
@@ -468,7 +466,7 @@ func (s *State) positioned(m memory, p []uint64, right uint64) (*openFile, [][]b
 	}
 	switch f.kind {
 	case kindDir:
-		return nil, nil, 0, errno.EISDIR
+		return nil, nil, 0, errno.EBADF
 	case kindStdin, kindStdout, kindStderr, kindDevice:
 		return nil, nil, 0, errno.ESPIPE
 	}
@@ -482,7 +480,7 @@ func (s *State) positioned(m memory, p []uint64, right uint64) (*openFile, [][]b
 	return f, bufs, off, errno.ESUCCESS
 }
 
-// fdPread is fd_pread(fd, iovsPtr, iovsLen, offset, nreadPtr). Errors: EBADF, EFAULT, EINVAL, EISDIR, ESPIPE, the filesystem's (errno.Of).
+// fdPread is fd_pread(fd, iovsPtr, iovsLen, offset, nreadPtr). Errors: EBADF (a directory, or the wrong access mode), EFAULT, EINVAL, ENOTCAPABLE, ESPIPE, the filesystem's (errno.Of).
 func fdPread(_ context.Context, s *State, m memory, p []uint64) errno.Errno {
 	nreadPtr := uint32(p[4])
 	f, bufs, off, e := s.positioned(m, p, rightFdRead)
@@ -497,7 +495,7 @@ func fdPread(_ context.Context, s *State, m memory, p []uint64) errno.Errno {
 	return errno.ESUCCESS
 }
 
-// fdPwrite is fd_pwrite(fd, iovsPtr, iovsLen, offset, nwrittenPtr). Errors: EBADF, EFAULT, EINVAL, EISDIR, ESPIPE, the filesystem's (errno.Of).
+// fdPwrite is fd_pwrite(fd, iovsPtr, iovsLen, offset, nwrittenPtr). Errors: EBADF (a directory, or the wrong access mode), EFAULT, EINVAL, ENOTCAPABLE, ESPIPE, the filesystem's (errno.Of).
 func fdPwrite(_ context.Context, s *State, m memory, p []uint64) errno.Errno {
 	nwrittenPtr := uint32(p[4])
 	f, bufs, off, e := s.positioned(m, p, rightFdWrite)
@@ -539,8 +537,8 @@ func fdSeek(_ context.Context, s *State, m memory, p []uint64) errno.Errno {
 		return e
 	}
 	delta, whence, resultPtr := int64(p[1]), uint32(p[2]), uint32(p[3])
-	if f.has(rightFdSeek) != errno.ESUCCESS && (delta != 0 || whence != whenceCur || f.has(rightFdTell) != errno.ESUCCESS) {
-		return errno.ENOTCAPABLE
+	if e := f.has(rightFdSeek); e != errno.ESUCCESS && (delta != 0 || whence != whenceCur || f.has(rightFdTell) != errno.ESUCCESS) {
+		return e
 	}
 	if _, ok := m.slice(resultPtr, 8); !ok {
 		return errno.EFAULT
@@ -604,7 +602,7 @@ func fdRenumber(_ context.Context, s *State, _ memory, p []uint64) errno.Errno {
 // fdReaddir writes dirents starting at cookie; "." and ".." are entries 0
 // and 1. A full buffer (bufused == len) tells the guest to call again.
 //
-// Errors: EBADF, EFAULT, ENOTDIR, the filesystem's (errno.Of).
+// Errors: EBADF (not a directory too), EFAULT, ENOTCAPABLE, the filesystem's (errno.Of).
 func fdReaddir(_ context.Context, s *State, m memory, p []uint64) errno.Errno {
 	fd, bufPtr, bufLen := uint32(p[0]), uint32(p[1]), uint32(p[2])
 	f, e := s.file(fd)
@@ -612,7 +610,7 @@ func fdReaddir(_ context.Context, s *State, m memory, p []uint64) errno.Errno {
 		return e
 	}
 	if f.kind != kindDir {
-		return errno.ENOTDIR
+		return errno.EBADF // as wasmtime answers; Linux says ENOTDIR
 	}
 	if e := f.has(rightFdReaddir); e != errno.ESUCCESS {
 		return e

@@ -26,7 +26,7 @@ const lookupSymlinkFollow = 1
 // every path_* function, checking that the descriptor holds right.
 //
 // A descriptor is a capability for what lies below its directory: an
-// absolute path, or ".." above it, answers ENOTCAPABLE (rules). The
+// absolute path, or ".." above it, answers EPERM (rules), as wasmtime does. The
 // preopened root is the guest's whole world, where "/.." is "/" as on any
 // POSIX system; wasi-libc resolves every path a program names against it,
 // so ".." there stays at the root rather than failing.
@@ -49,7 +49,7 @@ func (s *State) dirPath(m memory, fd, ptr, n uint32, right uint64) (*openFile, s
 		return nil, "", 0, errno.EFAULT
 	}
 	if strings.HasPrefix(path, "/") {
-		return nil, "", 0, errno.ENOTCAPABLE
+		return nil, "", 0, errno.EPERM
 	}
 	var rules memfs.Rule
 	if f.preopen == "" || f.node != s.fs.Root() {
@@ -91,7 +91,7 @@ func (s *State) missed(dir *memfs.Inode, p string, err error) {
 	}
 }
 
-// pathCreateDirectory is path_create_directory(dirFd, pathPtr, pathLen). Errors: EBADF, EFAULT, ENAMETOOLONG, ENOTCAPABLE, ENOTDIR, the filesystem's (errno.Of).
+// pathCreateDirectory is path_create_directory(dirFd, pathPtr, pathLen). Errors: EBADF, EFAULT, ENAMETOOLONG, ENOTCAPABLE, ENOTDIR, EPERM (out of the descriptor), the filesystem's (errno.Of).
 func pathCreateDirectory(_ context.Context, s *State, m memory, p []uint64) errno.Errno {
 	dirFd, pathPtr, pathLen := uint32(p[0]), uint32(p[1]), uint32(p[2])
 	dir, path, rules, e := s.dirPath(m, dirFd, pathPtr, pathLen, rightPathCreateDirectory)
@@ -101,7 +101,7 @@ func pathCreateDirectory(_ context.Context, s *State, m memory, p []uint64) errn
 	return errno.Of(s.fs.Mkdir(dir.node, path, rules))
 }
 
-// pathFilestatGet is path_filestat_get(dirFd, lookupFlags, pathPtr, pathLen, statPtr). Errors: EBADF, EFAULT, ENAMETOOLONG, ENOTCAPABLE, ENOTDIR, the filesystem's (errno.Of).
+// pathFilestatGet is path_filestat_get(dirFd, lookupFlags, pathPtr, pathLen, statPtr). Errors: EBADF, EFAULT, ENAMETOOLONG, ENOTCAPABLE, ENOTDIR, EPERM (out of the descriptor), the filesystem's (errno.Of).
 func pathFilestatGet(_ context.Context, s *State, m memory, p []uint64) errno.Errno {
 	dirFd, lookupFlags, pathPtr, pathLen, statPtr := uint32(p[0]), p[1], uint32(p[2]), uint32(p[3]), uint32(p[4])
 	dir, path, rules, e := s.dirPath(m, dirFd, pathPtr, pathLen, rightPathFilestatGet)
@@ -119,7 +119,7 @@ func pathFilestatGet(_ context.Context, s *State, m memory, p []uint64) errno.Er
 	return putFilestat(m, statPtr, n, nodeFiletype(n))
 }
 
-// pathFilestatSetTimes is path_filestat_set_times(dirFd, lookupFlags, pathPtr, pathLen, atim, mtim, fstFlags). Errors: EBADF, EFAULT, EINVAL, ENAMETOOLONG, ENOTCAPABLE, ENOTDIR, EROFS, the filesystem's (errno.Of).
+// pathFilestatSetTimes is path_filestat_set_times(dirFd, lookupFlags, pathPtr, pathLen, atim, mtim, fstFlags). Errors: EBADF, EFAULT, EINVAL, ENAMETOOLONG, ENOTCAPABLE, ENOTDIR, EPERM (out of the descriptor), EROFS, the filesystem's (errno.Of).
 func pathFilestatSetTimes(_ context.Context, s *State, m memory, p []uint64) errno.Errno {
 	dirFd, lookupFlags, pathPtr, pathLen, atim, mtim, fstFlags := uint32(p[0]), p[1], uint32(p[2]), uint32(p[3]), int64(p[4]), int64(p[5]), uint16(p[6])
 	dir, path, rules, e := s.dirPath(m, dirFd, pathPtr, pathLen, rightPathFilestatSetTimes)
@@ -133,7 +133,7 @@ func pathFilestatSetTimes(_ context.Context, s *State, m memory, p []uint64) err
 	return s.setTimes(n, atim, mtim, fstFlags)
 }
 
-// pathLink is path_link(oldDirFd, oldFlags, oldPathPtr, oldPathLen, newDirFd, newPathPtr, newPathLen). Errors: EBADF, EFAULT, ENAMETOOLONG, ENOTCAPABLE, ENOTDIR, the filesystem's (errno.Of).
+// pathLink is path_link(oldDirFd, oldFlags, oldPathPtr, oldPathLen, newDirFd, newPathPtr, newPathLen). Errors: EBADF, EFAULT, ENAMETOOLONG, ENOTCAPABLE, ENOTDIR, EPERM (out of the descriptor), the filesystem's (errno.Of).
 func pathLink(_ context.Context, s *State, m memory, p []uint64) errno.Errno {
 	oldDirFd, oldFlags, oldPathPtr, oldPathLen, newDirFd, newPathPtr, newPathLen := uint32(p[0]), p[1], uint32(p[2]), uint32(p[3]), uint32(p[4]), uint32(p[5]), uint32(p[6])
 	oldDir, oldPath, oldRules, e := s.dirPath(m, oldDirFd, oldPathPtr, oldPathLen, rightPathLinkSource)
@@ -153,7 +153,7 @@ func pathLink(_ context.Context, s *State, m memory, p []uint64) errno.Errno {
 // pass on and its kind can hold (childRights). dirFd needs PATH_OPEN, and
 // PATH_CREATE_FILE to create, PATH_FILESTAT_SET_SIZE to truncate.
 //
-// Errors: EBADF, EEXIST, EFAULT, EINVAL, EISDIR, EMFILE, ENAMETOOLONG, ENOTCAPABLE, ENOTDIR, EROFS, the filesystem's (errno.Of).
+// Errors: EBADF, EEXIST, EFAULT, EINVAL, EISDIR, EMFILE, ENAMETOOLONG, ENOTCAPABLE, ENOTDIR, EPERM (out of the descriptor), EROFS, the filesystem's (errno.Of).
 func pathOpen(_ context.Context, s *State, m memory, p []uint64) errno.Errno {
 	dirFd, dirflags, pathPtr, pathLen := uint32(p[0]), p[1], uint32(p[2]), uint32(p[3])
 	oflags, rightsBase, rightsInheriting, fdflags, resultPtr := uint16(p[4]), p[5], p[6], uint16(p[7]), uint32(p[8])
@@ -179,8 +179,8 @@ func pathOpen(_ context.Context, s *State, m memory, p []uint64) errno.Errno {
 		if s.open >= s.maxFDs {
 			return errno.EMFILE
 		}
-		base, inheriting := childRights(dirf, rightsBase, rightsInheriting, kindDevice)
-		fd, e := s.addFile(&openFile{kind: kindDevice, dev: dev, fdflags: fdflags, base: base, inheriting: inheriting})
+		opened, base, inheriting := childRights(dirf, rightsBase, rightsInheriting, kindDevice)
+		fd, e := s.addFile(&openFile{kind: kindDevice, dev: dev, fdflags: fdflags, opened: opened, base: base, inheriting: inheriting})
 		if e != errno.ESUCCESS {
 			return e
 		}
@@ -220,7 +220,7 @@ func pathOpen(_ context.Context, s *State, m memory, p []uint64) errno.Errno {
 	} else if dev := s.deviceFor(n); dev != nil {
 		f.kind, f.dev = kindDevice, dev
 	}
-	f.base, f.inheriting = childRights(dirf, rightsBase, rightsInheriting, f.kind)
+	f.opened, f.base, f.inheriting = childRights(dirf, rightsBase, rightsInheriting, f.kind)
 	fd, e := s.addFile(f)
 	if e != errno.ESUCCESS {
 		return e
@@ -234,7 +234,7 @@ func pathOpen(_ context.Context, s *State, m memory, p []uint64) errno.Errno {
 // pathReadlink writes as much of the link's target as fits, without a NUL,
 // as readlink(2) does.
 //
-// Errors: EBADF, EFAULT, EINVAL (not a link), ENAMETOOLONG, ENOTCAPABLE, ENOTDIR, the filesystem's (errno.Of).
+// Errors: EBADF, EFAULT, EINVAL (not a link), ENAMETOOLONG, ENOTCAPABLE, ENOTDIR, EPERM (out of the descriptor), the filesystem's (errno.Of).
 func pathReadlink(_ context.Context, s *State, m memory, p []uint64) errno.Errno {
 	dirFd, pathPtr, pathLen, bufPtr, bufLen, bufusedPtr := uint32(p[0]), uint32(p[1]), uint32(p[2]), uint32(p[3]), uint32(p[4]), uint32(p[5])
 	dir, path, rules, e := s.dirPath(m, dirFd, pathPtr, pathLen, rightPathReadlink)
@@ -257,7 +257,7 @@ func pathReadlink(_ context.Context, s *State, m memory, p []uint64) errno.Errno
 	return errno.ESUCCESS
 }
 
-// pathRemoveDirectory is path_remove_directory(dirFd, pathPtr, pathLen). Errors: EBADF, EFAULT, ENAMETOOLONG, ENOTCAPABLE, ENOTDIR, the filesystem's (errno.Of).
+// pathRemoveDirectory is path_remove_directory(dirFd, pathPtr, pathLen). Errors: EBADF, EFAULT, ENAMETOOLONG, ENOTCAPABLE, ENOTDIR, EPERM (out of the descriptor), the filesystem's (errno.Of).
 func pathRemoveDirectory(_ context.Context, s *State, m memory, p []uint64) errno.Errno {
 	dirFd, pathPtr, pathLen := uint32(p[0]), uint32(p[1]), uint32(p[2])
 	dir, path, rules, e := s.dirPath(m, dirFd, pathPtr, pathLen, rightPathRemoveDirectory)
@@ -267,7 +267,7 @@ func pathRemoveDirectory(_ context.Context, s *State, m memory, p []uint64) errn
 	return errno.Of(s.fs.Rmdir(dir.node, path, rules))
 }
 
-// pathRename is path_rename(oldDirFd, oldPathPtr, oldPathLen, newDirFd, newPathPtr, newPathLen). Errors: EBADF, EFAULT, ENAMETOOLONG, ENOTCAPABLE, ENOTDIR, the filesystem's (errno.Of).
+// pathRename is path_rename(oldDirFd, oldPathPtr, oldPathLen, newDirFd, newPathPtr, newPathLen). Errors: EBADF, EFAULT, ENAMETOOLONG, ENOTCAPABLE, ENOTDIR, EPERM (out of the descriptor), the filesystem's (errno.Of).
 func pathRename(_ context.Context, s *State, m memory, p []uint64) errno.Errno {
 	oldDirFd, oldPathPtr, oldPathLen, newDirFd, newPathPtr, newPathLen := uint32(p[0]), uint32(p[1]), uint32(p[2]), uint32(p[3]), uint32(p[4]), uint32(p[5])
 	oldDir, oldPath, oldRules, e := s.dirPath(m, oldDirFd, oldPathPtr, oldPathLen, rightPathRenameSource)
@@ -284,11 +284,11 @@ func pathRename(_ context.Context, s *State, m memory, p []uint64) errno.Errno {
 // pathSymlink is path_symlink(oldPathPtr, oldPathLen, dirFd, newPathPtr, newPathLen).
 //
 // pathSymlink makes a link inside the memory filesystem. Its target is
-// kept as given but must be relative (an absolute one answers
-// ENOTCAPABLE): it is resolved from the link's directory, within what the
+// kept as given but must be relative (an absolute one answers EPERM,
+// as wasmtime does): it is resolved from the link's directory, within what the
 // looking descriptor reaches, so it can never lead outside.
 //
-// Errors: EBADF, EFAULT, ENAMETOOLONG, ENOTCAPABLE, ENOTDIR, the filesystem's (errno.Of).
+// Errors: EBADF, EFAULT, ENAMETOOLONG, ENOTCAPABLE, ENOTDIR, EPERM (out of the descriptor), the filesystem's (errno.Of).
 func pathSymlink(_ context.Context, s *State, m memory, p []uint64) errno.Errno {
 	oldPathPtr, oldPathLen, dirFd, newPathPtr, newPathLen := uint32(p[0]), uint32(p[1]), uint32(p[2]), uint32(p[3]), uint32(p[4])
 	dir, path, rules, e := s.dirPath(m, dirFd, newPathPtr, newPathLen, rightPathSymlink)
@@ -305,7 +305,7 @@ func pathSymlink(_ context.Context, s *State, m memory, p []uint64) errno.Errno 
 	return errno.Of(s.fs.Symlink(target, dir.node, path, rules))
 }
 
-// pathUnlinkFile is path_unlink_file(dirFd, pathPtr, pathLen). Errors: EBADF, EFAULT, ENAMETOOLONG, ENOTCAPABLE, ENOTDIR, the filesystem's (errno.Of).
+// pathUnlinkFile is path_unlink_file(dirFd, pathPtr, pathLen). Errors: EBADF, EFAULT, ENAMETOOLONG, ENOTCAPABLE, ENOTDIR, EPERM (out of the descriptor), the filesystem's (errno.Of).
 func pathUnlinkFile(_ context.Context, s *State, m memory, p []uint64) errno.Errno {
 	dirFd, pathPtr, pathLen := uint32(p[0]), uint32(p[1]), uint32(p[2])
 	dir, path, rules, e := s.dirPath(m, dirFd, pathPtr, pathLen, rightPathUnlinkFile)

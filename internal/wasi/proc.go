@@ -23,10 +23,11 @@ func procExit(_ context.Context, _ *State, _ []byte, stack []uint64) error {
 	return &ExitError{Code: rval}
 }
 
-// procRaise is proc_raise(sig). Errors: ENOSYS.
+// procRaise is proc_raise(sig). Errors: ENOTSUP.
 //
-// procRaise refuses: there are no signals to deliver in the sandbox.
-func procRaise(context.Context, *State, memory, []uint64) errno.Errno { return errno.ENOSYS }
+// procRaise refuses, as wasmtime does: there are no signals to deliver in
+// the sandbox.
+func procRaise(context.Context, *State, memory, []uint64) errno.Errno { return errno.ENOTSUP }
 
 // schedYield is sched_yield(). It never fails.
 //
@@ -236,7 +237,11 @@ func pollOneoff(ctx context.Context, s *State, m memory, p []uint64) errno.Errno
 		switch sub[8] {
 		case eventFdRead, eventFdWrite:
 			fd := binary.LittleEndian.Uint32(sub[16:])
-			if _, e := s.file(fd); e != errno.ESUCCESS {
+			f, e := s.file(fd)
+			if e == errno.ESUCCESS {
+				e = f.has(rightPollFdReadwrite) // a directory: EBADF, as wasmtime answers
+			}
+			if e != errno.ESUCCESS {
 				binary.LittleEndian.PutUint16(ev[8:], uint16(e))
 			} else {
 				binary.LittleEndian.PutUint64(ev[16:], 1)

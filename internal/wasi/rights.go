@@ -41,9 +41,11 @@ const (
 // FD_READ, FD_WRITE, FD_SEEK or FD_FILESTAT_SET_SIZE: a guest reopening a
 // directory with the rights fd_fdstat_get gave it must not ask for what
 // path_open then refuses.
+//
+// Nor fd_sync, fd_datasync or fd_fdstat_set_flags: wasmtime answers EBADF
+// for them on a directory, as for every file operation there.
 const (
-	dirRights = rightFdDatasync | rightFdFdstatSetFlags | rightFdSync |
-		rightPathCreateDirectory | rightPathCreateFile | rightPathLinkSource |
+	dirRights = rightPathCreateDirectory | rightPathCreateFile | rightPathLinkSource |
 		rightPathLinkTarget | rightPathOpen | rightFdReaddir | rightPathReadlink |
 		rightPathRenameSource | rightPathRenameTarget | rightPathFilestatGet |
 		rightPathFilestatSetSize | rightPathFilestatSetTimes | rightFdFilestatGet |
@@ -67,23 +69,32 @@ const (
 	rightsKnown = 1<<30 - 1
 )
 
-// has answers ENOTCAPABLE unless f holds every right in want.
+// has answers ESUCCESS when f holds every right in want. A right its kind
+// and access mode never gave it is EBADF, as wasmtime and Linux answer a
+// write to a read-only descriptor or a read of a directory; one withheld
+// by a directory's inheriting rights or dropped by fd_fdstat_set_rights
+// is ENOTCAPABLE, the capability the guest lacks.
 func (f *openFile) has(want uint64) errno.Errno {
-	if f.base&want != want {
+	switch {
+	case f.opened&want != want:
+		return errno.EBADF
+	case f.base&want != want:
 		return errno.ENOTCAPABLE
 	}
 	return errno.ESUCCESS
 }
 
 // childRights are the rights path_open gives a descriptor opened from
-// dir: what was asked for, within what dir may pass on and what the new
-// descriptor's kind can hold. Asking for more is not an error (wasi-libc
-// asks for everything a mode allows); the extra bits are simply not given.
-func childRights(dir *openFile, base, inheriting uint64, kind fileKind) (uint64, uint64) {
-	base &= dir.inheriting
+// dir: opened is what was asked for within what the new descriptor's kind
+// can hold (its access mode); base is that within what dir may pass on.
+// Asking for more is not an error (wasi-libc asks for everything a mode
+// allows); the extra bits are simply not given.
+func childRights(dir *openFile, base, inheriting uint64, kind fileKind) (opened, granted, inherit uint64) {
 	inheriting &= dir.inheriting
 	if kind == kindDir {
-		return base & dirRights, inheriting
+		opened = base & dirRights
+		return opened, opened & dir.inheriting, inheriting
 	}
-	return base & fileRights, inheriting & fileRights
+	opened = base & fileRights
+	return opened, opened & dir.inheriting, inheriting & fileRights
 }

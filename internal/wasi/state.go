@@ -134,6 +134,9 @@ type openFile struct {
 	// base are the rights operations on this descriptor check;
 	// inheriting bounds those of descriptors path_open makes from it.
 	base, inheriting uint64
+	// opened are the rights its kind and access mode gave it when opened
+	// (rights.go: lacking one of these is EBADF, not ENOTCAPABLE).
+	opened uint64
 	// dev is the device behind a kindDevice descriptor.
 	dev Device
 	// dirents is the listing fd_readdir pages through; it is taken when a
@@ -211,14 +214,14 @@ func NewState(cfg Config) *State {
 	}
 	s.installDevices()
 	s.files = []*openFile{
-		{kind: kindStdin, base: stdinRights},
-		{kind: kindStdout, base: stdoutRights},
-		{kind: kindStderr, base: stdoutRights},
+		{kind: kindStdin, base: stdinRights, opened: stdinRights},
+		{kind: kindStdout, base: stdoutRights, opened: stdoutRights},
+		{kind: kindStderr, base: stdoutRights, opened: stdoutRights},
 	}
 	if !cfg.NoPreopen {
 		root := s.fs.Root()
 		s.fs.Retain(root)
-		s.files = append(s.files, &openFile{kind: kindDir, node: root, preopen: "/", base: dirRights, inheriting: dirRights | fileRights})
+		s.files = append(s.files, &openFile{kind: kindDir, node: root, preopen: "/", base: dirRights, opened: dirRights, inheriting: dirRights | fileRights})
 	}
 	s.open = len(s.files)
 	return s

@@ -322,7 +322,7 @@ func (fs *FS) Release(n *Inode) {
 //   - EILSEQ: path contains a NUL byte.
 //   - ENAMETOOLONG: path exceeds 4096 bytes or a component 255.
 //   - ELOOP: more than 40 symbolic links on the way.
-//   - ENOTCAPABLE: the path leaves dir under Beneath.
+//   - EPERM: the path leaves dir under Beneath.
 //   - EBADF: dir is nil or from another FS and path is relative.
 func (fs *FS) Lookup(dir *Inode, path string, rules ...Rule) (*Inode, error) {
 	r := rulesOf(rules)
@@ -672,8 +672,8 @@ func (fs *FS) LinkRules(oldDir *Inode, oldPath string, oldRules Rule, newDir *In
 // # Errors
 //
 // Those of Lookup for path's directory, and:
-//   - ENOTCAPABLE: target is absolute: a link may only lead to a place
-//     relative to itself, inside the filesystem.
+//   - EPERM: target is absolute (wasmtime's answer): a link may only lead
+//     to a place relative to itself, inside the filesystem.
 //   - ENOENT: target is empty (as Linux), path ends in "/" and does not
 //     exist, or its directory was removed.
 //   - EILSEQ, ENAMETOOLONG: target holds a NUL or is too long for a path.
@@ -685,11 +685,14 @@ func (fs *FS) Symlink(target string, dir *Inode, path string, rules ...Rule) err
 		return err
 	}
 	if target[0] == '/' {
-		return errno.ENOTCAPABLE
+		return errno.EPERM
 	}
 	w, err := fs.resolve(dir, path, rulesOf(rules), false)
 	if err != nil {
 		return err
+	}
+	if old := w.dir.children[w.name]; old != nil && w.slash && old.kind != KindDir {
+		return errno.ENOTDIR // "file/": not a directory, as wasmtime and Linux answer
 	}
 	if !normal(w.name) || w.dir.children[w.name] != nil {
 		return errno.EEXIST

@@ -80,7 +80,7 @@ type Rule uint8
 const (
 	// Beneath confines resolution to the directory given: an absolute
 	// path, or ".." above it (in the path or in a symbolic link met on the
-	// way), answers ENOTCAPABLE. This is what a WASI directory descriptor
+	// way), answers EPERM, as wasmtime does. This is what a WASI directory descriptor
 	// grants: what lies below it, nothing else.
 	Beneath Rule = 1 << iota
 	// NoFollow leaves a symbolic link in the last component unfollowed, as
@@ -115,7 +115,7 @@ const maxLinks = 40
 //
 // Errors: ENOENT (empty path, missing intermediate, empty link target),
 // EILSEQ (NUL), ENAMETOOLONG, ENOTDIR (intermediate or dir is a file),
-// ELOOP (more than maxLinks links), ENOTCAPABLE (Beneath broken), EBADF
+// ELOOP (more than maxLinks links), EPERM (Beneath broken), EBADF
 // (dir is nil or belongs to another FS and p is relative).
 func (fs *FS) resolve(dir *Inode, p string, rules Rule, followLast bool) (where, error) {
 	if err := checkPath(p); err != nil {
@@ -125,7 +125,7 @@ func (fs *FS) resolve(dir *Inode, p string, rules Rule, followLast bool) (where,
 	cur := dir
 	if p[0] == '/' {
 		if beneath {
-			return where{}, errno.ENOTCAPABLE
+			return where{}, errno.EPERM
 		}
 		cur = fs.root
 	} else if err := fs.checkDir(dir); err != nil {
@@ -156,7 +156,7 @@ func (fs *FS) resolve(dir *Inode, p string, rules Rule, followLast bool) (where,
 				}
 			}
 			if comp == ".." && len(up) == 0 && beneath {
-				return where{}, errno.ENOTCAPABLE
+				return where{}, errno.EPERM
 			}
 			return where{dir: cur, name: comp, slash: slash}, nil
 		}
@@ -168,7 +168,7 @@ func (fs *FS) resolve(dir *Inode, p string, rules Rule, followLast bool) (where,
 			case len(up) > 0:
 				cur, up = up[len(up)-1], up[:len(up)-1]
 			case beneath:
-				return where{}, errno.ENOTCAPABLE
+				return where{}, errno.EPERM
 			default:
 				cur = cur.parent
 			}
