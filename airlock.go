@@ -202,6 +202,9 @@ type Result struct {
 	// Network records each request the run made, or had refused, when
 	// it ran with a network policy.
 	Network []NetworkDecision
+	// Installs records each package install the run asked for (see
+	// WithPackageIndex), allowed or refused.
+	Installs []PackageInstall
 }
 
 // File is a file the run left under /home/user.
@@ -229,10 +232,11 @@ type config struct {
 
 	sessionTTL  time.Duration // session.go
 	maxSessions int
-	sessionKey  []byte    // WithSessionKey (session_file.go)
-	engine      string    // "": wazero
-	unmetered   bool      // WithFuelMetering(false)
-	net         netConfig // WithNetwork, WithNetworkEnv (network.go)
+	sessionKey  []byte        // WithSessionKey (session_file.go)
+	engine      string        // "": wazero
+	unmetered   bool          // WithFuelMetering(false)
+	net         netConfig     // WithNetwork, WithNetworkEnv (network.go)
+	index       *PackageIndex // WithPackageIndex (packageindex.go)
 }
 
 // Engines names the WebAssembly engines for WithEngine.

@@ -85,6 +85,9 @@ func New(ctx context.Context, opts ...Option) (*Sandbox, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := setupIndex(&cfg); err != nil {
+		return nil, err
+	}
 	if err := setupNetwork(&cfg); err != nil {
 		return nil, fmt.Errorf("airlock: WithNetwork: %w", err)
 	}
