@@ -3,6 +3,7 @@ package airlock_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -234,6 +235,8 @@ func TestInstallThroughPipCommandLines(t *testing.T) {
 	res, err := s.Run(context.Background(), airlock.Request{Code: `
 import subprocess, sys, os
 r = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "wordlist"], capture_output=True, text=True)
+print("quiet:", repr(r.stdout), repr(r.stderr))
+r = subprocess.run([sys.executable, "-m", "pip", "install", "wordlist"], capture_output=True, text=True)
 print("run:", r.returncode, repr(r.stdout.splitlines()[-1]))
 import wordlist
 print(wordlist.WORDS)
@@ -259,7 +262,8 @@ except PermissionError as e:
 	if err != nil || res.ExitCode != 0 {
 		t.Fatalf("err=%v exit=%d\n%s%s", err, res.ExitCode, res.Stdout, res.Stderr)
 	}
-	want := `run: 0 'Successfully installed wordlist-2.1'
+	want := `quiet: '' ''
+run: 0 'Requirement already satisfied: wordlist in this run (installed earlier) (2.1)'
 ['hello', 'there']
 Requirement already satisfied: wordlist in this run (installed earlier) (2.1)
 Collecting greet-kit==1.0
@@ -285,4 +289,82 @@ Collecting greet-kit==1.0
 	if !bytes.Contains(res.Stdout, []byte("Using cached")) && !bytes.Contains(res.Stdout, []byte("Downloading")) {
 		t.Errorf("no pip-like lines:\n%s", out)
 	}
+}
+
+// Sessions keep what a call installed: later calls, forks and a saved
+// copy (which names the wheels by sha256 and mounts them again from the
+// host's cache) import it; a rolled-back call's install is gone with it.
+func TestSessionInstallFromIndex(t *testing.T) {
+	ix := installIndex(t)
+	cache := t.TempDir()
+	s := indexSandbox(t, ix, cache)
+	sess := newSession(t, s, airlock.SessionOptions{Limits: airlock.Limits{Timeout: 30 * time.Second}})
+	call(t, sess, airlock.Request{Code: "import airlock\nairlock.install('greet-kit', quiet=True)"}, "", "")
+	call(t, sess, airlock.Request{Code: "import greet_kit\nprint(greet_kit.greet('later'))"}, "hello later\n", "")
+	// Installing again is satisfied by the session's own copy.
+	res := call(t, sess, airlock.Request{Code: "import airlock\nprint(airlock.install('wordlist>=2', quiet=True))"}, "[]\n", "")
+	if len(res.Installs) != 1 || !res.Installs[0].Allowed || len(res.Installs[0].Packages) != 0 {
+		t.Fatalf("a second install: %+v", res.Installs)
+	}
+	fork, err := sess.Fork()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fork.Close()
+	call(t, fork, airlock.Request{Code: "import wordlist\nprint(wordlist.WORDS[1])"}, "there\n", "")
+
+	// A call that installs and then leaves the interpreter is rolled
+	// back: the session has neither the wheel nor its sys.path entry.
+	res, _ = sess.Exec(context.Background(), airlock.Request{Code: "import airlock, os\nairlock.install('winonly', quiet=True)\nos._exit(3)"})
+	if !res.RolledBack {
+		t.Fatalf("os._exit should roll back: %+v", res)
+	}
+	call(t, sess, airlock.Request{Code: "import os\nprint(os.path.exists('/opt/airlock/packages/winonly-1.0-py3-none-any.whl'))"}, "False\n", "")
+
+	var saved bytes.Buffer
+	if err := sess.Save(&saved); err != nil {
+		t.Fatal(err)
+	}
+	loaded, err := s.LoadSession(context.Background(), bytes.NewReader(saved.Bytes()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer loaded.Close()
+	call(t, loaded, airlock.Request{Code: "import greet_kit\nprint(greet_kit.greet('loaded'))"}, "hello loaded\n", "")
+
+	// Without the wheels in the cache the saved session is refused,
+	// naming what is missing, rather than loaded without them.
+	if err := os.RemoveAll(cache); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.LoadSession(context.Background(), bytes.NewReader(saved.Bytes())); !errors.Is(err, airlock.ErrPackageNotCached) || !strings.Contains(err.Error(), "greet-kit 1.0") {
+		t.Fatalf("load without the cache: %v", err)
+	}
+	// A session that installed nothing saves as before (no package list).
+	plain := newSession(t, s, airlock.SessionOptions{})
+	call(t, plain, airlock.Request{Code: "x = 1"}, "", "")
+	var b2 bytes.Buffer
+	if err := plain.Save(&b2); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.LoadSession(context.Background(), &b2); err != nil {
+		t.Fatalf("plain session: %v", err)
+	}
+}
+
+// %pip install on a line of a session call (or a REPL input) is the
+// host's install; code that compiles as it is never changes.
+func TestSessionPipMagic(t *testing.T) {
+	ix := installIndex(t)
+	s := indexSandbox(t, ix, t.TempDir())
+	sess := newSession(t, s, airlock.SessionOptions{Limits: airlock.Limits{Timeout: 30 * time.Second}})
+	call(t, sess, airlock.Request{Code: "%pip install -q greet-kit\nimport greet_kit\nprint(greet_kit.greet('magic'))"}, "hello magic\n", "")
+	call(t, sess, airlock.Request{Code: "print(greet_kit.greet('again'))"}, "hello again\n", "")
+	res, _ := sess.Exec(context.Background(), airlock.Request{Code: "!pip install tampered"})
+	if !strings.Contains(string(res.Stderr), "airlock.InstallError: airlock: pip install tampered: sha256 mismatch") || !strings.Contains(string(res.Stderr), "!pip install tampered") {
+		t.Fatalf("a refused %%pip: %s", res.Stderr)
+	}
+	call(t, sess, airlock.Request{Code: "%pip install wordlist", Interactive: true}, "Requirement already satisfied: wordlist in this session (installed earlier) (2.1)\n", "")
+	// Valid code that happens to hold such a line in a string is left alone.
+	call(t, sess, airlock.Request{Code: "s = '''\n%pip install nothing\n'''\nprint(len(s))"}, "22\n", "")
 }

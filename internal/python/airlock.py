@@ -432,10 +432,12 @@ def _pip(args, stdin_files=True):
         return 1, "", ("ERROR: airlock: only 'pip install' works in this sandbox (not 'pip %s'): "
                        "it installs from the host's package index; use importlib.metadata to "
                        "list what is installed\n" % what)
-    reqs, pre, i = [], False, 1
+    reqs, pre, quiet, i = [], False, False, 1
     while i < len(args):
         a = args[i]
-        if a in _PIP_FLAGS or a.startswith("--progress-bar") or a.startswith("--only-binary"):
+        if a in ("-q", "--quiet", "-qq"):
+            quiet = True  # as pip -q: errors only
+        elif a in _PIP_FLAGS or a.startswith("--progress-bar") or a.startswith("--only-binary"):
             pass
         elif a == "--pre":
             pre = True
@@ -468,7 +470,7 @@ def _pip(args, stdin_files=True):
         reply = _install(reqs, pre)
     except HostError as e:
         return 1, "", "ERROR: %s\n" % e
-    return 0, _pip_report(reply), ""
+    return 0, "" if quiet else _pip_report(reply), ""
 
 
 def _pip_argv(cmd):
