@@ -99,18 +99,26 @@ const (
 	defaultInstalls   = 16
 )
 
+// Validate checks ix as New does: an http(s) URL, project names in
+// Allow, no negative caps.
+func (ix PackageIndex) Validate() error {
+	pc := ix.config("-", nil)
+	if err := pc.Validate(); err != nil {
+		return err
+	}
+	if ix.MaxInstalls < 0 {
+		return errors.New("MaxInstalls must not be negative")
+	}
+	return nil
+}
+
 // setupIndex runs in New.
 func setupIndex(cfg *config) error {
 	if cfg.index == nil {
 		return nil
 	}
-	ix := *cfg.index
-	pc := ix.config(cfg.cacheDir, nil)
-	if err := pc.Validate(); err != nil {
+	if err := cfg.index.Validate(); err != nil {
 		return fmt.Errorf("airlock: WithPackageIndex: %w", err)
-	}
-	if ix.MaxInstalls < 0 {
-		return errors.New("airlock: WithPackageIndex: MaxInstalls must not be negative")
 	}
 	return nil
 }
