@@ -275,6 +275,7 @@ func FormatText(res *airlock.Result) string {
 		section("value", []byte(res.Value), false)
 	}
 	formatNetwork(&b, res.Network)
+	formatInstalls(&b, res.Installs)
 	if len(res.Files) > 0 {
 		b.WriteString("--- files written ---\n")
 		for _, f := range res.Files {
