@@ -20,6 +20,7 @@ package airlock
 
 import (
 	"io"
+	"net/http"
 	"time"
 
 	"github.com/airlock-sandbox/airlock/internal/engine"
@@ -237,6 +238,8 @@ type config struct {
 	unmetered   bool          // WithFuelMetering(false)
 	net         netConfig     // WithNetwork, WithNetworkEnv (network.go)
 	index       *PackageIndex // WithPackageIndex (packageindex.go)
+	// indexTransport is the index client's transport when New made it.
+	indexTransport *http.Transport
 }
 
 // Engines names the WebAssembly engines for WithEngine.

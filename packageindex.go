@@ -8,7 +8,9 @@ import (
 	"net/http"
 	"path"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/airlock-sandbox/airlock/internal/frame"
@@ -112,7 +114,9 @@ func (ix PackageIndex) Validate() error {
 	return nil
 }
 
-// setupIndex runs in New.
+// setupIndex runs in New. Without a Client of the operator's, the
+// Sandbox gets one of its own, shared by its runs (one transport, its
+// idle connections closed with the Sandbox), rather than one per install.
 func setupIndex(cfg *config) error {
 	if cfg.index == nil {
 		return nil
@@ -120,7 +124,57 @@ func setupIndex(cfg *config) error {
 	if err := cfg.index.Validate(); err != nil {
 		return fmt.Errorf("airlock: WithPackageIndex: %w", err)
 	}
+	if cfg.index.Client == nil {
+		t := http.DefaultTransport.(*http.Transport).Clone()
+		t.Proxy = nil // the package reads no environment
+		cfg.index.Client = &http.Client{Transport: t}
+		cfg.indexTransport = t
+	}
 	return nil
+}
+
+// indexLayers keeps the layers of installed wheels, most recently used
+// last, within maxIndexLayerBytes: the guests choose what they install,
+// so this cache must not grow with every wheel a server ever mounted.
+// (Runs and sessions hold their own references; evicting only drops the
+// cache's.)
+type indexLayers struct {
+	mu    sync.Mutex
+	size  int64
+	order []string
+	byKey map[string]*pkg
+}
+
+// A variable so that a test can bound it lower.
+var maxIndexLayerBytes int64 = MaxPackageBytes
+
+func (c *indexLayers) get(p string) (*pkg, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.byKey == nil {
+		c.byKey = map[string]*pkg{}
+	}
+	if got := c.byKey[p]; got != nil {
+		i := slices.Index(c.order, p)
+		c.order = append(append(c.order[:i:i], c.order[i+1:]...), p)
+		return got, nil
+	}
+	// The path is content-addressed (the wheel's sha256 names its
+	// directory): what is loaded once never changes.
+	loaded, err := loadPackage(p)
+	if err != nil {
+		return nil, err
+	}
+	c.byKey[p] = loaded
+	c.order = append(c.order, p)
+	c.size += loaded.layer.Size()
+	for c.size > maxIndexLayerBytes && len(c.order) > 1 {
+		old := c.order[0]
+		c.order = c.order[1:]
+		c.size -= c.byKey[old].layer.Size()
+		delete(c.byKey, old)
+	}
+	return loaded, nil
 }
 
 func (ix PackageIndex) config(cacheDir string, env pkgindex.Env) pkgindex.Config {
@@ -251,7 +305,7 @@ func (d *installDevice) handle(ctx context.Context, body []byte) []byte {
 	// leaves the filesystem as it was.
 	pkgs := make([]*pkg, len(res.Wheels))
 	for i, w := range res.Wheels {
-		if pkgs[i], err = d.sb.pkgCache.get(w.Path); err != nil {
+		if pkgs[i], err = d.sb.indexLayers.get(w.Path); err != nil {
 			return answer(installKind(err), err)
 		}
 	}
@@ -301,7 +355,7 @@ func (sb *Sandbox) mountInstalled(fs *memfs.FS, pkgs []InstalledPackage) error {
 		if err != nil {
 			return fmt.Errorf("airlock: the saved session installed %s %s: %w", ip.Name, ip.Version, err)
 		}
-		loaded, err := sb.pkgCache.get(p)
+		loaded, err := sb.indexLayers.get(p)
 		if err != nil {
 			return fmt.Errorf("airlock: the saved session's %s: %w", ip.Filename, err)
 		}
