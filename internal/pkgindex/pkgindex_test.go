@@ -154,6 +154,8 @@ func testIndex(t *testing.T) *indextest.Index {
 		indextest.Wheel{Name: "sneaky", Version: "1.0", Files: map[string]string{"sneaky/_speedups.cpython-313-wasm32-wasi.so": "\x00asm"}},
 		indextest.Wheel{Name: "needs-old-numpy", Version: "1.0", Requires: []string{"numpy<2"}},
 		indextest.Wheel{Name: "conflict", Version: "1.0", Requires: []string{"helper<2"}},
+		indextest.Wheel{Name: "uses-numpy", Version: "1.0", Requires: []string{"numpy>=2"}},
+		indextest.Wheel{Name: "early", Version: "0.1b2"},
 	)
 }
 
@@ -254,6 +256,7 @@ func TestInstallRefusals(t *testing.T) {
 		{reqs: []string{"app-kit"}, cfg: func(c *pkgindex.Config) { c.MaxFiles = 1 }, want: pkgindex.ErrTooLarge, text: "more than 1 wheels"},
 		{reqs: []string{"helper"}, cfg: func(c *pkgindex.Config) { c.MaxBytes = 100 }, want: pkgindex.ErrTooLarge},
 		{reqs: []string{"helper @ http://127.0.0.1/x.whl"}, want: pkgindex.ErrBadRequirement, text: "direct references"},
+		{reqs: []string{"early"}, want: pkgindex.ErrNoCompatible, text: "only pre-releases that fit (0.1b2), taken when a specifier names one (name>=0.1b2) or with pip install --pre"},
 		{reqs: nil, want: pkgindex.ErrBadRequirement},
 	}
 	for _, c := range cases {
@@ -270,9 +273,16 @@ func TestInstallRefusals(t *testing.T) {
 			t.Errorf("%v: the refused install left %d entries in the cache", c.reqs, len(left))
 		}
 	}
+	// What the build has meets a dependency outside the allow-list.
+	cfg := config(ix, t.TempDir())
+	cfg.Allow = []string{"uses-numpy"}
+	res, err := pkgindex.Install(context.Background(), cfg, []string{"uses-numpy"}, map[string]pkgindex.Have{"numpy": {"2.5.5", "python.wasm"}})
+	if err != nil || len(res.Wheels) != 1 || len(res.Satisfied) != 1 || res.Satisfied[0].Name != "numpy" {
+		t.Fatalf("numpy from the build: %+v %v", res, err)
+	}
 	// What the guest has already satisfies a requirement without a fetch.
 	before := ix.Downloads.Load()
-	res, err := pkgindex.Install(context.Background(), config(ix, t.TempDir()), []string{"helper>=2"}, map[string]pkgindex.Have{"helper": {"2.0", "installed"}})
+	res, err = pkgindex.Install(context.Background(), config(ix, t.TempDir()), []string{"helper>=2"}, map[string]pkgindex.Have{"helper": {"2.0", "installed"}})
 	if err != nil || len(res.Wheels) != 0 || len(res.Satisfied) != 1 || ix.Downloads.Load() != before {
 		t.Fatalf("satisfied: %+v %v", res, err)
 	}

@@ -234,12 +234,8 @@ func Install(ctx context.Context, cfg Config, reqs []string, have map[string]Hav
 		if it.from != "" {
 			who = it.from + " requires"
 		}
-		if err := r.allowed(req.Name); err != nil {
-			if it.from != "" {
-				return nil, fmt.Errorf("%w (%s %s)", err, who, req.Text)
-			}
-			return nil, err
-		}
+		// What the guest has is checked before the allow-list: a
+		// dependency on numpy is met by the build's, allowed or not.
 		if h, ok := have[req.Name]; ok {
 			v, err := ParseVersion(h.Version)
 			if err == nil && req.Spec.Allows(v, true) {
@@ -250,6 +246,12 @@ func Install(ctx context.Context, cfg Config, reqs []string, have map[string]Hav
 				continue
 			}
 			return nil, fmt.Errorf("%w: %s %s, but %s has %s %s, which cannot be replaced", ErrConflict, who, req.Text, h.By, req.Name, h.Version)
+		}
+		if err := r.allowed(req.Name); err != nil {
+			if it.from != "" {
+				return nil, fmt.Errorf("%w (%s %s)", err, who, req.Text)
+			}
+			return nil, err
 		}
 		if c := chosen[req.Name]; c != nil {
 			if !req.Spec.Allows(c.version, true) {
@@ -322,7 +324,7 @@ func (r *resolver) fetchProject(ctx context.Context, req Requirement) (*Wheel, [
 	py, _ := ParseVersion(r.cfg.Env["python_full_version"])
 	var best *file
 	var bestV Version
-	var native, sdists, yanked, pyMismatch, badSpec []string
+	var native, sdists, yanked, pyMismatch, badSpec, pre []string
 	for i := range files {
 		f := &files[i]
 		wn, ok := parseWheelName(f.Filename)
@@ -355,7 +357,11 @@ func (r *resolver) fetchProject(ctx context.Context, req Requirement) (*Wheel, [
 			}
 		}
 		if !req.Spec.Allows(v, r.cfg.Pre) {
-			badSpec = append(badSpec, wn.version)
+			if v.IsPre() && req.Spec.Allows(v, true) {
+				pre = append(pre, wn.version)
+			} else {
+				badSpec = append(badSpec, wn.version)
+			}
 			continue
 		}
 		if best == nil || v.Compare(bestV) > 0 {
@@ -363,7 +369,7 @@ func (r *resolver) fetchProject(ctx context.Context, req Requirement) (*Wheel, [
 		}
 	}
 	if best == nil {
-		return nil, nil, noWheel(req, native, sdists, yanked, pyMismatch, badSpec)
+		return nil, nil, noWheel(req, native, sdists, yanked, pyMismatch, badSpec, pre)
 	}
 	if len(best.SHA256) != 64 {
 		return nil, nil, fmt.Errorf("%w for %s, and no file is installed unverified", ErrNoHash, best.Filename)
@@ -387,7 +393,7 @@ func (r *resolver) fetchProject(ctx context.Context, req Requirement) (*Wheel, [
 	return w, deps, nil
 }
 
-func noWheel(req Requirement, native, sdists, yanked, pyMismatch, badSpec []string) error {
+func noWheel(req Requirement, native, sdists, yanked, pyMismatch, badSpec, pre []string) error {
 	var why []string
 	some := func(list []string) string {
 		if len(list) > 3 {
@@ -406,6 +412,10 @@ func noWheel(req Requirement, native, sdists, yanked, pyMismatch, badSpec []stri
 	}
 	if len(pyMismatch) > 0 {
 		why = append(why, "wheels for other Python versions ("+some(pyMismatch)+")")
+	}
+	if len(pre) > 0 {
+		slices.Sort(pre)
+		why = append(why, "only pre-releases that fit ("+some(slices.Compact(pre))+"), taken when a specifier names one (name>="+pre[0]+") or with pip install --pre")
 	}
 	if len(badSpec) > 0 {
 		slices.Sort(badSpec)

@@ -26,7 +26,8 @@ def _airlock_refuse():
     PROC = (
         "airlock: this sandbox cannot start processes (subprocess, os.system, os.popen, "
         "fork, exec, multiprocessing); do the work in Python in this program "
-        "(pip install is answered by the host: import airlock; airlock.install('name'))"
+        "(pip cannot run either: the host mounts packages, and installs them with "
+        "airlock.install('name') where its operator configured a package index)"
     )
     THREAD = (
         "airlock: this sandbox runs Python on one thread and cannot start others "
