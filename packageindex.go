@@ -101,6 +101,17 @@ const (
 	defaultInstalls   = 16
 )
 
+// PackageIndex is the index the Sandbox's runs install from, and
+// whether it has one (WithPackageIndex).
+func (sb *Sandbox) PackageIndex() (PackageIndex, bool) {
+	if sb.cfg.index == nil {
+		return PackageIndex{}, false
+	}
+	ix := *sb.cfg.index
+	ix.Allow = slices.Clone(ix.Allow)
+	return ix, true
+}
+
 // Validate checks ix as New does: an http(s) URL, project names in
 // Allow, no negative caps.
 func (ix PackageIndex) Validate() error {

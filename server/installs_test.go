@@ -60,6 +60,9 @@ except airlock.InstallError as e:
 	if r := post(t, url+"/v1/run", "", `{"code": "pass", "index_url": "http://elsewhere/simple/"}`); r.status != 400 || !strings.Contains(string(r.body), "index_url") {
 		t.Fatalf("a client naming an index: %d %s", r.status, r.body)
 	}
+	if d := mcpDescription(MCPConfig{Sandbox: isb}); !strings.Contains(d, "pure-Python packages install from the host's package index: `import airlock; airlock.install(") {
+		t.Errorf("the MCP description does not say how to install:\n%s", d)
+	}
 	resp, err := http.Get(url + "/metrics")
 	if err != nil {
 		t.Fatal(err)
