@@ -214,6 +214,20 @@ for i in range(3):
 	if err != nil || !strings.Contains(string(res.Stdout), "ok\nok\ntoo_many airlock: pip install wordlist: this run has made its 2 allowed install requests") {
 		t.Fatalf("MaxInstalls: err=%v\n%s%s", err, res.Stdout, res.Stderr)
 	}
+	// Asking on in a loop is answered every time; the record stays bounded.
+	res, err = s.Run(context.Background(), airlock.Request{Code: `
+import airlock
+n = 0
+for i in range(500):
+    try:
+        airlock.install("wordlist", quiet=True)
+    except airlock.InstallError as e:
+        n += e.kind == "too_many"
+print(n)
+`})
+	if err != nil || string(res.Stdout) != "498\n" || len(res.Installs) != 2+16 {
+		t.Fatalf("a loop of installs: err=%v, %d records\n%s%s", err, len(res.Installs), res.Stdout, res.Stderr)
+	}
 	// A hostile guest writing garbage to the device gets an answer, and
 	// the run goes on.
 	res, err = s.Run(context.Background(), airlock.Request{Code: `
