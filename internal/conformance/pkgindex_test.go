@@ -346,6 +346,22 @@ func TestSessionInstallFromIndex(t *testing.T) {
 	defer loaded.Close()
 	call(t, loaded, airlock.Request{Code: "import greet_kit\nprint(greet_kit.greet('loaded'))"}, "hello loaded\n", "")
 
+	// Signed, the same (format version 5).
+	key := []byte("a session key of 32 bytes, test!")
+	signed := indexSandbox(t, ix, cache, airlock.WithSessionKey(key))
+	ss := newSession(t, signed, airlock.SessionOptions{})
+	call(t, ss, airlock.Request{Code: "import airlock\nairlock.install('wordlist', quiet=True)"}, "", "")
+	var sb bytes.Buffer
+	if err := ss.Save(&sb); err != nil {
+		t.Fatal(err)
+	}
+	sl, err := signed.LoadSession(context.Background(), &sb)
+	if err != nil {
+		t.Fatalf("signed: %v", err)
+	}
+	defer sl.Close()
+	call(t, sl, airlock.Request{Code: "import wordlist\nprint(wordlist.WORDS[0])"}, "hello\n", "")
+
 	// Without the wheels in the cache the saved session is refused,
 	// naming what is missing, rather than loaded without them.
 	if err := os.RemoveAll(cache); err != nil {
