@@ -102,6 +102,14 @@ except OSError as e:
 	if !res.Installs[0].Packages[0].Cached {
 		t.Errorf("the second install should come from the cache: %+v", res.Installs)
 	}
+	// What the build has natively is satisfied without the index.
+	if strings.Contains(strings.Join(s.Info().Libraries, " "), "numpy") {
+		pages := ix.Pages.Load()
+		res, err = s.Run(context.Background(), airlock.Request{Code: "import airlock\nprint(airlock.install('numpy>=2'))"})
+		if err != nil || !strings.HasPrefix(string(res.Stdout), "Requirement already satisfied: numpy in python.wasm (built in) (") || ix.Pages.Load() != pages {
+			t.Fatalf("numpy: err=%v\n%s%s", err, res.Stdout, res.Stderr)
+		}
+	}
 	res, _ = s.Run(context.Background(), airlock.Request{Code: "import greet_kit"})
 	if res.ExitCode != 1 || !strings.Contains(string(res.Stderr), "airlock.install('name')") {
 		t.Fatalf("a later run without the install: exit=%d\n%s", res.ExitCode, res.Stderr)

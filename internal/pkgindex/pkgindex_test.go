@@ -320,6 +320,22 @@ func TestInstallBadIndexesAreBounded(t *testing.T) {
 	}
 }
 
+func TestWheelTagsFollowTheInterpreter(t *testing.T) {
+	ix := indextest.NewIndex(t,
+		indextest.Wheel{Name: "tagged", Version: "1.0", Tag: "py2.py3-none-any"},
+		indextest.Wheel{Name: "tagged", Version: "2.0", Tag: "py313-none-any"},
+		indextest.Wheel{Name: "tagged", Version: "3.0", Tag: "cp314-none-any"},
+		indextest.Wheel{Name: "tagged", Version: "4.0", Tag: "py3-none-wasi_0_0_0_wasm32"})
+	for full, want := range map[string]string{"3.13.5": "2.0", "3.12.0": "1.0"} {
+		cfg := config(ix, t.TempDir())
+		cfg.Env = pkgindex.WASIEnv(full)
+		res, err := pkgindex.Install(context.Background(), cfg, []string{"tagged"}, nil)
+		if err != nil || res.Wheels[0].Version != want {
+			t.Errorf("Python %s: %+v %v, want tagged %s", full, res, err, want)
+		}
+	}
+}
+
 func TestConfigValidate(t *testing.T) {
 	for _, c := range []pkgindex.Config{
 		{URL: "ftp://x/simple", CacheDir: "/tmp"},

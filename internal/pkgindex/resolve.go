@@ -322,6 +322,10 @@ func (r *resolver) fetchProject(ctx context.Context, req Requirement) (*Wheel, [
 		return nil, nil, err
 	}
 	py, _ := ParseVersion(r.cfg.Env["python_full_version"])
+	minor := 13
+	if len(py.Release) >= 2 {
+		minor = py.Release[1]
+	}
 	var best *file
 	var bestV Version
 	var native, sdists, yanked, pyMismatch, badSpec, pre []string
@@ -337,7 +341,7 @@ func (r *resolver) fetchProject(ctx context.Context, req Requirement) (*Wheel, [
 		if Normalize(wn.name) != req.Name {
 			continue
 		}
-		if !wn.pure() {
+		if !wn.pure(minor) {
 			native = append(native, f.Filename)
 			continue
 		}
@@ -534,17 +538,18 @@ func parseWheelName(fn string) (wheelName, bool) {
 		py: strings.Split(parts[n-3], "."), abi: strings.Split(parts[n-2], "."), platform: strings.Split(parts[n-1], ".")}, true
 }
 
-// pure tells whether python.wasm can load the wheel: an interpreter tag
-// for Python 3 up to 3.13 (py3, py3X, cp313), abi none, platform any.
-func (w wheelName) pure() bool {
+// pure tells whether python.wasm (Python 3.minor) can load the wheel: an
+// interpreter tag for Python 3 up to its version (py3, py3X, cp3<minor>),
+// abi none, platform any.
+func (w wheelName) pure(minor int) bool {
 	okPy := false
 	for _, t := range w.py {
 		switch {
-		case t == "py3", t == "cp313":
+		case t == "py3", t == fmt.Sprintf("cp3%d", minor):
 			okPy = true
 		case strings.HasPrefix(t, "py3"):
-			var minor int
-			if _, err := fmt.Sscanf(t[3:], "%d", &minor); err == nil && fmt.Sprint(minor) == t[3:] && minor <= 13 {
+			var m int
+			if _, err := fmt.Sscanf(t[3:], "%d", &m); err == nil && fmt.Sprint(m) == t[3:] && m <= minor {
 				okPy = true
 			}
 		}
