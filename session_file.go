@@ -26,8 +26,11 @@ import (
 //	  64 KiB pages that differ from the Sandbox's image, those pages,
 //	  globals (counted u64s), the unwind buffer's address (u32)
 //	the writable filesystem (memfs.Save), prefixed by its size (u64)
-//	sha256 of everything above (version 2), or its HMAC-SHA256 under the
-//	  Sandbox's WithSessionKey (version 3: the same layout, signed)
+//	versions 4 and 5 only: the wheels calls installed from the package
+//	  index, as counted strings (name, version, file name, sha256 each),
+//	  mounted again from the host's cache on load
+//	sha256 of everything above (versions 2 and 4), or its HMAC-SHA256
+//	  under the Sandbox's WithSessionKey (versions 3 and 5: signed)
 //
 // Pages equal to the Sandbox's image are left out, so a session that
 // built little state saves little. The blob resumes only where the same
@@ -45,6 +48,11 @@ const (
 	sessionVersion = 2 // 2: the fuel limit is saved
 	// sessionSigned is version 2's layout with an HMAC-SHA256 trailer.
 	sessionSigned = 3
+	// sessionInstalled and sessionInstalledSigned add the installed
+	// wheels; written only by sessions that installed any, so that other
+	// blobs stay readable by builds before them.
+	sessionInstalled       = 4
+	sessionInstalledSigned = 5
 	// minSessionKey is the shortest key WithSessionKey takes: HMAC is only
 	// as strong as its key.
 	minSessionKey = 16
@@ -108,8 +116,13 @@ func (s *Session) Save(w io.Writer) error {
 	b.WriteString(sessionMagic)
 	version := uint32(sessionVersion)
 	key := s.sb.cfg.sessionKey
-	if key != nil {
+	switch {
+	case key != nil && len(s.installed) > 0:
+		version = sessionInstalledSigned
+	case key != nil:
 		version = sessionSigned
+	case len(s.installed) > 0:
+		version = sessionInstalled
 	}
 	binary.Write(&b, binary.LittleEndian, version)
 	b.Write(snap.key[:])
@@ -134,6 +147,13 @@ func (s *Session) Save(w io.Writer) error {
 	}
 	binary.Write(&b, binary.LittleEndian, uint64(fsBytes.Len()))
 	b.Write(fsBytes.Bytes())
+	if len(s.installed) > 0 {
+		var list []string
+		for _, p := range s.installed {
+			list = append(list, p.Name, p.Version, p.Filename, p.SHA256)
+		}
+		putStrings(&b, list, true)
+	}
 	b.Write(seal(key, b.Bytes()))
 	if _, err := w.Write(b.Bytes()); err != nil {
 		return fmt.Errorf("airlock: save session: %w", err)
@@ -218,19 +238,20 @@ func (sb *Sandbox) LoadSessionWith(ctx context.Context, r io.Reader, opts LoadOp
 	body, trailer := blob[:len(blob)-sha256.Size], blob[len(blob)-sha256.Size:]
 	version := binary.LittleEndian.Uint32(body[len(sessionMagic):])
 	key := sb.cfg.sessionKey
+	signed := version == sessionSigned || version == sessionInstalledSigned
 	switch {
-	case key != nil && version != sessionSigned:
+	case key != nil && !signed:
 		return nil, fmt.Errorf("%w: it is not signed (format version %d)", ErrSessionUnauthenticated, version)
 	case key != nil && !hmac.Equal(seal(key, body), trailer):
 		return nil, fmt.Errorf("%w: signed with another key, or changed since", ErrSessionUnauthenticated)
-	case key == nil && version == sessionSigned:
+	case key == nil && signed:
 		return nil, fmt.Errorf("%w: it is signed, and this sandbox has no key to check it (WithSessionKey)", ErrSessionUnauthenticated)
 	case key == nil && !bytes.Equal(seal(nil, body), trailer):
 		return nil, fmt.Errorf("%w: checksum mismatch", ErrSessionCorrupt)
 	}
 	d := &decoder{buf: body[len(sessionMagic):]}
-	if v := d.u32(); v != sessionVersion && v != sessionSigned {
-		return nil, fmt.Errorf("%w: format version %d, this build reads %d and %d", ErrSessionCorrupt, v, sessionVersion, sessionSigned)
+	if v := d.u32(); v < sessionVersion || v > sessionInstalledSigned {
+		return nil, fmt.Errorf("%w: format version %d, this build reads %d to %d", ErrSessionCorrupt, v, sessionVersion, sessionInstalledSigned)
 	}
 	key2, memSum := d.bytes(32), d.bytes(32)
 	if d.err == nil && !bytes.Equal(key2, sb.snap.key[:]) {
@@ -281,6 +302,15 @@ func (sb *Sandbox) LoadSessionWith(ctx context.Context, r io.Reader, opts LoadOp
 		d.fail("image marker")
 	}
 	fsBlob := d.bytes(int(min(d.u64(), uint64(len(body)))))
+	if version >= sessionInstalled {
+		list, ok := d.strings()
+		if !ok || len(list) == 0 || len(list)%4 != 0 {
+			d.fail("installed packages")
+		}
+		for i := 0; d.err == nil && i+3 < len(list); i += 4 {
+			s.installed = append(s.installed, InstalledPackage{Name: list[i], Version: list[i+1], Filename: list[i+2], SHA256: list[i+3]})
+		}
+	}
 	if d.err == nil && len(d.buf) != 0 {
 		d.fail("trailing bytes")
 	}
@@ -302,6 +332,14 @@ func (sb *Sandbox) LoadSessionWith(ctx context.Context, r io.Reader, opts LoadOp
 			return nil, fmt.Errorf("%w: its files exceed the quota of %d bytes and %d files: %w", ErrSessionOverLimits, limits.FSBytes, limits.FSFiles, err)
 		}
 		return nil, fmt.Errorf("%w: filesystem: %w", ErrSessionCorrupt, err)
+	}
+	// The installed wheels are the host's cache's, by sha256: a blob names
+	// them, it cannot bring them (nor anything else) in.
+	if err := sb.mountInstalled(fs, s.installed); err != nil {
+		if img != nil {
+			img.Close()
+		}
+		return nil, err
 	}
 	s.fs = fs
 	if img != nil {

@@ -132,6 +132,20 @@ type mcpServer struct {
 	store *runStore
 }
 
+// installs says whether, and how, code can install packages.
+func installs(sb *airlock.Sandbox) string {
+	ix, ok := sb.PackageIndex()
+	if !ok {
+		return "there is no network and no pip"
+	}
+	s := "there is no network, but pure-Python packages install from the host's package index: " +
+		"`import airlock; airlock.install(\"name>=1.0\")` (pip install in a subprocess call, or %pip install in a session, works too), importable at once"
+	if len(ix.Allow) > 0 {
+		s += " (only these projects: " + strings.Join(ix.Allow, ", ") + ")"
+	}
+	return s
+}
+
 func mcpDescription(cfg MCPConfig) string {
 	var b strings.Builder
 	version := cfg.Sandbox.Info().Version
@@ -144,7 +158,7 @@ func mcpDescription(cfg MCPConfig) string {
 	}
 	fmt.Fprintf(&b, "Run Python %s code in a fresh, isolated sandbox and return its stdout, stderr, exit code and, "+
 		"if the sandbox stopped it, why (timeout, memory_limit, output_limit, fs_quota). "+
-		"The standard library is available and %s; there is no network and no pip. "+
+		"The standard library is available and %s; %s. "+
 		"The working directory /home/user and /tmp are in memory and start empty apart from the files you pass; "+
 		"nothing persists between calls unless you use a session: pass session \"new\" to start one, then its id "+
 		"(printed as \"session: ID\") to run more code with the same variables, imports and files, as in a notebook; "+
@@ -153,7 +167,7 @@ func mcpDescription(cfg MCPConfig) string {
 		"Output past %d characters keeps its head and tail, and the whole is readable as a resource the text names; "+
 		"images the code writes (PNG, JPEG, GIF, WebP, SVG files) come back as images, and every file written as a resource link. "+
 		"Limits: %s wall clock (default %s), %d MiB of memory, %d KiB of output per stream.",
-		version, packages, cfg.MaxText, cfg.MaxLimits.Timeout, min(cfg.MaxLimits.Timeout, airlock.DefaultLimits().Timeout),
+		version, packages, installs(cfg.Sandbox), cfg.MaxText, cfg.MaxLimits.Timeout, min(cfg.MaxLimits.Timeout, airlock.DefaultLimits().Timeout),
 		cfg.MaxLimits.Memory>>20, cfg.MaxLimits.Output>>10)
 	if len(cfg.Tools) > 0 {
 		b.WriteString("\n\nHost functions the code can call (`import airlock`, then `airlock.tools.NAME(...)`, " +
@@ -275,6 +289,7 @@ func FormatText(res *airlock.Result) string {
 		section("value", []byte(res.Value), false)
 	}
 	formatNetwork(&b, res.Network)
+	formatInstalls(&b, res.Installs)
 	if len(res.Files) > 0 {
 		b.WriteString("--- files written ---\n")
 		for _, f := range res.Files {

@@ -117,6 +117,7 @@ type Server struct {
 	inFlight   prometheus.Gauge
 	live       prometheus.GaugeFunc
 	net        *netMetrics
+	installs   *installMetrics
 }
 
 type namedValue struct {
@@ -252,6 +253,7 @@ func New(cfg Config) (*Server, error) {
 	reg.MustRegister(s.suspicious)
 	reg.MustRegister(s.runs, s.rejected, s.duration, s.queue, s.inFlight, s.live, openConns, bodyReads, releases, build)
 	s.net = newNetMetrics(reg)
+	s.installs = newInstallMetrics(reg)
 
 	s.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
@@ -585,6 +587,7 @@ func (s *Server) execute(w http.ResponseWriter, r *http.Request, req airlock.Req
 	outcome := Outcome(res)
 	s.runs.WithLabelValues(outcome).Inc()
 	s.net.observe(res)
+	s.installs.observe(res)
 	s.duration.Observe(res.Duration.Seconds())
 	log.Info("run", slog.String("outcome", outcome), slog.Int("exit_code", res.ExitCode),
 		slog.Duration("duration", res.Duration), slog.Any("clamped", clamped))

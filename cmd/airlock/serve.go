@@ -101,7 +101,11 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) (int
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
-	sb, err := common.sandbox(ctx, stderr, append(opts, pkgs.options()...)...)
+	pkgOpts, err := pkgs.options()
+	if err != nil {
+		return exitUsage, err
+	}
+	sb, err := common.sandbox(ctx, stderr, append(opts, pkgOpts...)...)
 	if err != nil {
 		return 1, err
 	}
@@ -187,7 +191,11 @@ func cmdMCP(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 	if netPolicy != nil {
 		opts = append(opts, airlock.WithNetwork(*netPolicy))
 	}
-	sb, err := common.sandbox(ctx, stderr, append(opts, pkgs.options()...)...)
+	pkgOpts, err := pkgs.options()
+	if err != nil {
+		return exitUsage, err
+	}
+	sb, err := common.sandbox(ctx, stderr, append(opts, pkgOpts...)...)
 	if err != nil {
 		return 1, err
 	}
