@@ -20,6 +20,7 @@ package airlock
 
 import (
 	"io"
+	"net/http"
 	"time"
 
 	"github.com/airlock-sandbox/airlock/internal/engine"
@@ -202,6 +203,9 @@ type Result struct {
 	// Network records each request the run made, or had refused, when
 	// it ran with a network policy.
 	Network []NetworkDecision
+	// Installs records each package install the run asked for (see
+	// WithPackageIndex), allowed or refused.
+	Installs []PackageInstall
 }
 
 // File is a file the run left under /home/user.
@@ -229,10 +233,14 @@ type config struct {
 
 	sessionTTL  time.Duration // session.go
 	maxSessions int
-	sessionKey  []byte    // WithSessionKey (session_file.go)
-	engine      string    // "": wazero
-	unmetered   bool      // WithFuelMetering(false)
-	net         netConfig // WithNetwork, WithNetworkEnv (network.go)
+	sessionKey  []byte        // WithSessionKey (session_file.go)
+	engine      string        // "": wazero
+	unmetered   bool          // WithFuelMetering(false)
+	unpooled    bool          // WithInstancePool(false)
+	net         netConfig     // WithNetwork, WithNetworkEnv (network.go)
+	index       *PackageIndex // WithPackageIndex (packageindex.go)
+	// indexTransport is the index client's transport when New made it.
+	indexTransport *http.Transport
 }
 
 // Engines names the WebAssembly engines for WithEngine.

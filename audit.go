@@ -49,6 +49,10 @@ const (
 	// AuditNetwork: a request under the run's network policy, allowed or
 	// denied, as the host decided it (Result.Network has the details).
 	AuditNetwork = "network"
+	// AuditInstall: a package install from the index (WithPackageIndex),
+	// allowed with the wheels' names, versions and sha256s, or refused
+	// with why.
+	AuditInstall = "install"
 )
 
 // AuditEvent is one thing a run tried. Repeats of the same kind and
@@ -247,6 +251,23 @@ func (a *runAudit) network(ds []NetworkDecision) {
 			a.suspicious("canary", name+" in a request's URL")
 		}
 	}
+}
+
+// install records a package install as the host decided it.
+func (a *runAudit) install(rec PackageInstall) {
+	reqs := printable(strings.Join(rec.Requirements, " "))
+	if !rec.Allowed {
+		a.add(AuditInstall, reqs+": refused: "+printable(rec.Reason), false)
+		return
+	}
+	var got []string
+	for _, p := range rec.Packages {
+		got = append(got, fmt.Sprintf("%s %s (sha256 %s)", p.Name, p.Version, p.SHA256[:16]))
+	}
+	if len(got) == 0 {
+		got = append(got, "already satisfied")
+	}
+	a.add(AuditInstall, reqs+": allowed: "+strings.Join(got, ", "), false)
 }
 
 // canaryIn names the first canary whose value is in data, or "". A value

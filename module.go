@@ -48,6 +48,8 @@ type ModuleRequest struct {
 	Files map[string][]byte
 	// Dirs are host directories copied into the filesystem before the
 	// run: never mounted, so nothing the guest does reaches the host.
+	// With no Dirs and no Files the module gets no directory at all (fd 3
+	// is not open), as under wasmtime without --dir.
 	Dirs []Dir
 	// Stdin is what fd 0 reads.
 	Stdin []byte
@@ -214,6 +216,7 @@ func (m *Module) Run(ctx context.Context, req ModuleRequest) (*Result, error) {
 		Env:    python.MergeEnv(nil, req.Env),
 		Stdin:  bytes.NewReader(req.Stdin),
 		Stdout: stdout, Stderr: stderr, FS: fs,
+		NoPreopen: len(req.Dirs) == 0 && len(req.Files) == 0,
 	}
 	if req.Deterministic {
 		cfg.Clock = wasi.NewFakeClock()

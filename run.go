@@ -36,6 +36,7 @@ type preparedRun struct {
 	audit    *runAudit      // what the run tried (audit.go)
 	displays *displaySink   // rich output, when the request asks for it (display.go)
 	netDev   *egress.Device // the run's network, under a policy (network.go)
+	pipDev   *installDevice // installs from the package index (packageindex.go)
 }
 
 // prepare makes a run of req in fs. pkgs are the packages the prelude
@@ -99,7 +100,10 @@ func (sb *Sandbox) prepare(ctx context.Context, start time.Time, req *Request, l
 	if r.netDev, err = sb.networkDevice(ctx, req, &r.wcfg.Devices, &r.wcfg.Env); err != nil {
 		return r, err
 	}
-	r.spec = engine.RunSpec{MemoryLimit: uint64(limits.Memory), Fuel: uint64(limits.Fuel)}
+	if r.pipDev = sb.newInstallDevice(fs, pkgs, r.audit.install); r.pipDev != nil {
+		r.wcfg.Devices[pipDevice] = r.pipDev
+	}
+	r.spec = engine.RunSpec{MemoryLimit: uint64(limits.Memory), Fuel: uint64(limits.Fuel), Unpooled: sb.cfg.unpooled}
 	return r, nil
 }
 
@@ -150,6 +154,9 @@ func (r *preparedRun) result(out engine.Outcome, runErr error) (*Result, *Error)
 		Files: changedFiles(r.fs, python.Home, r.before),
 	}
 	r.closeNetwork(res)
+	if r.pipDev != nil {
+		res.Installs = r.pipDev.records
+	}
 	if r.displays != nil {
 		r.displays.results(res)
 	}

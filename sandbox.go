@@ -34,6 +34,9 @@ type Sandbox struct {
 	// (packages.go).
 	pkgs     *packageSet
 	pkgCache pkgCache
+	// indexLayers are the wheels installed from the package index
+	// (packageindex.go).
+	indexLayers indexLayers
 
 	// fresh is the module that starts an interpreter from scratch. With
 	// snapshots on, most processes never need it, so it is loaded on the
@@ -83,6 +86,9 @@ func New(ctx context.Context, opts ...Option) (*Sandbox, error) {
 	}
 	canaryFiles, err := checkCanaries(cfg.canaries)
 	if err != nil {
+		return nil, err
+	}
+	if err := setupIndex(&cfg); err != nil {
 		return nil, err
 	}
 	if err := setupNetwork(&cfg); err != nil {
@@ -173,6 +179,9 @@ func (sb *Sandbox) Close(ctx context.Context) error {
 			freshErr = sb.fresh.Close(ctx)
 		}
 		sb.cfg.net.gate.Close() // its pooled connections (network.go)
+		if t := sb.cfg.indexTransport; t != nil {
+			t.CloseIdleConnections()
+		}
 		sb.closeErr = errors.Join(sb.snap.close(ctx), freshErr)
 	})
 	return sb.closeErr

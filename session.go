@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -94,6 +95,10 @@ type Session struct {
 	// it: that call reseeds random, or two copies would draw the same
 	// numbers from the image's generator.
 	reseed bool
+	// installed are the wheels calls installed from the package index
+	// (packageindex.go): mounted in fs, on the image's sys.path, and
+	// saved by sha256 so that LoadSession can mount them again.
+	installed []InstalledPackage
 }
 
 // sharedImage is a session image and the sessions (forks) resuming it.
@@ -251,7 +256,7 @@ func (s *Session) Exec(ctx context.Context, req Request) (*Result, error) {
 	if s.image != nil {
 		from = s.image.img
 	}
-	call := &sessionCall{from: from, reseed: s.reseed}
+	call := &sessionCall{from: from, reseed: s.reseed, installed: s.installed}
 	old := s.fs
 	before := func(p string) ([]byte, bool) {
 		data, err := old.View(p)
@@ -264,6 +269,9 @@ func (s *Session) Exec(ctx context.Context, req Request) (*Result, error) {
 		s.fs = fs
 		s.calls++
 		s.reseed = false
+		for _, in := range res.Installs {
+			s.installed = append(s.installed, in.Packages...)
+		}
 	}
 	s.active = time.Now()
 	return res, err
@@ -280,6 +288,9 @@ func (sb *Sandbox) resumeCall(ctx context.Context, start time.Time, req *Request
 	r, e := sb.prepare(ctx, start, req, limits, fs, before, sb.pkgs)
 	if e == nil {
 		call.prepare(&r.wcfg, &r.spec)
+		if r.pipDev != nil {
+			r.pipDev.addInstalled(call.installed)
+		}
 		e = r.open()
 	}
 	if e != nil {
@@ -299,8 +310,11 @@ func (sb *Sandbox) resumeCall(ctx context.Context, start time.Time, req *Request
 type sessionCall struct {
 	from   *engine.Image // resumed
 	reseed bool          // the call reseeds random (Session.reseed)
-	status statusDevice
-	next   *engine.Image // the session's new state, when the call advanced it
+	// installed are the session's wheels so far, present for the call's
+	// installs.
+	installed []InstalledPackage
+	status    statusDevice
+	next      *engine.Image // the session's new state, when the call advanced it
 }
 
 // sessionDevice is where the prelude reports a call's status before it
@@ -372,7 +386,8 @@ func (s *Session) Fork() (*Session, error) {
 	if s.ended != nil {
 		return nil, s.ended
 	}
-	f := &Session{sb: s.sb, opts: s.opts, image: s.image.retain(), fs: s.fs.Clone(s.fs.Quota()), calls: s.calls, reseed: true}
+	f := &Session{sb: s.sb, opts: s.opts, image: s.image.retain(), fs: s.fs.Clone(s.fs.Quota()), calls: s.calls, reseed: true,
+		installed: slices.Clone(s.installed)}
 	if err := s.sb.addSession(f); err != nil {
 		f.image.release()
 		return nil, err

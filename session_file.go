@@ -26,8 +26,11 @@ import (
 //	  64 KiB pages that differ from the Sandbox's image, those pages,
 //	  globals (counted u64s), the unwind buffer's address (u32)
 //	the writable filesystem (memfs.Save), prefixed by its size (u64)
-//	sha256 of everything above (version 2), or its HMAC-SHA256 under the
-//	  Sandbox's WithSessionKey (version 3: the same layout, signed)
+//	versions 4 and 5 only: the wheels calls installed from the package
+//	  index, as counted strings (name, version, file name, sha256 each),
+//	  mounted again from the host's cache on load
+//	sha256 of everything above (versions 2 and 4), or its HMAC-SHA256
+//	  under the Sandbox's WithSessionKey (versions 3 and 5: signed)
 //
 // Pages equal to the Sandbox's image are left out, so a session that
 // built little state saves little. The blob resumes only where the same
@@ -45,7 +48,11 @@ const (
 	sessionVersion = 2 // 2: the fuel limit is saved
 	// sessionSigned is version 2's layout with an HMAC-SHA256 trailer.
 	sessionSigned = 3
-	pageSize      = engine.PageSize // the unit of the page bitmap
+	// sessionInstalled and sessionInstalledSigned add the installed
+	// wheels; written only by sessions that installed any, so that other
+	// blobs stay readable by builds before them.
+	sessionInstalled       = 4
+	sessionInstalledSigned = 5
 	// minSessionKey is the shortest key WithSessionKey takes: HMAC is only
 	// as strong as its key.
 	minSessionKey = 16
@@ -109,8 +116,13 @@ func (s *Session) Save(w io.Writer) error {
 	b.WriteString(sessionMagic)
 	version := uint32(sessionVersion)
 	key := s.sb.cfg.sessionKey
-	if key != nil {
+	switch {
+	case key != nil && len(s.installed) > 0:
+		version = sessionInstalledSigned
+	case key != nil:
 		version = sessionSigned
+	case len(s.installed) > 0:
+		version = sessionInstalled
 	}
 	binary.Write(&b, binary.LittleEndian, version)
 	b.Write(snap.key[:])
@@ -127,7 +139,7 @@ func (s *Session) Save(w io.Writer) error {
 		b.WriteByte(0)
 	} else {
 		b.WriteByte(1)
-		putImage(&b, s.image.img, snap.image.Memory)
+		b.Write(s.image.img.AppendDeltaRecord(nil, snap.image))
 	}
 	var fsBytes bytes.Buffer
 	if err := s.fs.Save(&fsBytes); err != nil {
@@ -135,6 +147,13 @@ func (s *Session) Save(w io.Writer) error {
 	}
 	binary.Write(&b, binary.LittleEndian, uint64(fsBytes.Len()))
 	b.Write(fsBytes.Bytes())
+	if len(s.installed) > 0 {
+		var list []string
+		for _, p := range s.installed {
+			list = append(list, p.Name, p.Version, p.Filename, p.SHA256)
+		}
+		putStrings(&b, list, true)
+	}
 	b.Write(seal(key, b.Bytes()))
 	if _, err := w.Write(b.Bytes()); err != nil {
 		return fmt.Errorf("airlock: save session: %w", err)
@@ -173,31 +192,6 @@ func putStrings(b *bytes.Buffer, ss []string, present bool) {
 		binary.Write(b, binary.LittleEndian, uint32(len(s)))
 		b.WriteString(s)
 	}
-}
-
-func putImage(b *bytes.Buffer, img *engine.Image, base []byte) {
-	mem := img.Bytes()
-	pages := len(mem) / pageSize
-	binary.Write(b, binary.LittleEndian, uint64(len(mem)))
-	bitmap := make([]byte, (pages+7)/8)
-	var changed [][]byte
-	for p := range pages {
-		page := mem[p*pageSize : (p+1)*pageSize]
-		if (p+1)*pageSize <= len(base) && bytes.Equal(page, base[p*pageSize:(p+1)*pageSize]) {
-			continue
-		}
-		bitmap[p/8] |= 1 << (p % 8)
-		changed = append(changed, page)
-	}
-	b.Write(bitmap)
-	for _, page := range changed {
-		b.Write(page)
-	}
-	binary.Write(b, binary.LittleEndian, uint32(len(img.Globals)))
-	for _, g := range img.Globals {
-		binary.Write(b, binary.LittleEndian, g)
-	}
-	binary.Write(b, binary.LittleEndian, img.UnwindBuffer)
 }
 
 // LoadSession resumes a session saved by Session.Save as a new live
@@ -244,19 +238,20 @@ func (sb *Sandbox) LoadSessionWith(ctx context.Context, r io.Reader, opts LoadOp
 	body, trailer := blob[:len(blob)-sha256.Size], blob[len(blob)-sha256.Size:]
 	version := binary.LittleEndian.Uint32(body[len(sessionMagic):])
 	key := sb.cfg.sessionKey
+	signed := version == sessionSigned || version == sessionInstalledSigned
 	switch {
-	case key != nil && version != sessionSigned:
+	case key != nil && !signed:
 		return nil, fmt.Errorf("%w: it is not signed (format version %d)", ErrSessionUnauthenticated, version)
 	case key != nil && !hmac.Equal(seal(key, body), trailer):
 		return nil, fmt.Errorf("%w: signed with another key, or changed since", ErrSessionUnauthenticated)
-	case key == nil && version == sessionSigned:
+	case key == nil && signed:
 		return nil, fmt.Errorf("%w: it is signed, and this sandbox has no key to check it (WithSessionKey)", ErrSessionUnauthenticated)
 	case key == nil && !bytes.Equal(seal(nil, body), trailer):
 		return nil, fmt.Errorf("%w: checksum mismatch", ErrSessionCorrupt)
 	}
 	d := &decoder{buf: body[len(sessionMagic):]}
-	if v := d.u32(); v != sessionVersion && v != sessionSigned {
-		return nil, fmt.Errorf("%w: format version %d, this build reads %d and %d", ErrSessionCorrupt, v, sessionVersion, sessionSigned)
+	if v := d.u32(); v < sessionVersion || v > sessionInstalledSigned {
+		return nil, fmt.Errorf("%w: format version %d, this build reads %d to %d", ErrSessionCorrupt, v, sessionVersion, sessionInstalledSigned)
 	}
 	key2, memSum := d.bytes(32), d.bytes(32)
 	if d.err == nil && !bytes.Equal(key2, sb.snap.key[:]) {
@@ -307,6 +302,15 @@ func (sb *Sandbox) LoadSessionWith(ctx context.Context, r io.Reader, opts LoadOp
 		d.fail("image marker")
 	}
 	fsBlob := d.bytes(int(min(d.u64(), uint64(len(body)))))
+	if version >= sessionInstalled {
+		list, ok := d.strings()
+		if !ok || len(list) == 0 || len(list)%4 != 0 {
+			d.fail("installed packages")
+		}
+		for i := 0; d.err == nil && i+3 < len(list); i += 4 {
+			s.installed = append(s.installed, InstalledPackage{Name: list[i], Version: list[i+1], Filename: list[i+2], SHA256: list[i+3]})
+		}
+	}
 	if d.err == nil && len(d.buf) != 0 {
 		d.fail("trailing bytes")
 	}
@@ -328,6 +332,14 @@ func (sb *Sandbox) LoadSessionWith(ctx context.Context, r io.Reader, opts LoadOp
 			return nil, fmt.Errorf("%w: its files exceed the quota of %d bytes and %d files: %w", ErrSessionOverLimits, limits.FSBytes, limits.FSFiles, err)
 		}
 		return nil, fmt.Errorf("%w: filesystem: %w", ErrSessionCorrupt, err)
+	}
+	// The installed wheels are the host's cache's, by sha256: a blob names
+	// them, it cannot bring them (nor anything else) in.
+	if err := sb.mountInstalled(fs, s.installed); err != nil {
+		if img != nil {
+			img.Close()
+		}
+		return nil, err
 	}
 	s.fs = fs
 	if img != nil {
@@ -383,7 +395,7 @@ func capTools(saved, allow []string) []string {
 // the bitmap of its pages, its files with a generous allowance per file
 // for names, links and times, and a margin for the header, env and tools.
 func blobCap(l Limits) int64 {
-	n := max(l.Memory, 0) + max(l.Memory, 0)/pageSize/8 + max(l.FSBytes, 0) + int64(max(l.FSFiles, 0))*4096 + 64<<20
+	n := max(l.Memory, 0) + max(l.Memory, 0)/engine.PageSize/8 + max(l.FSBytes, 0) + int64(max(l.FSFiles, 0))*4096 + 64<<20
 	return min(n, maxSessionBlob)
 }
 
@@ -452,55 +464,21 @@ func (d *decoder) strings() ([]string, bool) {
 	return out, true
 }
 
-// image reads a delta over d.base whose memory is at most maxMemory
-// bytes: the session's own cap, checked before memory of that size is
-// made (a few bytes of file could otherwise declare 4 GiB).
+// image reads a delta record (engine.ReadDeltaRecord) over d.base whose
+// memory is at most maxMemory bytes: the session's own cap.
 func (d *decoder) image(maxMemory int64) *engine.Image {
-	base := d.base.Memory
-	size := d.u64()
-	if d.err != nil || size%pageSize != 0 || size > 1<<32 || size < uint64(len(base)) {
-		d.fail("memory size")
-		return nil
-	}
-	if size > uint64(max(maxMemory, 0)) {
-		d.failWith(fmt.Errorf("%w: its memory is %d bytes, over the %d-byte limit", ErrSessionOverLimits, size, maxMemory))
-		return nil
-	}
-	pages := int(size / pageSize)
-	bitmap := d.bytes((pages + 7) / 8)
 	if d.err != nil {
 		return nil
 	}
-	changed := 0
-	for p := range pages {
-		if bitmap[p/8]&(1<<(p%8)) != 0 {
-			changed++
-		}
-	}
-	if uint64(changed)*pageSize > uint64(len(d.buf)) {
-		d.fail("pages")
+	img, n, err := engine.ReadDeltaRecord(d.buf, d.base, uint64(max(maxMemory, 0)))
+	switch {
+	case errors.Is(err, engine.ErrImageOverLimit):
+		d.failWith(fmt.Errorf("%w: %w", ErrSessionOverLimits, err))
+		return nil
+	case err != nil:
+		d.failWith(err)
 		return nil
 	}
-	mem := make([]byte, size)
-	copy(mem, base)
-	for p := range pages {
-		if bitmap[p/8]&(1<<(p%8)) != 0 {
-			copy(mem[p*pageSize:], d.bytes(pageSize))
-		}
-	}
-	n := d.u32()
-	if uint64(n)*8 > uint64(len(d.buf)) || int(n) != len(d.base.Globals) {
-		d.fail("globals")
-		return nil
-	}
-	globals := make([]uint64, n)
-	for i := range globals {
-		globals[i] = d.u64()
-	}
-	unwind := d.u32()
-	if d.err != nil || uint64(unwind) >= size {
-		d.fail("unwind buffer")
-		return nil
-	}
-	return engine.NewDeltaImage(d.base, mem, globals, unwind)
+	d.buf = d.buf[n:]
+	return img
 }

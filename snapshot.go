@@ -43,6 +43,14 @@ import (
 // and runs whose environment sets a start-up variable differently.
 func WithSnapshots(on bool) Option { return func(c *config) { c.snapshots = &on } }
 
+// WithInstancePool(false) makes every run resumed from the snapshot
+// instantiate its module on the run's own path. By default, on wazero, a
+// few instances of each image are made ahead in the background, so that
+// instantiation (~0.4 ms, a third or more of a small run) leaves the
+// run's latency; each is used by one run, which sees nothing another did.
+// Off, no idle instances are held.
+func WithInstancePool(on bool) Option { return func(c *config) { c.unpooled = !on } }
+
 // snapshotter is a Sandbox's snapshot machinery, nil when off.
 type snapshotter struct {
 	module *engine.Module // the asyncified module, prepared for resuming

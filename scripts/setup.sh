@@ -13,6 +13,9 @@
 #    dependencies; scripts/fetch-net-wheels.sh, host pip --require-hashes),
 #    into the cache's netwheels/. Without them urllib and http.client still
 #    work under --allow-net; requests and httpx do not import.
+#  - Airlock's own WASI conformance programs (scripts/build-wasi-c.sh:
+#    C, compiled in the build's chroot; seconds, cached by their sources),
+#    which internal/conformance runs.
 #  - `airlock setup`: the compiled modules and the snapshot image, in the
 #    on-disk cache ($AIRLOCK_CACHE_DIR, else ~/.cache/airlock).
 # Arguments go to `airlock setup`: `--python npm` prepares the npm
@@ -47,6 +50,7 @@ if [ "$build" = own ] && [ -z "$importing" ]; then
 	if [ "$(id -u)" -eq 0 ] && command -v apt-get >/dev/null 2>&1; then
 		./scripts/build-python.sh
 		./scripts/cpython-tests.sh
+		./scripts/build-wasi-c.sh
 	else
 		# One line: why, what is lost, and how to choose.
 		echo "setup: the own CPython 3.13 build needs root and apt-get here (it builds in a debootstrap chroot); preparing the npm fallback instead (CPython 3.12 built -O0: ~3-4x slower, no lzma, no working asyncio). Runs use it with AIRLOCK_PYTHON=npm; or import a bundle made elsewhere: airlock setup --import FILE" >&2

@@ -60,23 +60,35 @@ type RunPythonArgs struct {
 // Serve it with (*mcp.Server).Run over a LineTransport (on stdin and
 // stdout, say), which survives bad input; the SDK's StdioTransport ends
 // at the first line that does not decode.
-func NewMCP(cfg MCPConfig) *mcp.Server {
+//
+// # Errors
+// A nil Sandbox; a negative field (as for New, 0 takes the default).
+func NewMCP(cfg MCPConfig) (*mcp.Server, error) {
+	if cfg.Sandbox == nil {
+		return nil, errors.New("server: MCPConfig.Sandbox is required")
+	}
+	if err := notNegative("MCPConfig", []namedValue{
+		{"Concurrency", int64(cfg.Concurrency)}, {"MaxText", int64(cfg.MaxText)},
+		{"KeepBytes", cfg.KeepBytes}, {"KeepRuns", int64(cfg.KeepRuns)}, {"KeepFor", int64(cfg.KeepFor)},
+	}); err != nil {
+		return nil, err
+	}
 	if cfg.MaxLimits == (airlock.Limits{}) {
 		cfg.MaxLimits = airlock.DefaultLimits()
 	}
-	if cfg.Concurrency <= 0 {
+	if cfg.Concurrency == 0 {
 		cfg.Concurrency = runtime.NumCPU()
 	}
-	if cfg.MaxText <= 0 {
+	if cfg.MaxText == 0 {
 		cfg.MaxText = DefaultMCPMaxText
 	}
-	if cfg.KeepBytes <= 0 {
+	if cfg.KeepBytes == 0 {
 		cfg.KeepBytes = DefaultMCPKeepBytes
 	}
-	if cfg.KeepRuns <= 0 {
+	if cfg.KeepRuns == 0 {
 		cfg.KeepRuns = DefaultMCPKeepRuns
 	}
-	if cfg.KeepFor <= 0 {
+	if cfg.KeepFor == 0 {
 		cfg.KeepFor = DefaultMCPKeepFor
 	}
 	srv := mcp.NewServer(&mcp.Implementation{Name: "airlock", Version: airlock.Version}, nil)
@@ -106,7 +118,7 @@ func NewMCP(cfg MCPConfig) *mcp.Server {
 		Description: fmt.Sprintf("A run_python call's whole stdout or stderr (item stdout, stderr) or a file it wrote (item files/PATH, PATH under /), "+
 			"as its result links them; kept for the last %d calls, up to %d MiB, for %s.", cfg.KeepRuns, cfg.KeepBytes>>20, cfg.KeepFor),
 	}, m.store.read)
-	return srv
+	return srv, nil
 }
 
 // EndSessionArgs are end_session's arguments.
@@ -118,6 +130,20 @@ type mcpServer struct {
 	cfg   MCPConfig
 	table *sessions
 	store *runStore
+}
+
+// installs says whether, and how, code can install packages.
+func installs(sb *airlock.Sandbox) string {
+	ix, ok := sb.PackageIndex()
+	if !ok {
+		return "there is no network and no pip"
+	}
+	s := "there is no network, but pure-Python packages install from the host's package index: " +
+		"`import airlock; airlock.install(\"name>=1.0\")` (pip install in a subprocess call, or %pip install in a session, works too), importable at once"
+	if len(ix.Allow) > 0 {
+		s += " (only these projects: " + strings.Join(ix.Allow, ", ") + ")"
+	}
+	return s
 }
 
 func mcpDescription(cfg MCPConfig) string {
@@ -132,7 +158,7 @@ func mcpDescription(cfg MCPConfig) string {
 	}
 	fmt.Fprintf(&b, "Run Python %s code in a fresh, isolated sandbox and return its stdout, stderr, exit code and, "+
 		"if the sandbox stopped it, why (timeout, memory_limit, output_limit, fs_quota). "+
-		"The standard library is available and %s; there is no network and no pip. "+
+		"The standard library is available and %s; %s. "+
 		"The working directory /home/user and /tmp are in memory and start empty apart from the files you pass; "+
 		"nothing persists between calls unless you use a session: pass session \"new\" to start one, then its id "+
 		"(printed as \"session: ID\") to run more code with the same variables, imports and files, as in a notebook; "+
@@ -141,7 +167,7 @@ func mcpDescription(cfg MCPConfig) string {
 		"Output past %d characters keeps its head and tail, and the whole is readable as a resource the text names; "+
 		"images the code writes (PNG, JPEG, GIF, WebP, SVG files) come back as images, and every file written as a resource link. "+
 		"Limits: %s wall clock (default %s), %d MiB of memory, %d KiB of output per stream.",
-		version, packages, cfg.MaxText, cfg.MaxLimits.Timeout, min(cfg.MaxLimits.Timeout, airlock.DefaultLimits().Timeout),
+		version, packages, installs(cfg.Sandbox), cfg.MaxText, cfg.MaxLimits.Timeout, min(cfg.MaxLimits.Timeout, airlock.DefaultLimits().Timeout),
 		cfg.MaxLimits.Memory>>20, cfg.MaxLimits.Output>>10)
 	if len(cfg.Tools) > 0 {
 		b.WriteString("\n\nHost functions the code can call (`import airlock`, then `airlock.tools.NAME(...)`, " +
@@ -263,6 +289,7 @@ func FormatText(res *airlock.Result) string {
 		section("value", []byte(res.Value), false)
 	}
 	formatNetwork(&b, res.Network)
+	formatInstalls(&b, res.Installs)
 	if len(res.Files) > 0 {
 		b.WriteString("--- files written ---\n")
 		for _, f := range res.Files {

@@ -17,7 +17,10 @@ import (
 func mcpSession(t *testing.T, cfg MCPConfig) *mcp.ClientSession {
 	t.Helper()
 	ctx := context.Background()
-	srv := NewMCP(cfg)
+	srv, err := NewMCP(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
 	st, ct := mcp.NewInMemoryTransports()
 	ss, err := srv.Connect(ctx, st, nil)
 	if err != nil {
@@ -204,5 +207,27 @@ func TestMCPConcurrencyCap(t *testing.T) {
 	wg.Wait()
 	if d := time.Since(start); d < 850*time.Millisecond {
 		t.Fatalf("3 calls of 0.3 s with a concurrency of 1 took %v: they overlapped", d)
+	}
+}
+
+// TestNewMCPConfigRule: as for New, 0 takes a default and a negative
+// value is refused rather than silently defaulted.
+func TestNewMCPConfigRule(t *testing.T) {
+	if _, err := NewMCP(MCPConfig{}); err == nil || !strings.Contains(err.Error(), "Sandbox is required") {
+		t.Fatalf("no Sandbox: %v", err)
+	}
+	for name, cfg := range map[string]MCPConfig{
+		"Concurrency": {Sandbox: sb, Concurrency: -1},
+		"MaxText":     {Sandbox: sb, MaxText: -5},
+		"KeepBytes":   {Sandbox: sb, KeepBytes: -1},
+		"KeepRuns":    {Sandbox: sb, KeepRuns: -1},
+		"KeepFor":     {Sandbox: sb, KeepFor: -time.Second},
+	} {
+		if _, err := NewMCP(cfg); err == nil || !strings.Contains(err.Error(), "MCPConfig."+name+" is negative") {
+			t.Errorf("%s negative: %v", name, err)
+		}
+	}
+	if _, err := NewMCP(MCPConfig{Sandbox: sb}); err != nil {
+		t.Fatalf("zero values take the defaults: %v", err)
 	}
 }

@@ -42,8 +42,12 @@ func startRawMCP(t *testing.T, cfg MCPConfig, tr LineTransport) *rawMCP {
 		tr.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
 	r := &rawMCP{in: inW, lines: make(chan map[string]any, 1024), done: make(chan error, 1), out: outR}
+	srv, err := NewMCP(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
 	go func() {
-		r.done <- NewMCP(cfg).Run(context.Background(), &tr)
+		r.done <- srv.Run(context.Background(), &tr)
 		outW.Close()
 	}()
 	go func() {

@@ -51,6 +51,8 @@ type Result struct {
 	Suspicious   []Suspicion  `json:"suspicious,omitempty"`
 	// Network records each request the run made or had refused.
 	Network []airlock.NetworkDecision `json:"network,omitempty"`
+	// Installs records each package install the run asked for.
+	Installs []airlock.PackageInstall `json:"installs,omitempty"`
 }
 
 // AuditEvent is airlock.AuditEvent in JSON.
@@ -122,6 +124,7 @@ func NewResult(res *airlock.Result, py Python, withData bool) Result {
 		Files:      []File{},
 		Fuel:       res.Fuel,
 		Network:    res.Network,
+		Installs:   res.Installs,
 	}
 	if res.Error != nil {
 		out.Error = &ErrorInfo{Kind: string(res.Error.Kind), Message: res.Error.Message}

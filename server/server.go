@@ -117,6 +117,23 @@ type Server struct {
 	inFlight   prometheus.Gauge
 	live       prometheus.GaugeFunc
 	net        *netMetrics
+	installs   *installMetrics
+}
+
+type namedValue struct {
+	name string
+	v    int64
+}
+
+// notNegative is the one rule every config here follows: 0 takes the
+// default, a negative value is an error rather than a silent default.
+func notNegative(config string, fields []namedValue) error {
+	for _, f := range fields {
+		if f.v < 0 {
+			return fmt.Errorf("server: %s.%s is negative; 0 takes the default", config, f.name)
+		}
+	}
+	return nil
 }
 
 // New builds a Server from cfg.
@@ -124,20 +141,15 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Sandbox == nil {
 		return nil, errors.New("server: Config.Sandbox is required")
 	}
-	for _, f := range []struct {
-		name string
-		v    int64
-	}{
+	if err := notNegative("Config", []namedValue{
 		{"Concurrency", int64(cfg.Concurrency)}, {"MaxBody", cfg.MaxBody},
 		{"MaxBodyReads", int64(cfg.MaxBodyReads)}, {"MaxBodyReadsPerClient", int64(cfg.MaxBodyReadsPerClient)},
 		{"BodyTimeout", int64(cfg.BodyTimeout)}, {"MinBodyRate", cfg.MinBodyRate},
 		{"MaxConns", int64(cfg.MaxConns)}, {"MaxConnsPerClient", int64(cfg.MaxConnsPerClient)},
 		{"IdleTimeout", int64(cfg.IdleTimeout)}, {"ReadHeaderTimeout", int64(cfg.ReadHeaderTimeout)},
 		{"MaxHeaderBytes", int64(cfg.MaxHeaderBytes)},
-	} {
-		if f.v < 0 {
-			return nil, fmt.Errorf("server: Config.%s is negative; 0 takes the default", f.name)
-		}
+	}); err != nil {
+		return nil, err
 	}
 	if cfg.MaxLimits == (airlock.Limits{}) {
 		cfg.MaxLimits = airlock.DefaultLimits()
@@ -241,6 +253,7 @@ func New(cfg Config) (*Server, error) {
 	reg.MustRegister(s.suspicious)
 	reg.MustRegister(s.runs, s.rejected, s.duration, s.queue, s.inFlight, s.live, openConns, bodyReads, releases, build)
 	s.net = newNetMetrics(reg)
+	s.installs = newInstallMetrics(reg)
 
 	s.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
@@ -574,6 +587,7 @@ func (s *Server) execute(w http.ResponseWriter, r *http.Request, req airlock.Req
 	outcome := Outcome(res)
 	s.runs.WithLabelValues(outcome).Inc()
 	s.net.observe(res)
+	s.installs.observe(res)
 	s.duration.Observe(res.Duration.Seconds())
 	log.Info("run", slog.String("outcome", outcome), slog.Int("exit_code", res.ExitCode),
 		slog.Duration("duration", res.Duration), slog.Any("clamped", clamped))

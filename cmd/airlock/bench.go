@@ -26,6 +26,8 @@ type benchMode struct {
 var benchModes = []benchMode{
 	{name: "snapshot", opts: []airlock.Option{airlock.WithSnapshots(true)}},
 	{name: "fresh", opts: []airlock.Option{airlock.WithSnapshots(false)}},
+	// The snapshot without instances made ahead: what the pool saves.
+	{name: "unpooled", opts: []airlock.Option{airlock.WithSnapshots(true), airlock.WithInstancePool(false)}},
 }
 
 // benchRow is one line of `airlock bench --json`; the keys are stable.
@@ -69,7 +71,7 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) (int
 	var common commonFlags
 	common.register(fs)
 	runs := fs.Int("runs", 20, "runs per workload, mode and worker count")
-	only := fs.String("mode", "", "measure only this mode (snapshot or fresh)")
+	only := fs.String("mode", "", "measure only this mode (snapshot, fresh, or unpooled: the snapshot without instances made ahead)")
 	asJSON := fs.Bool("json", false, "print the report as JSON")
 	sessions := fs.Bool("sessions", false, "measure sessions instead: call, fork, save and load (medians), saved size")
 	peers := fs.Bool("peers", false, "compare with native CPython and Pyodide (see --setup-only; charts: go run ./internal/bench/charts)")

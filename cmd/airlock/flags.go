@@ -176,14 +176,22 @@ func (c *commonFlags) sandbox(ctx context.Context, stderr io.Writer, extra ...ai
 type packageFlags struct {
 	packages  multiFlag
 	preimport multiFlag
+	index     indexFlags
 }
 
 func (p *packageFlags) register(fs *flag.FlagSet) {
 	fs.Var(&p.packages, "package", "pure-Python package every run can import: a wheel, a zip or a directory (repeatable)")
 	fs.Var(&p.preimport, "preimport", "module to import before every run, once into the snapshot (repeatable, or comma-separated)")
+	p.index.register(fs)
 }
 
-func (p *packageFlags) options() []airlock.Option {
+// options are the packages', pre-imports' and index's options; a bad
+// --index-url is a usage error.
+func (p *packageFlags) options() ([]airlock.Option, error) {
+	indexOpts, err := p.index.options()
+	if err != nil {
+		return nil, err
+	}
 	var mods []string
 	for _, v := range p.preimport {
 		for m := range strings.SplitSeq(v, ",") {
@@ -192,7 +200,36 @@ func (p *packageFlags) options() []airlock.Option {
 			}
 		}
 	}
-	return []airlock.Option{airlock.WithPackages(p.packages...), airlock.WithPreimport(mods...)}
+	return append([]airlock.Option{airlock.WithPackages(p.packages...), airlock.WithPreimport(mods...)}, indexOpts...), nil
+}
+
+// indexFlags let runs install pure-Python packages from the operator's
+// package index (run, serve, mcp, repl); none by default. A server's
+// clients cannot name an index: these flags are the only way to one.
+type indexFlags struct {
+	url   string
+	allow multiFlag
+}
+
+func (ix *indexFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&ix.url, "index-url", "", "let the code install pure-Python wheels (airlock.install, pip install, %pip) from this PEP 503/691 simple index, e.g. https://host/simple/; the host fetches and verifies them (default: none, installs are refused)")
+	fs.Var(&ix.allow, "allow-package", "with --index-url, a project the code may install, dependencies included (repeatable; default: any)")
+}
+
+// options are the flags' Sandbox options; a bad URL or name is a usage
+// error.
+func (ix *indexFlags) options() ([]airlock.Option, error) {
+	if ix.url == "" {
+		if len(ix.allow) > 0 {
+			return nil, usageError{"--allow-package: needs --index-url"}
+		}
+		return nil, nil
+	}
+	p := airlock.PackageIndex{URL: ix.url, Allow: ix.allow}
+	if err := p.Validate(); err != nil {
+		return nil, usageError{"--index-url: " + err.Error()}
+	}
+	return []airlock.Option{airlock.WithPackageIndex(p)}, nil
 }
 
 // parseFlags parses args with fs's usage silenced: flagResult prints the

@@ -61,7 +61,11 @@ func cmdRepl(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 	if err != nil {
 		return exitUsage, err
 	}
-	sb, err := common.sandbox(ctx, stderr, append(sbOpts, pkgs.options()...)...)
+	pkgOpts, err := pkgs.options()
+	if err != nil {
+		return exitUsage, err
+	}
+	sb, err := common.sandbox(ctx, stderr, append(sbOpts, pkgOpts...)...)
 	if err != nil {
 		return 1, err
 	}

@@ -43,6 +43,8 @@ func cmdRun(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 	fs.Var(&packages, "package", "pure-Python package to make importable: a wheel, a zip or a directory (repeatable)")
 	var network netFlags
 	network.register(fs)
+	var index indexFlags
+	index.register(fs)
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: airlock run [flags] FILE.py | -c CODE")
 		fs.PrintDefaults()
@@ -59,6 +61,14 @@ func cmdRun(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 		// A remote client must not name the server's host paths.
 		return exitUsage, usageError{"--package: with --server, start the server with --package instead"}
 	}
+	if index.url != "" && *serverURL != "" {
+		return exitUsage, usageError{"--index-url: with --server, the server's own --index-url applies"}
+	}
+	indexOpts, err := index.options()
+	if err != nil {
+		return exitUsage, err
+	}
+	sbOpts = append(sbOpts, indexOpts...)
 	if *tools != "" {
 		opt, err := toolsOption(*tools)
 		if err != nil {

@@ -53,6 +53,7 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) (int
 		maxPerAddr  = fs.Int("max-conns-per-client", server.DefaultMaxConnsPerClient, "open connections at most from one client address")
 		storeURL    = fs.String("session-store", "", "where sessions live: empty for this process, or redis://[:PASSWORD@]HOST:PORT/DB shared by replicas (needs a session key; default: $AIRLOCK_SESSION_STORE)")
 		keyFile     = fs.String("session-key-file", "", "file holding the key (16+ bytes) that signs stored sessions, the same on every replica (default: $AIRLOCK_SESSION_KEY)")
+		lease       = fs.Duration("session-lease", server.DefaultRedisLease, "with a shared store: how long a call's lock on its session lasts unless renewed, so how long a replica that dies mid-call holds the session")
 	)
 	common.register(fs)
 	maxima.register(fs)
@@ -100,12 +101,16 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) (int
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
-	sb, err := common.sandbox(ctx, stderr, append(opts, pkgs.options()...)...)
+	pkgOpts, err := pkgs.options()
+	if err != nil {
+		return exitUsage, err
+	}
+	sb, err := common.sandbox(ctx, stderr, append(opts, pkgOpts...)...)
 	if err != nil {
 		return 1, err
 	}
 	defer sb.Close(context.Background())
-	store, err := openStore(ctx, *storeURL, *sessions.ttl, *sessions.max, logger)
+	store, err := openStore(ctx, *storeURL, *sessions.ttl, *sessions.max, *lease, logger)
 	if err != nil {
 		return 1, err
 	}
@@ -186,12 +191,19 @@ func cmdMCP(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 	if netPolicy != nil {
 		opts = append(opts, airlock.WithNetwork(*netPolicy))
 	}
-	sb, err := common.sandbox(ctx, stderr, append(opts, pkgs.options()...)...)
+	pkgOpts, err := pkgs.options()
+	if err != nil {
+		return exitUsage, err
+	}
+	sb, err := common.sandbox(ctx, stderr, append(opts, pkgOpts...)...)
 	if err != nil {
 		return 1, err
 	}
 	defer sb.Close(context.Background())
-	srv := server.NewMCP(server.MCPConfig{Sandbox: sb, Tools: toolList, MaxLimits: maxima.limits(), Concurrency: *parallel})
+	srv, err := server.NewMCP(server.MCPConfig{Sandbox: sb, Tools: toolList, MaxLimits: maxima.limits(), Concurrency: *parallel})
+	if err != nil {
+		return exitUsage, err
+	}
 	if *httpAddr != "" {
 		return serveMCPHTTP(ctx, srv, *httpAddr, maxMessage.n, stderr)
 	}

@@ -45,7 +45,7 @@ func sessionKey(storeURL, keyFile string) ([]airlock.Option, error) {
 }
 
 // openStore opens --session-store: nil for sessions in this process.
-func openStore(ctx context.Context, storeURL string, ttl time.Duration, max int, logger *slog.Logger) (*server.RedisStore, error) {
+func openStore(ctx context.Context, storeURL string, ttl time.Duration, max int, lease time.Duration, logger *slog.Logger) (*server.RedisStore, error) {
 	if storeURL == "" {
 		storeURL = os.Getenv("AIRLOCK_SESSION_STORE")
 	}
@@ -55,7 +55,10 @@ func openStore(ctx context.Context, storeURL string, ttl time.Duration, max int,
 	if !strings.HasPrefix(storeURL, "redis://") && !strings.HasPrefix(storeURL, "rediss://") && !strings.HasPrefix(storeURL, "unix://") {
 		return nil, usageError{"--session-store " + redactURL(storeURL) + ": want redis://HOST:PORT/DB (or rediss://, unix://), or empty for this process"}
 	}
-	return server.NewRedisStore(ctx, server.RedisOptions{URL: storeURL, TTL: ttl, MaxSessions: max, Logger: logger})
+	if lease <= 0 {
+		return nil, usageError{"--session-lease must be positive"}
+	}
+	return server.NewRedisStore(ctx, server.RedisOptions{URL: storeURL, TTL: ttl, MaxSessions: max, Lease: lease, Logger: logger})
 }
 
 // storeOrNil keeps a nil *RedisStore from becoming a non-nil interface.

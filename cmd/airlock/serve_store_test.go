@@ -68,10 +68,12 @@ func (w *syncWriter) String() string {
 	return w.b.String()
 }
 
-// Three `airlock serve` instances (each its own Sandbox and store
-// connection, in this test's process) sharing one real redis-server: a
-// session made on the first is called on the second and forked on the
-// third.
+// Three `airlock serve` processes (this test binary run as the command)
+// sharing one real redis-server: a session made on the first is called
+// on the second and forked on the third; two replicas calling it at once
+// get one answer and one 409; a replica killed mid-call leaves the
+// session as it was before that call, to any other replica, once the
+// dead call's lease runs out.
 func TestServeReplicasShareRedis(t *testing.T) {
 	bin, err := exec.LookPath("redis-server")
 	if err != nil {
@@ -93,8 +95,6 @@ func TestServeReplicasShareRedis(t *testing.T) {
 	if err := os.WriteFile(keyFile, []byte("a replicas' shared session key\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	t.Setenv("AIRLOCK_SESSION_KEY", "")
-	t.Setenv("AIRLOCK_TOKEN", "")
 
 	// serve refuses to start until Redis answers.
 	deadline := time.Now().Add(20 * time.Second)
@@ -110,18 +110,21 @@ func TestServeReplicasShareRedis(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 	}
 
+	const lease = 2 * time.Second
 	addrRE := regexp.MustCompile(`addr=http://(\S+)`)
+	procs := make([]*exec.Cmd, 3)
 	urls := make([]string, 3)
-	ctx, cancel := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	t.Cleanup(func() { cancel(); wg.Wait() })
-	for i := range urls {
+	for i := range procs {
 		logs := &syncWriter{}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			cmdServe(ctx, []string{"--addr", "127.0.0.1:0", "--session-store", storeURL, "--session-key-file", keyFile, "--drain-timeout", "5s"}, io.Discard, logs)
-		}()
+		cmd := exec.Command(os.Args[0], "serve", "--addr", "127.0.0.1:0", "--session-store", storeURL, "--session-key-file", keyFile,
+			"--session-lease", lease.String(), "--drain-timeout", "5s")
+		cmd.Env = append(os.Environ(), envExecMain+"=1", "AIRLOCK_SESSION_KEY=", "AIRLOCK_TOKEN=", "AIRLOCK_SESSION_STORE=")
+		cmd.Stdout, cmd.Stderr = io.Discard, logs
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		procs[i] = cmd
+		t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
 		deadline := time.Now().Add(2 * time.Minute)
 		for urls[i] == "" {
 			if m := addrRE.FindStringSubmatch(logs.String()); m != nil {
@@ -150,6 +153,20 @@ func TestServeReplicasShareRedis(t *testing.T) {
 			t.Fatalf("%s on %s: %+v %v, want stdout %q", code, c.URL, res, err, stdout)
 		}
 	}
+	busy := func(err error) bool {
+		var apiErr *server.APIError
+		return errors.As(err, &apiErr) && apiErr.Status == 409 && apiErr.Kind == "session_busy"
+	}
+	// A caller that loses the race for the lock to the test's polling
+	// below tries again, as a client told 409 would.
+	runRetrying := func(c *server.Client, code string) (*server.SessionResult, error) {
+		for start := time.Now(); ; time.Sleep(50 * time.Millisecond) {
+			res, err := c.RunSession(bg, id, server.SessionRunRequest{Code: code})
+			if !busy(err) || time.Since(start) > 20*time.Second {
+				return res, err
+			}
+		}
+	}
 	want(c1, id, "x = 20\nprint(x)", "20\n")
 	fork, err := c2.ForkSession(bg, id)
 	if err != nil {
@@ -157,11 +174,75 @@ func TestServeReplicasShareRedis(t *testing.T) {
 	}
 	want(c2, fork, "x *= 2\nprint(x)", "40\n")
 	want(c0, id, "print(x)", "20\n")
+
+	// Two replicas at once: the second caller is told the session is
+	// busy while the first call runs, and nothing of it is lost.
+	first := make(chan error, 1)
+	go func() {
+		res, err := runRetrying(c0, "import time\ntime.sleep(2)\ny = 1")
+		if err == nil && res.Error != nil {
+			err = fmt.Errorf("%+v", res.Error)
+		}
+		first <- err
+	}()
+	waitBusy := func(c *server.Client) {
+		t.Helper()
+		deadline := time.Now().Add(20 * time.Second)
+		for {
+			_, err := c.RunSession(bg, id, server.SessionRunRequest{Code: "print(x)"})
+			if busy(err) {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("the call in flight never held the session: %v", err)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+	waitBusy(c1)
+	if err := <-first; err != nil {
+		t.Fatalf("the first caller: %v", err)
+	}
+	want(c1, id, "print(x, y)", "20 1\n")
+
+	// A replica killed mid-call: its call never commits, and once its
+	// lease runs out the session is what it was before that call.
+	dying := make(chan error, 1)
+	go func() {
+		_, err := runRetrying(c2, "x = 99\nimport time\ntime.sleep(60)")
+		dying <- err
+	}()
+	waitBusy(c1)
+	if err := procs[2].Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	procs[2].Wait()
+	if err := <-dying; err == nil {
+		t.Fatal("a call on a killed replica reported success")
+	}
+	killed := time.Now()
+	for {
+		res, err := c1.RunSession(bg, id, server.SessionRunRequest{Code: "print(x)"})
+		if err == nil {
+			if res.Stdout != "20\n" {
+				t.Fatalf("after the dead call: %q, want the state before it", res.Stdout)
+			}
+			break
+		}
+		if !busy(err) {
+			t.Fatalf("while the dead call's lease runs: %v, want 409 session_busy", err)
+		}
+		if time.Since(killed) > lease+20*time.Second {
+			t.Fatalf("the dead replica's lease (%v) never ran out", lease)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+
 	list, err := c1.ListSessions(bg)
 	if err != nil || len(list) != 2 {
 		t.Fatalf("list: %+v %v", list, err)
 	}
-	if err := c2.DeleteSession(bg, id); err != nil {
+	if err := c0.DeleteSession(bg, id); err != nil {
 		t.Fatal(err)
 	}
 	var apiErr *server.APIError

@@ -218,7 +218,7 @@ func prepare(ctx context.Context, common commonFlags, dir string, snapshots, asy
 			return err
 		}
 		if asyncify {
-			if _, err := python.Asyncify(ctx, art, dir, stderr); err != nil {
+			if _, err := python.Asyncify(ctx, art, dir, os.Getenv(python.EnvWasmOpt), stderr); err != nil {
 				// A host that imported a bundle has the module and no
 				// wasm-opt: set-up goes on with what is there.
 				if _, _, lerr := python.LoadAsyncified(art, dir); !errors.Is(err, python.ErrNoWasmOpt) || lerr != nil {

@@ -197,3 +197,82 @@ func TestManifests(t *testing.T) {
 		t.Error("no volume at /cache (AIRLOCK_CACHE_DIR): serve cannot write its compiled code")
 	}
 }
+
+// TestQueueDepthAutoscaler: queue-metric/ scales the same Deployment on
+// CPU and on the gauge the servers export, by the name they export it
+// under, and the adapter rule serves that name per pod.
+func TestQueueDepthAutoscaler(t *testing.T) {
+	m := load(t)
+	read := func(path string, obj any) {
+		t.Helper()
+		data, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := yaml.UnmarshalStrict(data, obj); err != nil {
+			t.Fatalf("%s: %v", path, err)
+		}
+	}
+	var hpa autoscalingv2.HorizontalPodAutoscaler
+	read("../queue-metric/hpa.yaml", &hpa)
+	if hpa.Kind != "HorizontalPodAutoscaler" || hpa.Name != m.hpa.Name {
+		t.Errorf("queue-metric/hpa.yaml is %s %q; it must replace the plain HPA %q", hpa.Kind, hpa.Name, m.hpa.Name)
+	}
+	if ref := hpa.Spec.ScaleTargetRef; ref.Kind != "Deployment" || ref.Name != m.deployment.Name {
+		t.Errorf("it scales %s %s, not the Deployment", ref.Kind, ref.Name)
+	}
+	var cpu, queue bool
+	for _, metric := range hpa.Spec.Metrics {
+		switch {
+		case metric.Resource != nil && metric.Resource.Name == corev1.ResourceCPU:
+			cpu = true
+		case metric.Pods != nil && metric.Pods.Metric.Name == "airlock_queue_depth" &&
+			metric.Pods.Target.Type == autoscalingv2.AverageValueMetricType && metric.Pods.Target.AverageValue != nil:
+			queue = true
+		}
+	}
+	if !cpu || !queue {
+		t.Errorf("want CPU and per-pod airlock_queue_depth metrics: %+v", hpa.Spec.Metrics)
+	}
+	src, err := os.ReadFile("../../server/server.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Contains(src, []byte(`Name: "airlock_queue_depth"`)) {
+		t.Error("the servers no longer export airlock_queue_depth under that name")
+	}
+
+	var cm corev1.ConfigMap
+	read("../queue-metric/adapter-rules.yaml", &cm)
+	var rules struct {
+		Rules []struct {
+			SeriesQuery string `json:"seriesQuery"`
+			Resources   struct {
+				Overrides map[string]struct {
+					Resource string `json:"resource"`
+				} `json:"overrides"`
+			} `json:"resources"`
+			Name struct {
+				Matches string `json:"matches"`
+				As      string `json:"as"`
+			} `json:"name"`
+			MetricsQuery string `json:"metricsQuery"`
+		} `json:"rules"`
+	}
+	if err := yaml.UnmarshalStrict([]byte(cm.Data["config.yaml"]), &rules); err != nil {
+		t.Fatalf("adapter rules: %v", err)
+	}
+	served := false
+	for _, r := range rules.Rules {
+		if strings.Contains(r.SeriesQuery, "airlock_queue_depth") && r.Name.As == "airlock_queue_depth" &&
+			r.Resources.Overrides["pod"].Resource == "pod" && r.MetricsQuery != "" {
+			served = true
+		}
+	}
+	if !served {
+		t.Errorf("no adapter rule serves airlock_queue_depth per pod: %+v", rules)
+	}
+	if m.deployment.Spec.Template.Annotations["prometheus.io/scrape"] != "true" {
+		t.Error("the pods are not marked for scraping, so the gauge never reaches the adapter")
+	}
+}

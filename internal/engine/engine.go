@@ -142,6 +142,10 @@ type RunSpec struct {
 	// engines that meter fuel (wasmtime); 0 is no cap. Running out ends the
 	// run with ErrFuelExhausted.
 	Fuel uint64
+	// Unpooled makes a resumed run instantiate on its own path rather
+	// than take an instance made ahead (wazero_pool.go): to measure the
+	// pool, or to keep no idle instances.
+	Unpooled bool
 }
 
 // Outcome is what a run reports beside its error.

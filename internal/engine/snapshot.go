@@ -123,6 +123,9 @@ type Image struct {
 	pools     map[uint64]*regionPool // by reservation size (snapshot_pool.go)
 	poolClock uint64                 // counts poolFor calls, for regionPool.used
 	closed    bool
+	// closeHooks run first in Close: instance pools made from the image
+	// (wazero_pool.go) stop reading it.
+	closeHooks []func()
 }
 
 // pausePoint is a run's state at the snapshot point (run.pause), which
@@ -255,6 +258,13 @@ func NewImage(memory []byte, globals []uint64, unwindBuffer uint32) *Image {
 func (img *Image) Close() {
 	img.poolMu.Lock()
 	img.closed = true
+	hooks := img.closeHooks
+	img.closeHooks = nil
+	img.poolMu.Unlock()
+	for _, fn := range hooks {
+		fn()
+	}
+	img.poolMu.Lock()
 	pools := img.pools
 	img.pools = nil
 	img.poolMu.Unlock()

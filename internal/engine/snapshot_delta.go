@@ -2,6 +2,10 @@ package engine
 
 import (
 	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
 	"os"
 )
 
@@ -161,4 +165,132 @@ func captureDelta(base, from *Image, memory []byte, globals []uint64, unwindBuff
 		img.keepIfChanged(memory, off, page, was)
 	}
 	return img, true
+}
+
+// The delta record: an image as the WebAssembly pages that differ from a
+// base image's memory, as a saved session holds it. All integers
+// little-endian.
+//
+//	8           memory size in bytes (a multiple of PageSize, at least the base's)
+//	(pages+7)/8 bitmap: bit p set when page p differs from the base
+//	PageSize    each page whose bit is set, in order
+//	4           number of globals, n (the base's)
+//	8n          globals
+//	4           unwind buffer address (below the memory size)
+
+// ErrImageOverLimit: a delta record's memory is larger than its reader
+// allows.
+var ErrImageOverLimit = errors.New("engine: image memory over the limit")
+
+// AppendDeltaRecord appends img as a delta record over base's memory.
+func (img *Image) AppendDeltaRecord(out []byte, base *Image) []byte {
+	mem := img.Bytes()
+	var baseMem []byte
+	if base != nil {
+		baseMem = base.Memory
+	}
+	pages := len(mem) / PageSize
+	out = binary.LittleEndian.AppendUint64(out, uint64(len(mem)))
+	bitmap := len(out)
+	out = append(out, make([]byte, (pages+7)/8)...)
+	for p := range pages {
+		page := mem[p*PageSize : (p+1)*PageSize]
+		if (p+1)*PageSize <= len(baseMem) && bytes.Equal(page, baseMem[p*PageSize:(p+1)*PageSize]) {
+			continue
+		}
+		out[bitmap+p/8] |= 1 << (p % 8)
+		out = append(out, page...)
+	}
+	out = binary.LittleEndian.AppendUint32(out, uint32(len(img.Globals)))
+	for _, g := range img.Globals {
+		out = binary.LittleEndian.AppendUint64(out, g)
+	}
+	return binary.LittleEndian.AppendUint32(out, img.UnwindBuffer)
+}
+
+// ReadDeltaRecord decodes the delta record at the start of data over base
+// (a full image) and says how many bytes it took. A memory larger than
+// maxMemory is refused before memory of that size is made: a few bytes
+// could otherwise declare 4 GiB.
+//
+// # Errors
+// ErrImageOverLimit; ErrImageCorrupt naming the field that does not decode.
+func ReadDeltaRecord(data []byte, base *Image, maxMemory uint64) (*Image, int, error) {
+	r := &reader{b: data}
+	corrupt := func(field string) (*Image, int, error) {
+		return nil, 0, fmt.Errorf("%w: %s", ErrImageCorrupt, field)
+	}
+	size := r.u64()
+	if r.err != nil || size%PageSize != 0 || size > 1<<32 || size < uint64(len(base.Memory)) {
+		return corrupt("memory size")
+	}
+	if size > maxMemory {
+		return nil, 0, fmt.Errorf("%w: its memory is %d bytes, over the %d-byte limit", ErrImageOverLimit, size, maxMemory)
+	}
+	pages := int(size / PageSize)
+	bitmap := r.take((pages + 7) / 8)
+	if r.err != nil {
+		return corrupt("truncated")
+	}
+	changed := 0
+	for p := range pages {
+		if bitmap[p/8]&(1<<(p%8)) != 0 {
+			changed++
+		}
+	}
+	if uint64(changed)*PageSize > uint64(len(r.b)-r.off) {
+		return corrupt("pages")
+	}
+	mem := make([]byte, size)
+	copy(mem, base.Memory)
+	for p := range pages {
+		if bitmap[p/8]&(1<<(p%8)) != 0 {
+			copy(mem[p*PageSize:], r.take(PageSize))
+		}
+	}
+	n := r.u32()
+	if r.err != nil || uint64(n)*8 > uint64(len(r.b)-r.off) || int(n) != len(base.Globals) {
+		return corrupt("globals")
+	}
+	globals := make([]uint64, n)
+	for i := range globals {
+		globals[i] = r.u64()
+	}
+	unwind := r.u32()
+	if r.err != nil || uint64(unwind) >= size {
+		return corrupt("unwind buffer")
+	}
+	return NewDeltaImage(base, mem, globals, unwind), r.off, nil
+}
+
+// reader takes little-endian fields off a byte slice; the first short
+// read sticks in err and later reads return zeros.
+type reader struct {
+	b   []byte
+	off int
+	err error
+}
+
+func (r *reader) take(n int) []byte {
+	if r.err != nil || n < 0 || n > len(r.b)-r.off {
+		r.err = io.ErrUnexpectedEOF
+		return nil
+	}
+	out := r.b[r.off : r.off+n : r.off+n]
+	r.off += n
+	return out
+}
+
+func (r *reader) u32() uint32 {
+	if b := r.take(4); b != nil {
+		return binary.LittleEndian.Uint32(b)
+	}
+	return 0
+}
+
+func (r *reader) u64() uint64 {
+	if b := r.take(8); b != nil {
+		return binary.LittleEndian.Uint64(b)
+	}
+	return 0
 }

@@ -2,8 +2,11 @@ package engine
 
 import (
 	"bytes"
+	"encoding/binary"
+	"errors"
 	"math/rand/v2"
 	"os"
+	"slices"
 	"testing"
 )
 
@@ -84,5 +87,59 @@ func TestCaptureDeltaSharesUnchangedPages(t *testing.T) {
 	}
 	if next.DeltaPages() != 5 || shared != 4 {
 		t.Errorf("delta has %d pages, %d shared with the previous; want 5 and 4", next.DeltaPages(), shared)
+	}
+}
+
+// TestDeltaRecord: a delta record reads back as the image it was written
+// from, holds only the pages that differ, and every cut or damaged field
+// is refused with a typed error rather than a panic or a huge allocation.
+func TestDeltaRecord(t *testing.T) {
+	base := testImage()
+	defer base.Close()
+	mem := append(bytes.Clone(base.Memory), make([]byte, 65536)...)
+	mem[70000] ^= 1
+	mem[len(mem)-1] = 9
+	globals := []uint64{4, 5, 6}
+	img := NewDeltaImage(base, mem, globals, 65536)
+	defer img.Close()
+	rec := img.AppendDeltaRecord([]byte("prefix"), base)[len("prefix"):]
+	if want := 8 + 1 + 2*PageSize + 4 + 3*8 + 4; len(rec) != want {
+		t.Fatalf("record is %d bytes, want %d (two changed pages)", len(rec), want)
+	}
+	got, n, err := ReadDeltaRecord(append(bytes.Clone(rec), "rest"...), base, 1<<30)
+	if err != nil || n != len(rec) {
+		t.Fatalf("ReadDeltaRecord: n %d of %d, %v", n, len(rec), err)
+	}
+	defer got.Close()
+	if !bytes.Equal(got.Bytes(), mem) || !slices.Equal(got.Globals, globals) || got.UnwindBuffer != 65536 {
+		t.Fatal("the record does not read back as its image")
+	}
+	if _, _, err := ReadDeltaRecord(rec, base, uint64(len(mem)-PageSize)); !errors.Is(err, ErrImageOverLimit) {
+		t.Fatalf("over the memory cap: %v", err)
+	}
+	for cut := range len(rec) {
+		if _, _, err := ReadDeltaRecord(rec[:cut], base, 1<<30); !errors.Is(err, ErrImageCorrupt) {
+			t.Fatalf("cut at %d: %v", cut, err)
+		}
+	}
+	huge := binary.LittleEndian.AppendUint64(nil, 1<<32)
+	for name, bad := range map[string][]byte{
+		"size not in pages":   binary.LittleEndian.AppendUint64(nil, uint64(len(mem)+1)),
+		"size below the base": binary.LittleEndian.AppendUint64(nil, PageSize),
+		"4 GiB in 8 bytes":    huge,
+	} {
+		if _, _, err := ReadDeltaRecord(bad, base, 1<<40); !errors.Is(err, ErrImageCorrupt) {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+	wrongGlobals := bytes.Clone(rec)
+	binary.LittleEndian.PutUint32(wrongGlobals[len(rec)-4-3*8-4:], 2)
+	if _, _, err := ReadDeltaRecord(wrongGlobals, base, 1<<30); !errors.Is(err, ErrImageCorrupt) {
+		t.Errorf("a global count other than the base's: %v", err)
+	}
+	badUnwind := bytes.Clone(rec)
+	binary.LittleEndian.PutUint32(badUnwind[len(rec)-4:], uint32(len(mem)))
+	if _, _, err := ReadDeltaRecord(badUnwind, base, 1<<30); !errors.Is(err, ErrImageCorrupt) {
+		t.Errorf("an unwind buffer past the memory: %v", err)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"os"
 	"regexp"
 	"runtime"
+	"sync"
 
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/api"
@@ -35,6 +36,10 @@ type wzCode struct {
 	// cacheDir and marker: where the compiled code is kept, and the record
 	// naming its file (wazero_cache.go); "" without a cache.
 	cacheDir, marker string
+
+	poolMu sync.Mutex
+	pools  map[poolKey]*instancePool // instances made ahead (wazero_pool.go)
+	closed bool
 }
 
 func loadWazero(ctx context.Context, wasm []byte, opts Options) (Code, error) {
@@ -159,7 +164,15 @@ func valueTypes(ts []wasi.ValueType) []api.ValueType {
 	return out
 }
 
-func (c *wzCode) Start(ctx context.Context, r *RunState, _ RunSpec, limit uint64, img *Image) (Instance, error) {
+func (c *wzCode) Start(ctx context.Context, r *RunState, spec RunSpec, limit uint64, img *Image) (Instance, error) {
+	if !spec.Unpooled {
+		if p := c.instancePool(img, limit); p != nil {
+			if mod, limits := p.take(); mod != nil {
+				ctx = context.WithValue(ctx, runKey{}, r)
+				return &wzInstance{wzCaller: wzCaller{ctx: ctx, mod: mod}, code: c, limits: limits}, nil
+			}
+		}
+	}
 	limits := &runLimits{maxBytes: limit}
 	ctx = experimental.WithMemoryAllocator(ctx, allocator{limits: limits, image: img})
 	ctx = context.WithValue(ctx, runKey{}, r)
@@ -209,7 +222,10 @@ func (c *wzCode) TrapFrames(err error) []string {
 
 var traceFrame = regexp.MustCompile(`(?m)^\t[^(\n]*\.([^.(\n]+)\(`)
 
-func (c *wzCode) Close(ctx context.Context) error { return c.runtime.Close(ctx) }
+func (c *wzCode) Close(ctx context.Context) error {
+	c.closePools()
+	return c.runtime.Close(ctx)
+}
 
 // wzCaller is an instance as a host function sees it: calls into it are
 // nested in the guest's, whose context is already watched.

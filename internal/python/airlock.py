@@ -21,6 +21,14 @@ display sends obj to the host in every form it has, richest first
 (_repr_png_, _repr_svg_, _repr_html_ as a pandas DataFrame has, ...,
 then its repr): where the host collects rich output (HTTP, MCP) it comes
 back with the result, elsewhere its repr is printed.
+
+    airlock.install("requests", "attrs>=23")  # from the host's package index
+
+install asks the host, which resolves the requirements against the index
+its operator configured, fetches pure-Python wheels, checks their sha256
+and mounts them read-only: importable at once. pip install in a
+subprocess call, and a %pip install line in a session, come here too.
+Failures are InstallError, whose message says why.
 """
 
 import os
@@ -32,7 +40,7 @@ DEVICE = "/dev/airlock"
 __all__ = [
     "call", "tools", "display", "HostError", "UnknownToolError", "ArgumentError",
     "MalformedRequestError", "PayloadTooLargeError", "TooManyCallsError",
-    "DeadlineError",
+    "DeadlineError", "install", "InstallError",
 ]
 
 
@@ -78,13 +86,15 @@ _KINDS = {
     "deadline": DeadlineError,
 }
 
-def _device():
+def _device(path=DEVICE):
     # Opened per call, not kept: a session pauses only with no file open
     # beyond stdio, so a kept descriptor would roll back every session
     # call that used a tool.
     try:
-        return os.open(DEVICE, os.O_RDWR)
+        return os.open(path, os.O_RDWR)
     except FileNotFoundError:
+        if path != DEVICE:
+            raise InstallError(_NO_INDEX, "no_index") from None
         raise UnknownToolError(
             "no host tools are available in this run", "unknown_tool") from None
 
@@ -132,7 +142,7 @@ def _codecs():
     return _encode
 
 
-def _roundtrip(request):
+def _roundtrip(request, device=DEVICE, error=None):
     encode = _encode or _codecs()
     try:
         payload = encode(request)
@@ -142,7 +152,7 @@ def _roundtrip(request):
     if len(data) > 0xFFFFFFFF:
         raise PayloadTooLargeError(f"the request is {len(data)} bytes", "payload_too_large")
     frame = b"%08x" % len(data) + data
-    fd = _device()
+    fd = _device(device)
     try:
         done = os.write(fd, frame)
         if done < len(frame):
@@ -163,7 +173,7 @@ def _roundtrip(request):
     if "error" in reply:
         err = reply["error"]
         kind = err.get("kind", "error")
-        raise _KINDS.get(kind, HostError)(err.get("message", "host call failed"), kind)
+        raise (error or _KINDS.get(kind, HostError))(err.get("message", "host call failed"), kind)
     return reply["ok"]
 
 
@@ -329,3 +339,173 @@ def _show_value(value):
     # The prelude's: the value of the code's last expression.
     if value is not None:
         _send_display(value, "value")
+
+
+PIP_DEVICE = "/dev/airlock-pip"
+
+_NO_INDEX = (
+    "airlock: installing packages is not enabled in this sandbox: the host has no package "
+    "index configured (its operator enables one with airlock.WithPackageIndex in Go or "
+    "--index-url on the airlock command); use the standard library and the packages "
+    "already importable here")
+
+
+class InstallError(HostError):
+    """The host refused or failed an install; .kind names why (no_index,
+    not_allowed, not_found, no_compatible_wheel, compiled_extension,
+    hash_mismatch, conflict, too_large, timeout, index_error, invalid)."""
+
+
+def _report(line):
+    try:
+        fd = os.open("/dev/airlock-audit", os.O_WRONLY)
+    except OSError:
+        return
+    try:
+        os.write(fd, line.encode("utf-8", "replace")[:400] + b"\n")
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def _install(requirements, pre=False):
+    reqs = []
+    for r in requirements:
+        if isinstance(r, (list, tuple)):
+            reqs.extend(r)
+        else:
+            reqs.append(r)
+    for r in reqs:
+        if not isinstance(r, str):
+            raise TypeError("airlock.install takes requirement strings, not %s" % type(r).__name__)
+    if not reqs:
+        raise InstallError("airlock: install: name at least one package", "invalid")
+    if not os.path.exists(PIP_DEVICE):
+        _report("install\tinstall " + " ".join(reqs)[:200] + " (no package index)")
+        raise InstallError(_NO_INDEX, "no_index")
+    reply = _roundtrip({"requirements": reqs, "pre": bool(pre)}, PIP_DEVICE, InstallError)
+    for p in reply.get("paths") or ():
+        if p not in sys.path:
+            sys.path.append(p)
+    import importlib
+    importlib.invalidate_caches()
+    return reply
+
+
+def install(*requirements, pre=False, quiet=False):
+    """Install packages from the host's package index: each argument a
+    requirement ("name", "name>=1.2", "name[extra]"). Dependencies come
+    too, resolved for this sandbox (sys_platform "wasi"); what python.wasm
+    has built in (numpy, pandas) counts as installed. Prints what pip
+    would unless quiet; returns the installed "name==version" strings."""
+    reply = _install(requirements, pre)
+    if not quiet:
+        print(_pip_report(reply), end="")
+    return ["%s==%s" % (p["name"], p["version"]) for p in reply.get("installed") or ()]
+
+
+def _pip_report(reply):
+    lines = []
+    for s in reply.get("satisfied") or ():
+        lines.append("Requirement already satisfied: %s in %s (%s)\n" % (s["name"], s["by"], s["version"]))
+    installed = reply.get("installed") or ()
+    for p in installed:
+        lines.append("Collecting %s==%s\n" % (p["name"], p["version"]))
+        lines.append("  %s %s (sha256 %s, verified)\n" % ("Using cached" if p.get("cached") else "Downloading", p["filename"], p["sha256"][:16]))
+    if installed:
+        lines.append("Successfully installed %s\n" % " ".join("%s-%s" % (p["name"], p["version"]) for p in installed))
+    return "".join(lines)
+
+
+_PIP_FLAGS = {"-q", "--quiet", "-qq", "-U", "--upgrade", "--user", "--no-cache-dir",
+              "--disable-pip-version-check", "--no-input", "--progress-bar=off", "--no-color",
+              "--break-system-packages", "--only-binary=:all:", "--prefer-binary", "-v", "--verbose"}
+
+
+def _pip(args, stdin_files=True):
+    """Run a pip command line (the words after "pip") through the host:
+    (exit status, stdout text, stderr text), as pip would answer."""
+    args = [a.decode("utf-8", "replace") if isinstance(a, bytes) else str(a) for a in args]
+    if not args or args[0] != "install":
+        what = args[0] if args else "(nothing)"
+        return 1, "", ("ERROR: airlock: only 'pip install' works in this sandbox (not 'pip %s'): "
+                       "it installs from the host's package index; use importlib.metadata to "
+                       "list what is installed\n" % what)
+    reqs, pre, quiet, i = [], False, False, 1
+    while i < len(args):
+        a = args[i]
+        if a in ("-q", "--quiet", "-qq"):
+            quiet = True  # as pip -q: errors only
+        elif a in _PIP_FLAGS or a.startswith("--progress-bar") or a.startswith("--only-binary"):
+            pass
+        elif a == "--pre":
+            pre = True
+        elif a in ("-r", "--requirement") or a.startswith("--requirement=") or (a.startswith("-r") and len(a) > 2):
+            name = a.split("=", 1)[1] if "=" in a else (a[2:] if a.startswith("-r") and len(a) > 2 else None)
+            if name is None:
+                i += 1
+                name = args[i] if i < len(args) else ""
+            try:
+                with open(name) as f:
+                    for line in f:
+                        line = line.split("#", 1)[0].strip()
+                        if line and not line.startswith("-"):
+                            reqs.append(line)
+            except OSError as e:
+                return 1, "", "ERROR: Could not open requirements file: %s\n" % e
+        elif a in ("-i", "--index-url", "--extra-index-url", "-f", "--find-links", "--trusted-host") or \
+                a.startswith(("--index-url=", "--extra-index-url=", "--find-links=", "--trusted-host=")):
+            return 1, "", ("ERROR: airlock: %s is not available in this sandbox: packages come only "
+                           "from the package index the host's operator configured\n" % a.split("=", 1)[0])
+        elif a.startswith("-"):
+            return 1, "", ("ERROR: airlock: pip option %s is not supported in this sandbox "
+                           "(pip install takes requirements, -r FILE, --pre, -q, -U)\n" % a)
+        else:
+            reqs.append(a)
+        i += 1
+    if not reqs:
+        return 1, "", "ERROR: You must give at least one requirement to install\n"
+    try:
+        reply = _install(reqs, pre)
+    except HostError as e:
+        return 1, "", "ERROR: %s\n" % e
+    return 0, "" if quiet else _pip_report(reply), ""
+
+
+def _pip_argv(cmd):
+    """The words after pip in a command line that runs pip (pip, pip3,
+    pip3.13, python -m pip, sys.executable -m pip), or None."""
+    if isinstance(cmd, (str, bytes)):
+        if isinstance(cmd, bytes):
+            cmd = cmd.decode("utf-8", "replace")
+        import shlex
+        try:
+            words = shlex.split(cmd)
+        except ValueError:
+            return None
+    elif isinstance(cmd, (list, tuple)):
+        words = [w.decode("utf-8", "replace") if isinstance(w, bytes) else str(w) for w in cmd]
+    else:
+        return None
+    if not words:
+        return None
+    base = words[0].rsplit("/", 1)[-1]
+    if base in ("pip", "pip3") or base.startswith("pip3."):
+        return words[1:]
+    if base.startswith("python") or words[0] == sys.executable:
+        rest = words[1:]
+        while rest and rest[0] in ("-q", "-u", "-E", "-s", "-I", "-B"):
+            rest = rest[1:]
+        if len(rest) >= 2 and rest[0] == "-m" and rest[1] in ("pip", "pip3"):
+            return rest[2:]
+    return None
+
+
+def _pip_magic(line):
+    # A %pip (or !pip) line in a session or a run (prelude.py rewrites it).
+    import shlex
+    code, out, err = _pip(shlex.split(line))
+    print(out, end="")
+    if code:
+        raise InstallError(err.removeprefix("ERROR: ").rstrip("\n"), "refused")

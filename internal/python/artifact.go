@@ -123,6 +123,26 @@ func (a *Artifact) Layers() []*memfs.Layer {
 // its C libraries, Cython), in the order they are named.
 var importable = []string{"numpy", "pandas", "matplotlib"}
 
+// distributions are the third-party distributions a build may carry, by
+// their index names: an install from a package index counts them as
+// present (they cannot be replaced by a wheel).
+var distributions = []string{"numpy", "pandas", "python-dateutil", "matplotlib"}
+
+// Distributions are the third-party distributions built into this
+// python.wasm with their versions; none for the npm build.
+func (a *Artifact) Distributions() map[string]string {
+	out := map[string]string{}
+	if a.Build != ownBuildName || a.Record == nil {
+		return out
+	}
+	for _, name := range distributions {
+		if v := a.Record.Packages[name]; v != "" {
+			out[name] = v
+		}
+	}
+	return out
+}
+
 // Libraries names the third-party packages code can import in this
 // build, with their versions ("numpy 2.5.5"); none for the npm build.
 func (a *Artifact) Libraries() []string {

@@ -43,7 +43,7 @@ func TestAsyncifyRepairsADamagedModule(t *testing.T) {
 	dir := t.TempDir()
 	art := tinyArtifact(1)
 	var log bytes.Buffer
-	dst, err := python.Asyncify(ctx, art, dir, &log)
+	dst, err := python.Asyncify(ctx, art, dir, os.Getenv(python.EnvWasmOpt), &log)
 	if err != nil {
 		t.Fatalf("asyncify: %v\n%s", err, log.String())
 	}
@@ -61,7 +61,7 @@ func TestAsyncifyRepairsADamagedModule(t *testing.T) {
 	if _, _, err := python.LoadAsyncified(art, dir); !errors.Is(err, python.ErrChecksum) {
 		t.Fatalf("damaged load: %v", err)
 	}
-	if _, err := python.Asyncify(ctx, art, dir, &log); err != nil {
+	if _, err := python.Asyncify(ctx, art, dir, os.Getenv(python.EnvWasmOpt), &log); err != nil {
 		t.Fatalf("re-asyncify: %v", err)
 	}
 	if _, _, err := python.LoadAsyncified(art, dir); err != nil {
@@ -84,7 +84,7 @@ func TestAsyncifyConcurrently(t *testing.T) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				_, errs[i] = python.Asyncify(ctx, art, dir, &bytes.Buffer{})
+				_, errs[i] = python.Asyncify(ctx, art, dir, os.Getenv(python.EnvWasmOpt), &bytes.Buffer{})
 			}()
 		}
 		wg.Wait()

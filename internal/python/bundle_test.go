@@ -200,7 +200,7 @@ func TestBundleRoundTrip(t *testing.T) {
 		if err != nil || !bytes.Equal(got, async) {
 			t.Fatalf("LoadAsyncified of the carried module: %v", err)
 		}
-		if p, err := Asyncify(t.Context(), art, t.TempDir(), io.Discard); p != "" || err != nil {
+		if p, err := Asyncify(t.Context(), art, t.TempDir(), "", io.Discard); p != "" || err != nil {
 			t.Fatalf("Asyncify of a build that carries its module: %q, %v", p, err)
 		}
 		// And it exports again to the same bundle.

@@ -120,6 +120,7 @@ def _airlock_setup():
         main.__file__ = name
         sys.argv = [name]
 
+        source = _airlock_magic(source)
         # Interactive input is one statement typed at a prompt: "single"
         # mode prints an expression statement's value, as Python's REPL does.
         mode = "single" if interactive else "exec"
@@ -248,6 +249,31 @@ def _airlock_packages(env):
     for name in env.get("AIRLOCK_WARM_IMPORTS", "").split(","):
         if name and name not in sys.modules:
             __import__(name)
+
+
+def _airlock_magic(source):
+    # "%pip install X" (or "!pip install X") on a line of its own, as a
+    # notebook takes it, becomes the host's install; only in code that
+    # does not compile as it is, so no valid program changes meaning.
+    # One line stays one line: tracebacks keep their line numbers.
+    if b"pip" not in source:
+        return source
+    import re
+    pattern = re.compile(rb"^([ \t]*)[%!](?:pip3?|python3? -m pip)[ \t]+(.*?)[ \t]*(\r?)$")
+    lines = source.split(b"\n")
+    hits = [i for i, line in enumerate(lines) if pattern.match(line)]
+    if not hits:
+        return source
+    try:
+        compile(source, "<airlock magic check>", "exec", dont_inherit=True)
+        return source
+    except (SyntaxError, ValueError):
+        pass
+    for i in hits:
+        m = pattern.match(lines[i])
+        arg = repr(m.group(2).decode("utf-8", "replace")).encode("utf-8")
+        lines[i] = m.group(1) + b"__import__('airlock')._pip_magic(" + arg + b")" + m.group(3)
+    return b"\n".join(lines)
 
 
 def _exit_status(code):

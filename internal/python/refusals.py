@@ -26,7 +26,8 @@ def _airlock_refuse():
     PROC = (
         "airlock: this sandbox cannot start processes (subprocess, os.system, os.popen, "
         "fork, exec, multiprocessing); do the work in Python in this program "
-        "(pip cannot run either: the host mounts packages)"
+        "(pip cannot run either: the host mounts packages, and installs them with "
+        "airlock.install('name') where its operator configured a package index)"
     )
     THREAD = (
         "airlock: this sandbox runs Python on one thread and cannot start others "
@@ -37,7 +38,13 @@ def _airlock_refuse():
         "airlock: only the standard library and the pure-Python packages the host mounts "
         "are importable in this sandbox, and nothing can be installed (no pip, no network); "
         "the host mounts packages with airlock.WithPackages or Request.Packages (Go), "
-        "or --package (CLI)"
+        "or --package (CLI), or lets runs install from a package index (WithPackageIndex, "
+        "--index-url)"
+    )
+    PKG_INDEX = (
+        "airlock: this sandbox installs pure-Python packages from its host's package index: "
+        "import airlock; airlock.install('name') (or pip install name in a subprocess call, "
+        "or %pip install name in a session), then import it"
     )
     INSTALLERS = {"pip", "pip3", "ensurepip", "easy_install", "uv", "pipx", "conda", "mamba", "poetry"}
 
@@ -89,6 +96,17 @@ def _airlock_refuse():
             raise PermissionError(message)
         return refused
 
+    def pip_argv(args):
+        # The pip command line, when args run pip and the host installs
+        # from an index (its device is there); without one, pip is
+        # refused as any process is, with how packages get here.
+        if not args or not installs(args[0]) or not os.path.exists("/dev/airlock-pip"):
+            return None
+        try:
+            return __import__("airlock")._pip_argv(args[0])
+        except Exception:
+            return None
+
     def refuse_process(*args, **kwargs):
         install = installs(*args)
         report("install" if install else "process", "start a process", args)
@@ -107,6 +125,26 @@ def _airlock_refuse():
                  "spawnve", "spawnvp", "spawnvpe"):
         if name in os.__dict__:
             setattr(os, name, refuse_process)
+
+    if "popen" in os.__dict__:
+        def popen(cmd, mode="r", buffering=-1):
+            # os.popen("pip install x"): the host installs; the output
+            # reads as pip's, close() gives its status as os.popen does.
+            pip = pip_argv((cmd,))
+            if pip is None or "w" in mode:
+                return refuse_process(cmd)
+            import io
+            code, out, err = __import__("airlock")._pip(pip)
+            sys.stderr.write(err)
+
+            class Output(io.StringIO):
+                def close(self):
+                    super().close()
+                    return (code << 8) if code else None
+
+            return Output(out)
+
+        os.popen = popen
     absent = {"system", "fork", "forkpty", "vfork", "execv", "execve", "fexecve", "posix_spawn",
               "posix_spawnp", "spawnv", "spawnve", "spawnvp", "spawnvpe", "spawnl", "spawnle",
               "spawnlp", "spawnlpe", "startfile", "wait", "waitpid", "wait3", "wait4", "waitid",
@@ -166,11 +204,49 @@ def _airlock_refuse():
             m.socketpair = socketpair
 
     def patch_subprocess(m):
-        # Popen is what run, call, check_output and getoutput use.
-        def __init__(self, args, *rest, **kwargs):
-            refuse_process(args)
+        # Popen is what run, call, check_output and getoutput use. No
+        # process ever starts, so every Popen that exists is a pip install
+        # the host answered: it is born finished, its output as pip's.
+        def __init__(self, args, bufsize=-1, executable=None, stdin=None, stdout=None,
+                     stderr=None, *rest, **kwargs):
+            pip = pip_argv((args,))
+            if pip is None:
+                refuse_process(args)
+            import io
+            code, out, err = __import__("airlock")._pip(pip)
+            text = bool(kwargs.get("text") or kwargs.get("universal_newlines")
+                        or kwargs.get("encoding") or kwargs.get("errors"))
+            if stderr == m.STDOUT:
+                out, err = out + err, ""
+            self.args, self.returncode, self.pid = args, code, -1
+            self._child_created = False
+            self.stdin = None
+            self._airlock = []
+            for want, data, stream in ((stdout, out, sys.stdout), (stderr, err, sys.stderr)):
+                if want == m.PIPE:
+                    self._airlock.append(data if text else data.encode("utf-8"))
+                else:
+                    self._airlock.append(None)
+                    if want is None:
+                        stream.write(data)
+            self.stdout = (io.StringIO if text else io.BytesIO)(self._airlock[0]) if stdout == m.PIPE else None
+            self.stderr = (io.StringIO if text else io.BytesIO)(self._airlock[1]) if stderr == m.PIPE else None
+
+        def communicate(self, input=None, timeout=None):
+            return tuple(self._airlock)
+
+        def wait(self, timeout=None):
+            return self.returncode
+
+        def nothing(self, *args, **kwargs):
+            return None
 
         m.Popen.__init__ = __init__
+        m.Popen.communicate = communicate
+        m.Popen.wait = wait
+        m.Popen.poll = wait
+        for name in ("send_signal", "terminate", "kill"):
+            setattr(m.Popen, name, nothing)
 
     def patch_http_client(m):
         def http_client_getattr(name):
@@ -328,7 +404,7 @@ def _airlock_refuse():
                     "(CPython for WebAssembly: no native extensions beyond the built-in ones, "
                     "no threads, processes or network)" % top)
         else:
-            note = PKG
+            note = PKG_INDEX if os.path.exists("/dev/airlock-pip") else PKG
         if note not in getattr(exc, "__notes__", ()):
             exc.add_note(note)
 

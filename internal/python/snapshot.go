@@ -49,7 +49,11 @@ func asyncifyArgs(path []string) []string {
 const missingName = "non-existing function name"
 
 // ErrNoWasmOpt means Asyncify found no wasm-opt to run.
-var ErrNoWasmOpt = errors.New("python: asyncify needs Binaryen's wasm-opt (scripts/setup.sh installs it; or set AIRLOCK_WASM_OPT)")
+var ErrNoWasmOpt = errors.New("python: asyncify needs Binaryen's wasm-opt (scripts/setup.sh installs it; or set " + EnvWasmOpt + ")")
+
+// EnvWasmOpt names, for the airlock command, the wasm-opt to asyncify with
+// instead of the one on $PATH.
+const EnvWasmOpt = "AIRLOCK_WASM_OPT"
 
 // ErrNotAsyncified means set-up has not produced the asyncified module
 // for this python.wasm, so snapshots are unavailable.
@@ -77,7 +81,7 @@ func asyncifyPrefix(cacheDir string, art *Artifact) string {
 }
 
 // Asyncify makes sure the asyncified form of art exists in cacheDir, running
-// wasm-opt (from $PATH or $AIRLOCK_WASM_OPT) if it does not, and returns
+// wasm-opt (the program wasmOpt names; "" is wasm-opt on $PATH) if it does not, and returns
 // its path. Only the functions on the pause path are instrumented when the
 // build's functions are named (PausePath), else every function that could
 // reach a read. The file is keyed by the input's sha256, the arguments and
@@ -87,11 +91,11 @@ func asyncifyPrefix(cacheDir string, art *Artifact) string {
 //
 // # Errors
 // ErrNoWasmOpt when wasm-opt is missing; its failure.
-func Asyncify(ctx context.Context, art *Artifact, cacheDir string, log io.Writer) (string, error) {
+func Asyncify(ctx context.Context, art *Artifact, cacheDir, wasmOpt string, log io.Writer) (string, error) {
 	if art.asyncified != nil {
 		return "", nil
 	}
-	tool := os.Getenv("AIRLOCK_WASM_OPT")
+	tool := wasmOpt
 	if tool == "" {
 		tool = "wasm-opt"
 	}

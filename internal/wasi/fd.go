@@ -16,14 +16,7 @@ const (
 	filetypeCharDev   = 2
 	filetypeDirectory = 3
 	filetypeRegular   = 4
-
-	rightFdRead  = 1 << 1
-	rightFdWrite = 1 << 6
-	// Everything is granted on what is reachable at all: the sandbox's
-	// boundary is what exists, not rights bits. Stdio keeps FD_SEEK and
-	// FD_TELL so wasi-libc's isatty() reports false: output is captured,
-	// not a terminal.
-	rightsAll = 1<<29 - 1
+	filetypeSymlink   = 7
 
 	fdflagAppend = 1
 
@@ -53,8 +46,11 @@ func filetypeOf(f *openFile) byte {
 }
 
 func nodeFiletype(n *memfs.Inode) byte {
-	if n.Kind() == memfs.KindDir {
+	switch n.Kind() {
+	case memfs.KindDir:
 		return filetypeDirectory
+	case memfs.KindSymlink:
+		return filetypeSymlink
 	}
 	return filetypeRegular
 }
@@ -86,11 +82,22 @@ func fdClose(_ context.Context, s *State, _ memory, p []uint64) errno.Errno {
 	return s.closeFile(fd)
 }
 
-// fdSync is fd_sync(fd) and fd_datasync(fd): nothing to flush. Errors: EBADF.
+// fdSync is fd_sync(fd): nothing to flush. Errors: EBADF, ENOTCAPABLE.
 func fdSync(_ context.Context, s *State, _ memory, p []uint64) errno.Errno {
-	fd := uint32(p[0])
-	_, e := s.file(fd)
-	return e
+	return s.syncFile(uint32(p[0]), rightFdSync)
+}
+
+// fdDatasync is fd_datasync(fd): nothing to flush. Errors: EBADF, ENOTCAPABLE.
+func fdDatasync(_ context.Context, s *State, _ memory, p []uint64) errno.Errno {
+	return s.syncFile(uint32(p[0]), rightFdDatasync)
+}
+
+func (s *State) syncFile(fd uint32, right uint64) errno.Errno {
+	f, e := s.file(fd)
+	if e != errno.ESUCCESS {
+		return e
+	}
+	return f.has(right)
 }
 
 // fdAdvise is fd_advise(fd, offset, length, advice). Errors: EBADF, EINVAL.
@@ -103,16 +110,19 @@ func fdAdvise(_ context.Context, s *State, _ memory, p []uint64) errno.Errno {
 	if f.kind != kindFile {
 		return errno.EBADF
 	}
+	if e := f.has(rightFdAdvise); e != errno.ESUCCESS {
+		return e
+	}
 	if offset < 0 || length < 0 || advice > 5 {
 		return errno.EINVAL
 	}
 	return errno.ESUCCESS
 }
 
-// fdAllocate is fd_allocate(fd, offset, length). Errors: EBADF, EINVAL, EISDIR, the filesystem's (errno.Of).
+// fdAllocate is fd_allocate(fd, offset, length). Errors: EBADF (a directory too), EINVAL, ENOTCAPABLE, the filesystem's (errno.Of).
 func fdAllocate(_ context.Context, s *State, _ memory, p []uint64) errno.Errno {
 	fd := uint32(p[0])
-	f, e := s.writableFile(fd)
+	f, e := s.writableFile(fd, rightFdAllocate)
 	if e != errno.ESUCCESS {
 		return e
 	}
@@ -120,10 +130,7 @@ func fdAllocate(_ context.Context, s *State, _ memory, p []uint64) errno.Errno {
 	if off < 0 || n <= 0 || off+n < 0 {
 		return errno.EINVAL
 	}
-	if off+n > f.node.Size() {
-		return errno.Of(s.fs.Truncate(f.node, off+n))
-	}
-	return errno.ESUCCESS
+	return errno.Of(s.fs.Allocate(f.node, off, n))
 }
 
 // fdFdstatGet is fd_fdstat_get(fd, statPtr). Errors: EBADF, EFAULT.
@@ -140,16 +147,19 @@ func fdFdstatGet(_ context.Context, s *State, m memory, p []uint64) errno.Errno 
 	clear(b)
 	b[0] = filetypeOf(f)
 	binary.LittleEndian.PutUint16(b[2:], f.fdflags)
-	binary.LittleEndian.PutUint64(b[8:], rightsAll)
-	binary.LittleEndian.PutUint64(b[16:], rightsAll)
+	binary.LittleEndian.PutUint64(b[8:], f.base)
+	binary.LittleEndian.PutUint64(b[16:], f.inheriting)
 	return errno.ESUCCESS
 }
 
-// fdFdstatSetFlags is fd_fdstat_set_flags(fd, fdflags). Errors: EBADF, EINVAL.
+// fdFdstatSetFlags is fd_fdstat_set_flags(fd, fdflags). Errors: EBADF, EINVAL, ENOTCAPABLE.
 func fdFdstatSetFlags(_ context.Context, s *State, _ memory, p []uint64) errno.Errno {
 	fd := uint32(p[0])
 	f, e := s.file(fd)
 	if e != errno.ESUCCESS {
+		return e
+	}
+	if e := f.has(rightFdFdstatSetFlags); e != errno.ESUCCESS {
 		return e
 	}
 	flags := uint16(p[1])
@@ -162,43 +172,62 @@ func fdFdstatSetFlags(_ context.Context, s *State, _ memory, p []uint64) errno.E
 
 // fdFdstatSetRights is fd_fdstat_set_rights(fd, rightsBase, rightsInheriting).
 //
-// fdFdstatSetRights accepts any request: rights only ever shrink and are
-// not what bounds the guest (see rightsAll).
+// fdFdstatSetRights can only drop rights: asking for one the descriptor
+// lacks changes nothing and answers ENOTCAPABLE.
 //
-// Errors: EBADF.
+// Errors: EBADF, ENOTCAPABLE.
 func fdFdstatSetRights(_ context.Context, s *State, _ memory, p []uint64) errno.Errno {
-	fd := uint32(p[0])
-	_, e := s.file(fd)
-	return e
+	fd, rightsBase, rightsInheriting := uint32(p[0]), p[1], p[2]
+	f, e := s.file(fd)
+	if e != errno.ESUCCESS {
+		return e
+	}
+	if rightsBase&^f.base != 0 || rightsInheriting&^f.inheriting != 0 {
+		return errno.ENOTCAPABLE
+	}
+	f.base, f.inheriting = rightsBase, rightsInheriting
+	return errno.ESUCCESS
 }
 
-// fdFilestatGet is fd_filestat_get(fd, statPtr). Errors: EBADF, EFAULT.
+// fdFilestatGet is fd_filestat_get(fd, statPtr). Errors: EBADF, EFAULT, ENOTCAPABLE.
 func fdFilestatGet(_ context.Context, s *State, m memory, p []uint64) errno.Errno {
 	fd, statPtr := uint32(p[0]), uint32(p[1])
 	f, e := s.file(fd)
 	if e != errno.ESUCCESS {
 		return e
 	}
+	if e := f.has(rightFdFilestatGet); e != errno.ESUCCESS {
+		return e
+	}
 	return putFilestat(m, statPtr, f.node, filetypeOf(f))
 }
 
-func (s *State) writableFile(fd uint32) (*openFile, errno.Errno) {
+// writableFile checks fd for a change of size: a regular file holding
+// right.
+func (s *State) writableFile(fd uint32, right uint64) (*openFile, errno.Errno) {
 	f, e := s.file(fd)
 	switch {
 	case e != errno.ESUCCESS:
 		return nil, e
-	case f.kind == kindDir:
-		return nil, errno.EISDIR
-	case f.kind != kindFile || !f.write:
+	case f.kind != kindFile: // a directory too, as wasmtime answers
 		return nil, errno.EBADF
+	}
+	if e := f.has(right); e != errno.ESUCCESS {
+		return nil, e
 	}
 	return f, errno.ESUCCESS
 }
 
-// fdFilestatSetSize is fd_filestat_set_size(fd, size). Errors: EBADF, EINVAL, EISDIR, the filesystem's (errno.Of).
+// fdFilestatSetSize is fd_filestat_set_size(fd, size). Errors: EBADF (a directory too), EINVAL (a read-only file too), ENOTCAPABLE, the filesystem's (errno.Of).
 func fdFilestatSetSize(_ context.Context, s *State, _ memory, p []uint64) errno.Errno {
 	fd, size := uint32(p[0]), int64(p[1])
-	f, e := s.writableFile(fd)
+	f, e := s.writableFile(fd, rightFdFilestatSetSize)
+	if e == errno.EBADF && f == nil {
+		// ftruncate of a read-only file is EINVAL, on Linux and wasmtime.
+		if g, ge := s.file(fd); ge == errno.ESUCCESS && g.kind == kindFile {
+			e = errno.EINVAL
+		}
+	}
 	if e != errno.ESUCCESS {
 		return e
 	}
@@ -229,7 +258,7 @@ func (s *State) setTimes(n *memfs.Inode, atim, mtim int64, flags uint16) errno.E
 	return errno.ESUCCESS
 }
 
-// fdFilestatSetTimes is fd_filestat_set_times(fd, atim, mtim, fstFlags). Errors: EBADF, EINVAL, EROFS.
+// fdFilestatSetTimes is fd_filestat_set_times(fd, atim, mtim, fstFlags). Errors: EBADF, EINVAL, ENOTCAPABLE, EROFS.
 func fdFilestatSetTimes(_ context.Context, s *State, _ memory, p []uint64) errno.Errno {
 	fd, atim, mtim, fstFlags := uint32(p[0]), int64(p[1]), int64(p[2]), uint16(p[3])
 	f, e := s.file(fd)
@@ -238,6 +267,9 @@ func fdFilestatSetTimes(_ context.Context, s *State, _ memory, p []uint64) errno
 	}
 	if f.node == nil {
 		return errno.EBADF
+	}
+	if e := f.has(rightFdFilestatSetTimes); e != errno.ESUCCESS {
+		return e
 	}
 	return s.setTimes(f.node, atim, mtim, fstFlags)
 }
@@ -297,11 +329,14 @@ func (s *State) ioArgs(m memory, fd, iovs, count, resultPtr uint32) (*openFile, 
 	return f, bufs, e
 }
 
-// fdRead is fd_read(fd, iovsPtr, iovsLen, nreadPtr). Errors: EBADF, EFAULT, EINVAL, EIO, EISDIR, the filesystem's (errno.Of).
+// fdRead is fd_read(fd, iovsPtr, iovsLen, nreadPtr). Errors: EBADF (a directory, or the wrong access mode), EFAULT, EINVAL, EIO, ENOTCAPABLE, the filesystem's (errno.Of).
 func fdRead(ctx context.Context, s *State, m memory, p []uint64) errno.Errno {
 	fd, iovsPtr, iovsLen, nreadPtr := uint32(p[0]), uint32(p[1]), uint32(p[2]), uint32(p[3])
 	f, bufs, e := s.ioArgs(m, fd, iovsPtr, iovsLen, nreadPtr)
 	if e != errno.ESUCCESS {
+		return e
+	}
+	if e := f.has(rightFdRead); e != errno.ESUCCESS {
 		return e
 	}
 	var total int
@@ -310,9 +345,7 @@ func fdRead(ctx context.Context, s *State, m memory, p []uint64) errno.Errno {
 		total, e = readStream(s.cfg.Stdin, bufs)
 	case f.kind == kindDevice:
 		total, e = s.deviceIO(ctx, f.dev.Read, bufs)
-	case f.kind == kindDir:
-		return errno.EISDIR
-	case f.kind != kindFile || !f.read:
+	case f.kind != kindFile:
 		return errno.EBADF
 	default:
 		total, e = s.readFile(f.node, bufs, f.offset)
@@ -378,11 +411,14 @@ func (s *State) writeFile(n *memfs.Inode, bufs [][]byte, off int64) (int, errno.
 	return total, errno.ESUCCESS
 }
 
-// fdWrite is fd_write(fd, iovsPtr, iovsLen, nwrittenPtr). Errors: EBADF, EFAULT, EINVAL, EIO, EISDIR, the filesystem's (errno.Of).
+// fdWrite is fd_write(fd, iovsPtr, iovsLen, nwrittenPtr). Errors: EBADF (a directory, or the wrong access mode), EFAULT, EINVAL, EIO, ENOTCAPABLE, the filesystem's (errno.Of).
 func fdWrite(ctx context.Context, s *State, m memory, p []uint64) errno.Errno {
 	fd, iovsPtr, iovsLen, nwrittenPtr := uint32(p[0]), uint32(p[1]), uint32(p[2]), uint32(p[3])
 	f, bufs, e := s.ioArgs(m, fd, iovsPtr, iovsLen, nwrittenPtr)
 	if e != errno.ESUCCESS {
+		return e
+	}
+	if e := f.has(rightFdWrite); e != errno.ESUCCESS {
 		return e
 	}
 	var total int
@@ -404,9 +440,7 @@ func fdWrite(ctx context.Context, s *State, m memory, p []uint64) errno.Errno {
 		if total, e = s.deviceIO(ctx, f.dev.Write, bufs); e != errno.ESUCCESS {
 			return e
 		}
-	case f.kind == kindDir:
-		return errno.EISDIR
-	case f.kind != kindFile || !f.write:
+	case f.kind != kindFile:
 		return errno.EBADF
 	default:
 		if f.fdflags&fdflagAppend != 0 {
@@ -422,8 +456,9 @@ func fdWrite(ctx context.Context, s *State, m memory, p []uint64) errno.Errno {
 	return errno.ESUCCESS
 }
 
-// positioned checks fd for pread/pwrite: a regular file at a valid offset.
-func (s *State) positioned(m memory, p []uint64) (*openFile, [][]byte, int64, errno.Errno) {
+// positioned checks fd for pread/pwrite: a regular file holding right and
+// FD_SEEK (as the spec has them), at a valid offset.
+func (s *State) positioned(m memory, p []uint64, right uint64) (*openFile, [][]byte, int64, errno.Errno) {
 	fd, iovsPtr, iovsLen, nPtr := uint32(p[0]), uint32(p[1]), uint32(p[2]), uint32(p[4])
 	f, bufs, e := s.ioArgs(m, fd, iovsPtr, iovsLen, nPtr)
 	if e != errno.ESUCCESS {
@@ -431,9 +466,12 @@ func (s *State) positioned(m memory, p []uint64) (*openFile, [][]byte, int64, er
 	}
 	switch f.kind {
 	case kindDir:
-		return nil, nil, 0, errno.EISDIR
+		return nil, nil, 0, errno.EBADF
 	case kindStdin, kindStdout, kindStderr, kindDevice:
 		return nil, nil, 0, errno.ESPIPE
+	}
+	if e := f.has(right | rightFdSeek); e != errno.ESUCCESS {
+		return nil, nil, 0, e
 	}
 	off := int64(p[3])
 	if off < 0 {
@@ -442,15 +480,12 @@ func (s *State) positioned(m memory, p []uint64) (*openFile, [][]byte, int64, er
 	return f, bufs, off, errno.ESUCCESS
 }
 
-// fdPread is fd_pread(fd, iovsPtr, iovsLen, offset, nreadPtr). Errors: EBADF, EFAULT, EINVAL, EISDIR, ESPIPE, the filesystem's (errno.Of).
+// fdPread is fd_pread(fd, iovsPtr, iovsLen, offset, nreadPtr). Errors: EBADF (a directory, or the wrong access mode), EFAULT, EINVAL, ENOTCAPABLE, ESPIPE, the filesystem's (errno.Of).
 func fdPread(_ context.Context, s *State, m memory, p []uint64) errno.Errno {
 	nreadPtr := uint32(p[4])
-	f, bufs, off, e := s.positioned(m, p)
+	f, bufs, off, e := s.positioned(m, p, rightFdRead)
 	if e != errno.ESUCCESS {
 		return e
-	}
-	if !f.read {
-		return errno.EBADF
 	}
 	total, e := s.readFile(f.node, bufs, off)
 	if e != errno.ESUCCESS {
@@ -460,15 +495,12 @@ func fdPread(_ context.Context, s *State, m memory, p []uint64) errno.Errno {
 	return errno.ESUCCESS
 }
 
-// fdPwrite is fd_pwrite(fd, iovsPtr, iovsLen, offset, nwrittenPtr). Errors: EBADF, EFAULT, EINVAL, EISDIR, ESPIPE, the filesystem's (errno.Of).
+// fdPwrite is fd_pwrite(fd, iovsPtr, iovsLen, offset, nwrittenPtr). Errors: EBADF (a directory, or the wrong access mode), EFAULT, EINVAL, ENOTCAPABLE, ESPIPE, the filesystem's (errno.Of).
 func fdPwrite(_ context.Context, s *State, m memory, p []uint64) errno.Errno {
 	nwrittenPtr := uint32(p[4])
-	f, bufs, off, e := s.positioned(m, p)
+	f, bufs, off, e := s.positioned(m, p, rightFdWrite)
 	if e != errno.ESUCCESS {
 		return e
-	}
-	if !f.write {
-		return errno.EBADF
 	}
 	total, e := s.writeFile(f.node, bufs, off)
 	if e != errno.ESUCCESS {
@@ -478,20 +510,36 @@ func fdPwrite(_ context.Context, s *State, m memory, p []uint64) errno.Errno {
 	return errno.ESUCCESS
 }
 
-// fdSeek is fd_seek(fd, offset, whence, newOffsetPtr). Errors: EBADF, EFAULT, EINVAL, EISDIR, ESPIPE.
-func fdSeek(_ context.Context, s *State, m memory, p []uint64) errno.Errno {
-	fd := uint32(p[0])
+// seekable checks fd for fd_seek and fd_tell, which agree: a directory
+// answers EBADF (as wasmtime's preview1 does for both), a stream ESPIPE.
+func (s *State) seekable(fd uint32) (*openFile, errno.Errno) {
 	f, e := s.file(fd)
 	if e != errno.ESUCCESS {
-		return e
+		return nil, e
 	}
 	switch f.kind {
 	case kindDir:
-		return errno.EISDIR
+		return nil, errno.EBADF
 	case kindStdin, kindStdout, kindStderr, kindDevice:
-		return errno.ESPIPE
+		return nil, errno.ESPIPE
+	}
+	return f, errno.ESUCCESS
+}
+
+// fdSeek is fd_seek(fd, offset, whence, newOffsetPtr). Errors: EBADF, EFAULT, EINVAL, ENOTCAPABLE, ESPIPE.
+//
+// fdSeek needs FD_SEEK, except that asking where the offset is (0 from
+// the current position) is what FD_TELL grants.
+func fdSeek(_ context.Context, s *State, m memory, p []uint64) errno.Errno {
+	fd := uint32(p[0])
+	f, e := s.seekable(fd)
+	if e != errno.ESUCCESS {
+		return e
 	}
 	delta, whence, resultPtr := int64(p[1]), uint32(p[2]), uint32(p[3])
+	if e := f.has(rightFdSeek); e != errno.ESUCCESS && (delta != 0 || whence != whenceCur || f.has(rightFdTell) != errno.ESUCCESS) {
+		return e
+	}
 	if _, ok := m.slice(resultPtr, 8); !ok {
 		return errno.EFAULT
 	}
@@ -514,15 +562,15 @@ func fdSeek(_ context.Context, s *State, m memory, p []uint64) errno.Errno {
 	return errno.ESUCCESS
 }
 
-// fdTell is fd_tell(fd, offsetPtr). Errors: EBADF, EFAULT, ESPIPE.
+// fdTell is fd_tell(fd, offsetPtr). Errors: EBADF, EFAULT, ENOTCAPABLE, ESPIPE.
 func fdTell(_ context.Context, s *State, m memory, p []uint64) errno.Errno {
 	fd, offsetPtr := uint32(p[0]), uint32(p[1])
-	f, e := s.file(fd)
+	f, e := s.seekable(fd)
 	if e != errno.ESUCCESS {
 		return e
 	}
-	if f.kind != kindFile {
-		return errno.ESPIPE
+	if e := f.has(rightFdTell); e != errno.ESUCCESS {
+		return e
 	}
 	if !m.putU64(offsetPtr, uint64(f.offset)) {
 		return errno.EFAULT
@@ -554,7 +602,7 @@ func fdRenumber(_ context.Context, s *State, _ memory, p []uint64) errno.Errno {
 // fdReaddir writes dirents starting at cookie; "." and ".." are entries 0
 // and 1. A full buffer (bufused == len) tells the guest to call again.
 //
-// Errors: EBADF, EFAULT, ENOTDIR, the filesystem's (errno.Of).
+// Errors: EBADF (not a directory too), EFAULT, ENOTCAPABLE, the filesystem's (errno.Of).
 func fdReaddir(_ context.Context, s *State, m memory, p []uint64) errno.Errno {
 	fd, bufPtr, bufLen := uint32(p[0]), uint32(p[1]), uint32(p[2])
 	f, e := s.file(fd)
@@ -562,7 +610,10 @@ func fdReaddir(_ context.Context, s *State, m memory, p []uint64) errno.Errno {
 		return e
 	}
 	if f.kind != kindDir {
-		return errno.ENOTDIR
+		return errno.EBADF // as wasmtime answers; Linux says ENOTDIR
+	}
+	if e := f.has(rightFdReaddir); e != errno.ESUCCESS {
+		return e
 	}
 	buf, ok := m.slice(bufPtr, bufLen)
 	if !ok {

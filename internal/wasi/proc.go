@@ -23,10 +23,11 @@ func procExit(_ context.Context, _ *State, _ []byte, stack []uint64) error {
 	return &ExitError{Code: rval}
 }
 
-// procRaise is proc_raise(sig). Errors: ENOSYS.
+// procRaise is proc_raise(sig). Errors: ENOTSUP.
 //
-// procRaise refuses: there are no signals to deliver in the sandbox.
-func procRaise(context.Context, *State, memory, []uint64) errno.Errno { return errno.ENOSYS }
+// procRaise refuses, as wasmtime does: there are no signals to deliver in
+// the sandbox.
+func procRaise(context.Context, *State, memory, []uint64) errno.Errno { return errno.ENOTSUP }
 
 // schedYield is sched_yield(). It never fails.
 //
@@ -37,10 +38,19 @@ func schedYield(context.Context, *State, memory, []uint64) errno.Errno {
 	return errno.ESUCCESS
 }
 
-// sockUnsupported is sock_accept, sock_recv, sock_send and sock_shutdown:
-// a run has no sockets. Errors: ENOTSUP.
+// sockUnsupported is sock_accept, sock_recv and sock_send: a run has no
+// sockets. Errors: ENOTSUP.
 func sockUnsupported(context.Context, *State, memory, []uint64) errno.Errno {
 	return errno.ENOTSUP
+}
+
+// sockShutdown is sock_shutdown(fd, how). No descriptor is a socket, so it
+// answers for the descriptor, as shutdown(2) does. Errors: EBADF, ENOTSOCK.
+func sockShutdown(_ context.Context, s *State, _ memory, p []uint64) errno.Errno {
+	if _, e := s.file(uint32(p[0])); e != errno.ESUCCESS {
+		return e
+	}
+	return errno.ENOTSOCK
 }
 
 // listSizes answers args_sizes_get and environ_sizes_get.
@@ -227,7 +237,11 @@ func pollOneoff(ctx context.Context, s *State, m memory, p []uint64) errno.Errno
 		switch sub[8] {
 		case eventFdRead, eventFdWrite:
 			fd := binary.LittleEndian.Uint32(sub[16:])
-			if _, e := s.file(fd); e != errno.ESUCCESS {
+			f, e := s.file(fd)
+			if e == errno.ESUCCESS {
+				e = f.has(rightPollFdReadwrite) // a directory: EBADF, as wasmtime answers
+			}
+			if e != errno.ESUCCESS {
 				binary.LittleEndian.PutUint16(ev[8:], uint16(e))
 			} else {
 				binary.LittleEndian.PutUint64(ev[16:], 1)

@@ -24,6 +24,9 @@ type Config struct {
 	// FS is the only filesystem; it is preopened as "/". Nil means a fresh,
 	// empty, unlimited one.
 	FS *memfs.FS
+	// NoPreopen leaves FS unreachable: fd 3 is not open and the guest has
+	// no directory at all, as a WASI module run by wasmtime without --dir.
+	NoPreopen bool
 	// Clock answers clock_time_get and poll_oneoff; nil means the real one.
 	Clock Clock
 	// Random feeds random_get; nil means crypto/rand.
@@ -128,8 +131,12 @@ type openFile struct {
 	preopen string // the guest-visible name when this is a preopened dir
 	offset  int64
 	fdflags uint16
-	read    bool
-	write   bool
+	// base are the rights operations on this descriptor check;
+	// inheriting bounds those of descriptors path_open makes from it.
+	base, inheriting uint64
+	// opened are the rights its kind and access mode gave it when opened
+	// (rights.go: lacking one of these is EBADF, not ENOTCAPABLE).
+	opened uint64
 	// dev is the device behind a kindDevice descriptor.
 	dev Device
 	// dirents is the listing fd_readdir pages through; it is taken when a
@@ -181,7 +188,7 @@ func (s *State) hold(f *openFile, list []memfs.DirEntry) {
 }
 
 // NewState prepares a run's WASI world. Fds 0-2 are stdio and fd 3 is the
-// preopened root of cfg.FS.
+// preopened root of cfg.FS (unless cfg.NoPreopen).
 func NewState(cfg Config) *State {
 	s := &State{cfg: cfg, fs: cfg.FS, clock: cfg.Clock, random: cfg.Random, maxFDs: cfg.MaxFDs}
 	if s.fs == nil {
@@ -206,13 +213,15 @@ func NewState(cfg Config) *State {
 		s.cfg.Stderr = io.Discard
 	}
 	s.installDevices()
-	root := s.fs.Root()
-	s.fs.Retain(root)
 	s.files = []*openFile{
-		{kind: kindStdin, read: true},
-		{kind: kindStdout, write: true},
-		{kind: kindStderr, write: true},
-		{kind: kindDir, node: root, preopen: "/", read: true},
+		{kind: kindStdin, base: stdinRights, opened: stdinRights},
+		{kind: kindStdout, base: stdoutRights, opened: stdoutRights},
+		{kind: kindStderr, base: stdoutRights, opened: stdoutRights},
+	}
+	if !cfg.NoPreopen {
+		root := s.fs.Root()
+		s.fs.Retain(root)
+		s.files = append(s.files, &openFile{kind: kindDir, node: root, preopen: "/", base: dirRights, opened: dirRights, inheriting: dirRights | fileRights})
 	}
 	s.open = len(s.files)
 	return s

@@ -13,7 +13,7 @@
 // # Notes
 //   - Guest pointers and lengths are bounds-checked on every access; a
 //     hostile argument yields EFAULT (or EINVAL, EOVERFLOW), never a panic.
-//   - Sockets answer ENOTSUP: the sandbox grants none.
+//   - Sockets answer ENOTSUP (sock_shutdown: ENOTSOCK): the sandbox grants none.
 //   - A State is used by one run at a time, from the goroutine calling into
 //     the guest.
 package wasi
@@ -112,7 +112,7 @@ var functions = []HostFunc{
 	errnoFunc("fd_advise", sig(I32, I64, I64, I32), fdAdvise),
 	errnoFunc("fd_allocate", sig(I32, I64, I64), fdAllocate),
 	errnoFunc("fd_close", i32s(1), fdClose),
-	errnoFunc("fd_datasync", i32s(1), fdSync),
+	errnoFunc("fd_datasync", i32s(1), fdDatasync),
 	errnoFunc("fd_fdstat_get", i32s(2), fdFdstatGet),
 	errnoFunc("fd_fdstat_set_flags", i32s(2), fdFdstatSetFlags),
 	errnoFunc("fd_fdstat_set_rights", sig(I32, I64, I64), fdFdstatSetRights),
@@ -148,5 +148,5 @@ var functions = []HostFunc{
 	errnoFunc("sock_accept", i32s(3), sockUnsupported),
 	errnoFunc("sock_recv", i32s(6), sockUnsupported),
 	errnoFunc("sock_send", i32s(5), sockUnsupported),
-	errnoFunc("sock_shutdown", i32s(2), sockUnsupported),
+	errnoFunc("sock_shutdown", i32s(2), sockShutdown),
 }

@@ -107,6 +107,7 @@ func (fs *FS) Mount(l *Layer) error {
 		n := fs.allocUncharged(KindFile, now)
 		n.readOnly = true
 		n.data = f.data[:len(f.data):len(f.data)]
+		n.size = int64(len(f.data))
 		fs.attach(dir, name, n)
 	}
 	return nil

@@ -18,8 +18,11 @@
 // filesystem; a refusal for quota is remembered (QuotaHit) so the host can
 // report why a run failed.
 //
-// There are no symlinks, devices or permission bits: everything is a
-// directory or a regular file and the guest may read and write all of it.
+// There are no devices or permission bits: everything is a directory, a
+// regular file or a symbolic link, and the guest may read and write all of
+// it. A link's target is a relative path inside the same filesystem
+// (absolute targets are refused); resolving it never leaves the tree, nor,
+// under the Beneath rule, the directory the lookup started from.
 package memfs
 
 import (
@@ -45,15 +48,17 @@ type Kind uint8
 const (
 	KindDir Kind = iota + 1
 	KindFile
+	KindSymlink
 )
 
 // Quota limits a filesystem. Zero (or negative) means unlimited, which is
 // only sensible for trusted content: an unlimited FS lets the guest
 // allocate as much host memory as it likes.
 type Quota struct {
-	// MaxBytes limits the sum of the logical sizes of all live files.
-	// Spare capacity is not charged; it is kept no larger than the
-	// logical size, so file memory stays within twice MaxBytes.
+	// MaxBytes limits the bytes stored for all live files and links:
+	// holes in sparse files cost nothing (sparse.go). Spare capacity is
+	// not charged; it is kept no larger than what is stored, so file
+	// memory stays within twice MaxBytes.
 	MaxBytes int64
 	// MaxInodes limits files plus directories, the root included. It
 	// also caps names: Link, and creating, fail once the tree holds
@@ -97,7 +102,9 @@ type Inode struct {
 
 	atim, mtim, ctim int64
 
-	data []byte // files
+	data []byte // a file's dense prefix (sparse.go); a symbolic link's target
+	ext  []extent
+	size int64 // files and links: the length Size reports
 
 	// Directories. parent of the root is the root; a removed directory
 	// keeps the parent it was removed from so "." and ".." still work.
@@ -135,12 +142,13 @@ func (n *Inode) Ino() uint64 {
 	return n.ino
 }
 
-// Size returns a file's length in bytes. Directories report 0.
+// Size returns a file's length in bytes, or a symbolic link's target's, as
+// lstat(2) does. Directories report 0.
 func (n *Inode) Size() int64 {
 	if n == nil {
 		return 0
 	}
-	return int64(len(n.data))
+	return n.size
 }
 
 // Nlink returns the link count as POSIX defines it: a file's number of
@@ -272,8 +280,8 @@ func (fs *FS) maybeFree(n *Inode) {
 	}
 	n.freed = true
 	fs.inodes--
-	fs.bytes -= int64(len(n.data))
-	n.data = nil
+	fs.bytes -= n.stored()
+	n.data, n.ext = nil, nil
 	n.sorted, n.sortedOK = nil, false
 }
 
@@ -303,7 +311,8 @@ func (fs *FS) Release(n *Inode) {
 // Lookup returns the inode path names, relative to dir, or to the root if
 // path starts with "/". Repeated slashes collapse, "." is the directory
 // itself and ".." its parent, with the root its own parent. A trailing
-// slash requires a directory.
+// slash requires a directory. Symbolic links are followed, the last one
+// too unless NoFollow; see Rule.
 //
 // # Errors
 //
@@ -312,9 +321,12 @@ func (fs *FS) Release(n *Inode) {
 //     a file.
 //   - EILSEQ: path contains a NUL byte.
 //   - ENAMETOOLONG: path exceeds 4096 bytes or a component 255.
+//   - ELOOP: more than 40 symbolic links on the way.
+//   - EPERM: the path leaves dir under Beneath.
 //   - EBADF: dir is nil or from another FS and path is relative.
-func (fs *FS) Lookup(dir *Inode, path string) (*Inode, error) {
-	w, err := fs.resolve(dir, path)
+func (fs *FS) Lookup(dir *Inode, path string, rules ...Rule) (*Inode, error) {
+	r := rulesOf(rules)
+	w, err := fs.resolve(dir, path, r, r&NoFollow == 0)
 	if err != nil {
 		return nil, err
 	}
@@ -354,11 +366,17 @@ const (
 //     or unknown flag bits.
 //   - ENOENT: OCreat in a directory that has been removed.
 //   - ENOSPC: creating would exceed Quota.MaxInodes.
-func (fs *FS) Open(dir *Inode, path string, flags OpenFlags) (*Inode, error) {
+//   - ELOOP: NoFollow and path names a symbolic link (as O_NOFOLLOW).
+//
+// A symbolic link in the last component is followed unless NoFollow, or
+// OCreat|OExcl, which never follows one (the name exists: EEXIST). OCreat
+// through a dangling link creates its target, as open(2) does.
+func (fs *FS) Open(dir *Inode, path string, flags OpenFlags, rules ...Rule) (*Inode, error) {
 	if flags&^(OCreat|ODirectory|OExcl|OTrunc) != 0 {
 		return nil, errno.EINVAL
 	}
-	w, err := fs.resolve(dir, path)
+	r := rulesOf(rules)
+	w, err := fs.resolve(dir, path, r, r&NoFollow == 0 && flags&(OCreat|OExcl) != OCreat|OExcl)
 	if err != nil {
 		return nil, err
 	}
@@ -381,6 +399,9 @@ func (fs *FS) Open(dir *Inode, path string, flags OpenFlags) (*Inode, error) {
 	if flags&(OCreat|OExcl) == OCreat|OExcl {
 		return nil, errno.EEXIST
 	}
+	if n.kind == KindSymlink {
+		return nil, errno.ELOOP
+	}
 	if n.kind == KindDir {
 		if flags&(OCreat|OTrunc) != 0 {
 			return nil, errno.EISDIR
@@ -394,7 +415,7 @@ func (fs *FS) Open(dir *Inode, path string, flags OpenFlags) (*Inode, error) {
 		return nil, errno.EROFS
 	}
 	if flags&OTrunc != 0 && !n.freed {
-		fs.resize(n, 0) // shrinking cannot fail
+		fs.truncate(n, 0) // shrinking cannot fail
 		now := fs.now()
 		n.mtim, n.ctim = now, now
 	}
@@ -409,8 +430,8 @@ func (fs *FS) Open(dir *Inode, path string, flags OpenFlags) (*Inode, error) {
 //   - EEXIST: path exists (including ".", ".." and "/").
 //   - ENOENT: the parent has been removed.
 //   - ENOSPC: Quota.MaxInodes would be exceeded.
-func (fs *FS) Mkdir(dir *Inode, path string) error {
-	w, err := fs.resolve(dir, path)
+func (fs *FS) Mkdir(dir *Inode, path string, rules ...Rule) error {
+	w, err := fs.resolve(dir, path, rulesOf(rules), false)
 	if err != nil {
 		return err
 	}
@@ -437,8 +458,8 @@ func (fs *FS) Mkdir(dir *Inode, path string) error {
 //   - ENOTEMPTY: the directory has entries, or the last component is "..".
 //   - EINVAL: the last component is ".".
 //   - EBUSY: path is the root.
-func (fs *FS) Rmdir(dir *Inode, path string) error {
-	w, err := fs.resolve(dir, path)
+func (fs *FS) Rmdir(dir *Inode, path string, rules ...Rule) error {
+	w, err := fs.resolve(dir, path, rulesOf(rules), false)
 	if err != nil {
 		return err
 	}
@@ -470,16 +491,17 @@ func (fs *FS) Rmdir(dir *Inode, path string) error {
 	return nil
 }
 
-// Unlink removes a file's name. The file lives on while other names or
-// open fds (Retain) refer to it.
+// Unlink removes a file's or a symbolic link's name (never the link's
+// target). The file lives on while other names or open fds (Retain) refer
+// to it.
 //
 // # Errors
 //
 // Those of Lookup, and:
 //   - EISDIR: path is a directory (as Linux; includes ".", ".." and "/").
 //   - ENOTDIR: path names a file with a trailing "/".
-func (fs *FS) Unlink(dir *Inode, path string) error {
-	w, err := fs.resolve(dir, path)
+func (fs *FS) Unlink(dir *Inode, path string, rules ...Rule) error {
+	w, err := fs.resolve(dir, path, rulesOf(rules), false)
 	if err != nil {
 		return err
 	}
@@ -520,11 +542,18 @@ func (fs *FS) Unlink(dir *Inode, path string) error {
 //     file and either path ends in "/".
 //   - ENOTEMPTY: newPath is a non-empty directory.
 func (fs *FS) Rename(oldDir *Inode, oldPath string, newDir *Inode, newPath string) error {
-	ow, err := fs.resolve(oldDir, oldPath)
+	return fs.RenameRules(oldDir, oldPath, 0, newDir, newPath, 0)
+}
+
+// RenameRules is Rename with each path resolved under its own rules (two
+// directory descriptors need not grant the same). Symbolic links are
+// renamed, not followed.
+func (fs *FS) RenameRules(oldDir *Inode, oldPath string, oldRules Rule, newDir *Inode, newPath string, newRules Rule) error {
+	ow, err := fs.resolve(oldDir, oldPath, oldRules, false)
 	if err != nil {
 		return err
 	}
-	nw, err := fs.resolve(newDir, newPath)
+	nw, err := fs.resolve(newDir, newPath, newRules, false)
 	if err != nil {
 		return err
 	}
@@ -596,7 +625,14 @@ func (fs *FS) Rename(oldDir *Inode, oldPath string, newDir *Inode, newPath strin
 //   - ENOENT: newPath ends in "/" or its directory was removed.
 //   - ENOSPC: the tree already holds Quota.MaxInodes names.
 func (fs *FS) Link(oldDir *Inode, oldPath string, newDir *Inode, newPath string) error {
-	src, err := fs.Lookup(oldDir, oldPath)
+	return fs.LinkRules(oldDir, oldPath, 0, newDir, newPath, 0)
+}
+
+// LinkRules is Link with each path resolved under its own rules; with
+// NoFollow in oldRules a symbolic link at oldPath gets the new name
+// itself, as linkat(2) without AT_SYMLINK_FOLLOW.
+func (fs *FS) LinkRules(oldDir *Inode, oldPath string, oldRules Rule, newDir *Inode, newPath string, newRules Rule) error {
+	src, err := fs.Lookup(oldDir, oldPath, oldRules)
 	if err != nil {
 		return err
 	}
@@ -606,7 +642,7 @@ func (fs *FS) Link(oldDir *Inode, oldPath string, newDir *Inode, newPath string)
 	if src.readOnly {
 		return errno.EXDEV // another "mount", as link(2) says across filesystems
 	}
-	nw, err := fs.resolve(newDir, newPath)
+	nw, err := fs.resolve(newDir, newPath, newRules&Beneath, false)
 	if err != nil {
 		return err
 	}
@@ -630,13 +666,85 @@ func (fs *FS) Link(oldDir *Inode, oldPath string, newDir *Inode, newPath string)
 	return nil
 }
 
+// Symlink makes path a symbolic link to target, as symlink(2). The target
+// is kept as given and resolved only when a lookup meets the link.
+//
+// # Errors
+//
+// Those of Lookup for path's directory, and:
+//   - EPERM: target is absolute (wasmtime's answer): a link may only lead
+//     to a place relative to itself, inside the filesystem.
+//   - ENOENT: target is empty (as Linux), path ends in "/" and does not
+//     exist, or its directory was removed.
+//   - EILSEQ, ENAMETOOLONG: target holds a NUL or is too long for a path.
+//   - EEXIST: path exists (including ".", ".." and "/"), as a link too.
+//   - ENOSPC: Quota.MaxInodes, or Quota.MaxBytes for the target, would be
+//     exceeded.
+func (fs *FS) Symlink(target string, dir *Inode, path string, rules ...Rule) error {
+	if err := checkPath(target); err != nil {
+		return err
+	}
+	if target[0] == '/' {
+		return errno.EPERM
+	}
+	w, err := fs.resolve(dir, path, rulesOf(rules), false)
+	if err != nil {
+		return err
+	}
+	if old := w.dir.children[w.name]; old != nil && w.slash && old.kind != KindDir {
+		return errno.ENOTDIR // "file/": not a directory, as wasmtime and Linux answer
+	}
+	if !normal(w.name) || w.dir.children[w.name] != nil {
+		return errno.EEXIST
+	}
+	if w.slash || w.dir.nlink == 0 {
+		return errno.ENOENT
+	}
+	if w.dir.readOnly {
+		return errno.EROFS
+	}
+	size := int64(len(target))
+	if q := fs.quota.MaxBytes; q > 0 && fs.bytes > q-size {
+		fs.quotaHit = true
+		return errno.ENOSPC
+	}
+	n, err := fs.create(w.dir, w.name, KindSymlink)
+	if err != nil {
+		return err
+	}
+	n.data = []byte(target)[:size:size]
+	n.size = size
+	fs.bytes += size
+	return nil
+}
+
+// Readlink returns the target of the symbolic link at path, which is not
+// followed (a trailing slash would follow it, leaving no link to read).
+//
+// # Errors
+//
+// Those of Lookup, and EINVAL when path is not a symbolic link.
+func (fs *FS) Readlink(dir *Inode, path string, rules ...Rule) (string, error) {
+	n, err := fs.Lookup(dir, path, rulesOf(rules)|NoFollow)
+	if err != nil {
+		return "", err
+	}
+	if n.kind != KindSymlink {
+		return "", errno.EINVAL
+	}
+	return string(n.data), nil
+}
+
 // checkFile vets a file handle for I/O.
 func (fs *FS) checkFile(n *Inode) error {
 	if n == nil || n.fs != fs {
 		return errno.EBADF
 	}
-	if n.kind == KindDir {
+	switch n.kind {
+	case KindDir:
 		return errno.EISDIR
+	case KindSymlink:
+		return errno.EINVAL
 	}
 	return nil
 }
@@ -656,19 +764,19 @@ func (fs *FS) ReadAt(n *Inode, p []byte, off int64) (int, error) {
 	if off < 0 {
 		return 0, errno.EINVAL
 	}
-	if off >= int64(len(n.data)) {
+	if off >= n.size {
 		return 0, nil
 	}
-	return copy(p, n.data[off:]), nil
+	return n.readAt(p, off), nil
 }
 
-// WriteAt writes p at off like pwrite(2), growing the file with zeros
-// across any gap. It writes all of p or nothing.
+// WriteAt writes p at off like pwrite(2). A gap it leaves reads as zeros;
+// a large one is a hole, not stored. It writes all of p or nothing.
 //
 // # Errors
 //
-//   - ENOSPC: the file's growth would exceed Quota.MaxBytes; nothing is
-//     written.
+//   - ENOSPC: the bytes to store would exceed Quota.MaxBytes; nothing
+//     is written.
 //   - EFBIG: off+len(p) exceeds 1 TiB.
 //   - EINVAL: off is negative.
 //   - EISDIR: n is a directory.
@@ -692,22 +800,19 @@ func (fs *FS) WriteAt(n *Inode, p []byte, off int64) (int, error) {
 	if int64(len(p)) > maxFileSize || off > maxFileSize-int64(len(p)) {
 		return 0, errno.EFBIG
 	}
-	if end := off + int64(len(p)); end > int64(len(n.data)) {
-		if err := fs.resize(n, end); err != nil {
-			return 0, err
-		}
+	if err := fs.writeAt(n, p, off); err != nil {
+		return 0, err
 	}
-	copy(n.data[off:], p)
 	now := fs.now()
 	n.mtim, n.ctim = now, now
 	return len(p), nil
 }
 
-// Truncate sets a file's size like ftruncate(2), zero-filling growth.
+// Truncate sets a file's size like ftruncate(2). Growth is a hole: it
+// reads as zeros and costs no quota.
 //
 // # Errors
 //
-//   - ENOSPC: growth would exceed Quota.MaxBytes.
 //   - EFBIG: size exceeds 1 TiB.
 //   - EINVAL: size is negative.
 //   - EISDIR: n is a directory.
@@ -725,7 +830,7 @@ func (fs *FS) Truncate(n *Inode, size int64) error {
 	if n.readOnly {
 		return errno.EROFS
 	}
-	if err := fs.resize(n, size); err != nil {
+	if err := fs.truncate(n, size); err != nil {
 		return err
 	}
 	now := fs.now()
@@ -733,7 +838,7 @@ func (fs *FS) Truncate(n *Inode, size int64) error {
 	return nil
 }
 
-// resize sets len(n.data) to size, charging the quota for the logical
+// resize sets len(n.data), the dense prefix, to size, charging the quota for the logical
 // change only. It keeps cap(n.data) <= 2*len(n.data), so file memory is
 // at most twice the byte quota however the guest mixes growth and
 // truncation, while growth still at least doubles the length, making
@@ -891,21 +996,28 @@ func (fs *FS) WriteFile(path string, data []byte) error {
 	if n.readOnly {
 		return errno.EROFS
 	}
+	if err := fs.charge(int64(len(data)) - n.stored()); err != nil {
+		return err
+	}
+	fs.truncate(n, 0)
 	if err := fs.resize(n, int64(len(data))); err != nil {
 		return err
 	}
 	copy(n.data, data)
+	n.size = int64(len(data))
 	now := fs.now()
 	n.mtim, n.ctim = now, now
 	return nil
 }
 
 // ReadFile returns a copy of the contents of the file at path, relative to
-// the root. It is a host-side helper.
+// the root, holes as zeros. It is a host-side helper.
 //
 // # Errors
 //
-// Those of Lookup, and EISDIR if path is a directory.
+// Those of Lookup, EISDIR if path is a directory, and EFBIG for a sparse
+// file larger than Quota.MaxBytes (or 2 GiB): its holes would be host
+// memory the quota never saw.
 func (fs *FS) ReadFile(path string) ([]byte, error) {
 	n, err := fs.Lookup(fs.root, path)
 	if err != nil {
@@ -914,12 +1026,17 @@ func (fs *FS) ReadFile(path string) ([]byte, error) {
 	if n.kind == KindDir {
 		return nil, errno.EISDIR
 	}
-	return append([]byte{}, n.data...), nil
+	b, err := fs.contents(n)
+	if err != nil || !n.dense() {
+		return b, err
+	}
+	return append([]byte{}, b...), nil
 }
 
-// View returns the contents of the file at path without copying them: the
-// caller must not change them, and they are valid until the file next
-// changes. It is a host-side helper for comparing files.
+// View returns the contents of the file at path without copying them (a
+// sparse file's are copied, holes as zeros): the caller must not change
+// them, and they are valid until the file next changes. It is a host-side
+// helper for comparing files.
 //
 // # Errors
 // Those of ReadFile.
@@ -931,7 +1048,7 @@ func (fs *FS) View(path string) ([]byte, error) {
 	if n.kind == KindDir {
 		return nil, errno.EISDIR
 	}
-	return n.data, nil
+	return fs.contents(n)
 }
 
 // WalkFunc is called by Walk for each file and directory with its absolute

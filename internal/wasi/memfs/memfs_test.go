@@ -622,7 +622,11 @@ func TestQuotaBytes(t *testing.T) {
 	}
 	wantErr(t, "one more byte", second(fs.WriteAt(a, []byte{1}, 100)), errno.ENOSPC)
 	wantErr(t, "sparse write", second(fs.WriteAt(a, []byte{1}, 1<<30)), errno.ENOSPC)
-	wantErr(t, "truncate up", fs.Truncate(a, 101), errno.ENOSPC)
+	// Growth by truncation is a hole: it stores, and costs, nothing.
+	wantErr(t, "truncate up", fs.Truncate(a, 1<<39), 0)
+	if b, _ := fs.Usage(); b != 100 || a.Size() != 1<<39 {
+		t.Errorf("usage %d size %d after truncating up", b, a.Size())
+	}
 	wantErr(t, "WriteFile", fs.WriteFile("/b", []byte("x")), errno.ENOSPC)
 	if b, _ := fs.Usage(); b != 100 {
 		t.Errorf("usage %d", b)
@@ -1169,7 +1173,79 @@ func TestInodeBasics(t *testing.T) {
 // checkInvariants recomputes usage from the tree plus the open inodes and
 // checks directory structure, link counts and, when shadow is non-nil,
 // file contents.
-func checkInvariants(t testing.TB, fs *FS, open []*Inode, shadow map[*Inode][]byte) {
+// shadowFile is what a file should hold: its size and the bytes written
+// (anything else reads as zero), so files with holes near 1 TiB cost the
+// test nothing.
+type shadowFile struct {
+	size int64
+	b    map[int64]byte
+}
+
+func (s *shadowFile) write(p []byte, off int64) {
+	for i, c := range p {
+		s.b[off+int64(i)] = c
+	}
+	s.size = max(s.size, off+int64(len(p)))
+}
+
+func (s *shadowFile) truncate(size int64) {
+	for o := range s.b {
+		if o >= size {
+			delete(s.b, o)
+		}
+	}
+	s.size = size
+}
+
+func (s *shadowFile) read(p []byte, off int64) []byte {
+	if off >= s.size {
+		return nil
+	}
+	out := p[:min(int64(len(p)), s.size-off)]
+	for i := range out {
+		out[i] = s.b[off+int64(i)]
+	}
+	return out
+}
+
+func newShadow(p []byte) *shadowFile {
+	s := &shadowFile{b: map[int64]byte{}}
+	s.write(p, 0)
+	return s
+}
+
+// sameContents checks n against s: its size, every byte it stores and
+// every byte s holds.
+func sameContents(t testing.TB, fs *FS, n *Inode, s *shadowFile) {
+	t.Helper()
+	if n.Size() != s.size {
+		t.Fatalf("ino %d size %d, want %d", n.Ino(), n.Size(), s.size)
+	}
+	at := func(o int64, got byte) {
+		if got != s.b[o] {
+			t.Fatalf("ino %d byte %d = %d, want %d", n.Ino(), o, got, s.b[o])
+		}
+	}
+	for i, c := range n.data {
+		at(int64(i), c)
+	}
+	for k, e := range n.ext {
+		if e.off <= int64(len(n.data))+holeMin || (k > 0 && e.off <= n.ext[k-1].end()+holeMin) || e.end() > n.size || len(e.b) == 0 {
+			t.Fatalf("ino %d extent %d at %d+%d misplaced", n.Ino(), k, e.off, len(e.b))
+		}
+		for i, c := range e.b {
+			at(e.off+int64(i), c)
+		}
+	}
+	var one [1]byte
+	for o, c := range s.b {
+		if got, err := fs.ReadAt(n, one[:], o); got != 1 || err != nil || one[0] != c {
+			t.Fatalf("ino %d ReadAt(%d) = %d %v %d, want %d", n.Ino(), o, got, err, one[0], c)
+		}
+	}
+}
+
+func checkInvariants(t testing.TB, fs *FS, open []*Inode, shadow map[*Inode]*shadowFile) {
 	t.Helper()
 	live := map[*Inode]bool{}
 	names := map[*Inode]uint64{}
@@ -1189,7 +1265,7 @@ func checkInvariants(t testing.TB, fs *FS, open []*Inode, shadow map[*Inode][]by
 			if i > 0 && ents[i-1].Name >= e.Name {
 				t.Fatalf("ReadDir not strictly sorted: %q then %q", ents[i-1].Name, e.Name)
 			}
-			if got, err := fs.Lookup(dir, e.Name); got != e.Inode || err != nil {
+			if got, err := fs.Lookup(dir, e.Name, NoFollow); got != e.Inode || err != nil {
 				t.Fatalf("Lookup(%q) = %v, %v; ReadDir says %v", e.Name, got, err, e.Inode)
 			}
 			if e.Inode.freed {
@@ -1232,7 +1308,7 @@ func checkInvariants(t testing.TB, fs *FS, open []*Inode, shadow map[*Inode][]by
 	}
 	var bytesSum int64
 	for n := range live {
-		bytesSum += n.Size()
+		bytesSum += n.stored()
 		if inos[n.Ino()] {
 			t.Fatalf("duplicate ino %d", n.Ino())
 		}
@@ -1240,8 +1316,11 @@ func checkInvariants(t testing.TB, fs *FS, open []*Inode, shadow map[*Inode][]by
 		if cap(n.data) > 2*len(n.data) {
 			t.Fatalf("ino %d holds capacity %d for %d bytes", n.Ino(), cap(n.data), len(n.data))
 		}
-		if shadow != nil && n.Kind() == KindFile && !bytes.Equal(n.data, shadow[n]) {
-			t.Fatalf("ino %d contents %q, want %q", n.Ino(), n.data, shadow[n])
+		if shadow != nil && n.Kind() == KindFile {
+			if shadow[n] == nil {
+				shadow[n] = newShadow(nil)
+			}
+			sameContents(t, fs, n, shadow[n])
 		}
 	}
 	totalNames := 0
@@ -1273,8 +1352,11 @@ func checkInvariants(t testing.TB, fs *FS, open []*Inode, shadow map[*Inode][]by
 var fuzzPaths = []string{
 	"a", "b", "c", "a/b", "a/c", "b/a", "a/b/c", "c/a",
 	".", "..", "/", "a/", "b/", "a/..", "../a", "/a/b/../c", "a/./b/", "b/../../c",
-	"", "a\x00", strings.Repeat("z", 256),
+	"", "a\x00", strings.Repeat("z", 256), "l", "a/l", "l/", "l/b",
 }
+
+// fuzzTargets are what FuzzOps's links point to: loops, escapes, chains.
+var fuzzTargets = []string{"a", "l", "a/l", "..", "../..", "a/../..", "b/c", "/a", "", ".", "l/b"}
 
 type fuzzReader struct{ data []byte }
 
@@ -1306,7 +1388,7 @@ func FuzzOps(f *testing.F) {
 		var clock int64
 		fs := New(Options{Quota: q, Now: func() int64 { clock++; return clock }})
 		var open []*Inode
-		shadow := map[*Inode][]byte{}
+		shadow := map[*Inode]*shadowFile{}
 		path := func() string { return fuzzPaths[int(r.next())%len(fuzzPaths)] }
 		dir := func() *Inode {
 			i := int(r.next()) % (len(open) + 1)
@@ -1350,18 +1432,24 @@ func FuzzOps(f *testing.F) {
 		wasHit := false
 		for step := 0; len(r.data) > 0 && step < 300; step++ {
 			var op string
-			switch code := r.next() % 16; code {
+			var rules Rule
+			if b := r.next(); b&1 != 0 {
+				rules |= Beneath
+			} else if b&2 != 0 {
+				rules |= NoFollow
+			}
+			switch code := r.next() % 18; code {
 			case 0:
 				op = "Lookup"
-				_, err := fs.Lookup(dir(), path())
+				_, err := fs.Lookup(dir(), path(), rules)
 				check(op, err)
 			case 1:
 				op = "Open"
-				n, err := fs.Open(dir(), path(), OpenFlags(r.next()&0x1f))
+				n, err := fs.Open(dir(), path(), OpenFlags(r.next()&0x1f), rules)
 				check(op, err)
 				if err == nil {
 					if n.Kind() == KindFile && n.Size() == 0 {
-						shadow[n] = nil
+						shadow[n] = newShadow(nil)
 					}
 					fs.Retain(n)
 					open = append(open, n)
@@ -1391,12 +1479,7 @@ func FuzzOps(f *testing.F) {
 						t.Fatalf("short write %d of %d", w, len(p))
 					}
 					if len(p) > 0 {
-						s := shadow[n]
-						if end := int(off) + len(p); end > len(s) {
-							s = append(s, make([]byte, end-len(s))...)
-						}
-						copy(s[off:], p)
-						shadow[n] = s
+						shadow[n].write(p, off)
 					}
 				} else if w != 0 {
 					t.Fatalf("failed write reported %d bytes", w)
@@ -1407,13 +1490,7 @@ func FuzzOps(f *testing.F) {
 				err := fs.Truncate(n, size)
 				check(op, err)
 				if err == nil {
-					s := shadow[n]
-					if int(size) <= len(s) {
-						s = s[:size:size]
-					} else {
-						s = append(s, make([]byte, int(size)-len(s))...)
-					}
-					shadow[n] = s
+					shadow[n].truncate(size)
 				}
 			case 9:
 				op = "ReadAt"
@@ -1422,13 +1499,7 @@ func FuzzOps(f *testing.F) {
 				got, err := fs.ReadAt(n, buf, off)
 				check(op, err)
 				if err == nil {
-					want := shadow[n]
-					if off < int64(len(want)) {
-						want = want[off:]
-					} else {
-						want = nil
-					}
-					want = want[:min(len(want), len(buf))]
+					want := shadow[n].read(make([]byte, len(buf)), off)
 					if !bytes.Equal(buf[:got], want) {
 						t.Fatalf("ReadAt got %q want %q", buf[:got], want)
 					}
@@ -1465,13 +1536,20 @@ func FuzzOps(f *testing.F) {
 					if err != nil {
 						t.Fatalf("WriteFile(%q) ok but Lookup: %v", p, err)
 					}
-					shadow[n] = slices.Clone(content)
+					shadow[n] = newShadow(content)
 				} else if n, err := fs.Lookup(fs.Root(), p); err == nil && n.Kind() == KindFile && n.Size() == 0 {
-					shadow[n] = nil // a refused WriteFile may leave a new empty file
+					shadow[n] = newShadow(nil) // a refused WriteFile may leave a new empty file
 				}
 			case 15:
 				op = "SetTimes"
 				fs.SetTimes(file(), 1, 2, r.next()&1 != 0, r.next()&2 != 0)
+			case 16:
+				op = "Symlink"
+				check(op, fs.Symlink(fuzzTargets[int(r.next())%len(fuzzTargets)], dir(), path(), rules))
+			case 17:
+				op = "Readlink"
+				_, err := fs.Readlink(dir(), path(), rules)
+				check(op, err)
 			}
 			checkInvariants(t, fs, open, shadow)
 			if wasHit && !fs.QuotaHit() {
@@ -1484,4 +1562,273 @@ func FuzzOps(f *testing.F) {
 		}
 		checkInvariants(t, fs, nil, shadow)
 	})
+}
+
+// TestSymlinks: links resolve inside the tree, with Linux's rules for the
+// last component, trailing slashes and loops.
+func TestSymlinks(t *testing.T) {
+	fs := newFS(t, Quota{})
+	root := fs.Root()
+	d1 := mustLookup(t, fs, "/d1")
+	for _, l := range [][2]string{
+		{"d1/f1", "/lf"}, {"d1", "/ld"}, {"nope", "/dangling"}, {"loop", "/loop"},
+		{"a", "/b"}, {"b", "/a"}, {"../f2", "/d1/up"}, {"../../../../f2", "/d1/far"},
+		{"sub/../../d3/y", "/d1/round"}, {"ld/sub", "/chain"}, {"lf/", "/slashfile"},
+	} {
+		wantErr(t, "Symlink "+l[1], fs.Symlink(l[0], root, l[1]), 0)
+	}
+	f1, sub, y, f2 := mustLookup(t, fs, "/d1/f1"), mustLookup(t, fs, "/d1/sub"), mustLookup(t, fs, "/d3/y"), mustLookup(t, fs, "/f2")
+	tests := []struct {
+		dir   *Inode
+		path  string
+		rules Rule
+		want  *Inode
+		err   errno.Errno
+	}{
+		{root, "lf", 0, f1, 0},
+		{root, "ld/f1", 0, f1, 0},
+		{root, "ld/sub/x", 0, mustLookup(t, fs, "/d1/sub/x"), 0},
+		{root, "chain", 0, sub, 0},
+		{root, "chain/..", 0, d1, 0}, // the physical parent
+		{root, "ld/..", 0, root, 0},
+		{root, "dangling", 0, nil, errno.ENOENT},
+		{root, "loop", 0, nil, errno.ELOOP},
+		{root, "a", 0, nil, errno.ELOOP},
+		{root, "a/x", 0, nil, errno.ELOOP},
+		{root, "lf/", 0, nil, errno.ENOTDIR},
+		{root, "slashfile", 0, nil, errno.ENOTDIR},
+		{root, "ld/", NoFollow, d1, 0}, // a trailing slash follows
+		{root, "d1/up", 0, f2, 0},
+		{root, "d1/far", 0, f2, 0}, // ".." at the root stays there
+		{d1, "up", Beneath, nil, errno.EPERM},
+		{d1, "far", Beneath, nil, errno.EPERM},
+		{d1, "round", Beneath, nil, errno.EPERM},
+		{d1, "sub/..", Beneath, d1, 0},
+		{d1, "sub/../..", Beneath, nil, errno.EPERM},
+		{d1, "..", Beneath, nil, errno.EPERM},
+		{d1, "/f2", Beneath, nil, errno.EPERM},
+		{root, "d1/round", Beneath, y, 0}, // beneath the root: fine
+		{root, "ld/../d3/y", Beneath, y, 0},
+	}
+	for _, tt := range tests {
+		n, err := fs.Lookup(tt.dir, tt.path, tt.rules)
+		wantErr(t, fmt.Sprintf("Lookup(%q, %v)", tt.path, tt.rules), err, tt.err)
+		if n != tt.want {
+			t.Errorf("Lookup(%q, %v) = ino %d, want ino %d", tt.path, tt.rules, n.Ino(), tt.want.Ino())
+		}
+	}
+	// NoFollow finds the link itself, which Readlink reads.
+	l := mustLookupRules(t, fs, "/lf", NoFollow)
+	if l.Kind() != KindSymlink || l.Size() != int64(len("d1/f1")) {
+		t.Fatalf("lstat of a link: kind %d size %d", l.Kind(), l.Size())
+	}
+	if got, err := fs.Readlink(root, "lf"); got != "d1/f1" || err != nil {
+		t.Errorf("Readlink = %q, %v", got, err)
+	}
+	_, err := fs.Readlink(root, "f2")
+	wantErr(t, "Readlink of a file", err, errno.EINVAL)
+	_, err = fs.Readlink(d1, "../lf", Beneath)
+	wantErr(t, "Readlink above Beneath", err, errno.EPERM)
+
+	// Open follows unless NoFollow (ELOOP, as O_NOFOLLOW), and creates
+	// through a dangling link; O_CREAT|O_EXCL never follows.
+	_, err = fs.Open(root, "lf", 0, NoFollow)
+	wantErr(t, "Open NoFollow", err, errno.ELOOP)
+	_, err = fs.Open(root, "dangling", OCreat|OExcl)
+	wantErr(t, "Open excl on a link", err, errno.EEXIST)
+	n, err := fs.Open(root, "dangling", OCreat)
+	wantErr(t, "Open create through a link", err, 0)
+	if n != mustLookup(t, fs, "/nope") {
+		t.Error("creating through a dangling link did not create its target")
+	}
+	_, err = fs.Open(d1, "up", OCreat, Beneath)
+	wantErr(t, "Open create escaping", err, errno.EPERM)
+
+	// Names, not targets, are what Unlink, Rename, Mkdir and Rmdir act on.
+	wantErr(t, "Mkdir over a link", fs.Mkdir(root, "ld"), errno.EEXIST)
+	wantErr(t, "Rmdir a link", fs.Rmdir(root, "ld"), errno.ENOTDIR)
+	wantErr(t, "Rename a link", fs.Rename(root, "ld", root, "ld2"), 0)
+	wantErr(t, "Unlink a link", fs.Unlink(root, "ld2"), 0)
+	if mustLookup(t, fs, "/d1") != d1 || mustLookup(t, fs, "/d1/f1") != f1 {
+		t.Fatal("removing a link touched its target")
+	}
+	wantErr(t, "Unlink a link to a file", fs.Unlink(root, "lf"), 0)
+	if mustLookup(t, fs, "/d1/f1") != f1 {
+		t.Fatal("unlinking a link removed its target")
+	}
+	// A hard link to a link is the link, with NoFollow.
+	wantErr(t, "Link NoFollow", fs.LinkRules(root, "dangling", NoFollow, root, "hard", 0), 0)
+	if got, _ := fs.Readlink(root, "hard"); got != "nope" {
+		t.Errorf("hard link to a link reads %q", got)
+	}
+
+	wantErr(t, "absolute target", fs.Symlink("/etc/passwd", root, "abs"), errno.EPERM)
+	wantErr(t, "empty target", fs.Symlink("", root, "empty"), errno.ENOENT)
+	wantErr(t, "NUL target", fs.Symlink("a\x00b", root, "nul"), errno.EILSEQ)
+	wantErr(t, "long target", fs.Symlink(strings.Repeat("a/", 2049), root, "long"), errno.ENAMETOOLONG)
+	wantErr(t, "existing name", fs.Symlink("x", root, "f2"), errno.EEXIST)
+	wantErr(t, "missing with slash", fs.Symlink("x", root, "new/"), errno.ENOENT)
+	wantErr(t, "escaping name", fs.Symlink("x", d1, "../new", Beneath), errno.EPERM)
+	checkInvariants(t, fs, nil, nil)
+}
+
+// TestSymlinkLoopLimit: 40 links in a chain resolve, 41 do not (ELOOP).
+func TestSymlinkLoopLimit(t *testing.T) {
+	fs := New(Options{})
+	root := fs.Root()
+	wantErr(t, "WriteFile", fs.WriteFile("/l0", []byte("end")), 0)
+	for i := 1; i <= 41; i++ {
+		wantErr(t, "Symlink", fs.Symlink("l"+strconv.Itoa(i-1), root, "l"+strconv.Itoa(i)), 0)
+	}
+	if _, err := fs.Lookup(root, "l40"); err != nil {
+		t.Errorf("40 links: %v", err)
+	}
+	_, err := fs.Lookup(root, "l41")
+	wantErr(t, "41 links", err, errno.ELOOP)
+	// Each link met counts, in the middle of a path too.
+	wantErr(t, "Mkdir", fs.Mkdir(root, "d"), 0)
+	wantErr(t, "Symlink", fs.Symlink("d", root, "m0"), 0)
+	for i := 1; i <= 40; i++ {
+		wantErr(t, "Symlink", fs.Symlink("m"+strconv.Itoa(i-1), root, "m"+strconv.Itoa(i)), 0)
+	}
+	_, err = fs.Lookup(root, "m40/x")
+	wantErr(t, "41 links mid-path", err, errno.ELOOP)
+}
+
+// TestSymlinkQuota: a link's target counts as bytes, the link as an inode.
+func TestSymlinkQuota(t *testing.T) {
+	fs := New(Options{Quota: Quota{MaxBytes: 10, MaxInodes: 3}})
+	root := fs.Root()
+	wantErr(t, "too long for the bytes", fs.Symlink("aaaaaaaaaaa", root, "a"), errno.ENOSPC)
+	if !fs.QuotaHit() {
+		t.Error("QuotaHit not set")
+	}
+	wantErr(t, "fits", fs.Symlink("aaaaaaaaaa", root, "a"), 0)
+	if b, i := fs.Usage(); b != 10 || i != 2 {
+		t.Errorf("usage %d bytes %d inodes", b, i)
+	}
+	wantErr(t, "no bytes left", fs.Symlink("b", root, "b"), errno.ENOSPC)
+	wantErr(t, "Unlink", fs.Unlink(root, "a"), 0)
+	if b, i := fs.Usage(); b != 0 || i != 1 {
+		t.Errorf("usage after unlink %d bytes %d inodes", b, i)
+	}
+}
+
+func mustLookupRules(t testing.TB, fs *FS, p string, rules Rule) *Inode {
+	t.Helper()
+	n, err := fs.Lookup(fs.Root(), p, rules)
+	if err != nil {
+		t.Fatalf("Lookup(%q): %v", p, err)
+	}
+	return n
+}
+
+// TestSparse: a write far past the end stores only what is written (CPython's
+// test_large_file_ops seeks to 2 GiB), holes read as zeros, and the
+// quota counts what is stored.
+func TestSparse(t *testing.T) {
+	const large = 5 << 29 // 2.5 GiB
+	fs := New(Options{Quota: Quota{MaxBytes: 1 << 20}})
+	root := fs.Root()
+	f, err := fs.Open(root, "big", OCreat)
+	wantErr(t, "Open", err, 0)
+	wantErr(t, "head", second(fs.WriteAt(f, []byte("head"), 0)), 0)
+	wantErr(t, "far", second(fs.WriteAt(f, []byte("xxx"), large)), 0)
+	if f.Size() != large+3 {
+		t.Fatalf("size %d", f.Size())
+	}
+	if b, _ := fs.Usage(); b != 4+3+extentCost {
+		t.Fatalf("usage %d, want %d", b, 4+3+extentCost)
+	}
+	buf := bytes.Repeat([]byte{0xee}, 10)
+	if n, err := fs.ReadAt(f, buf, large-5); n != 8 || err != nil || string(buf[:8]) != "\x00\x00\x00\x00\x00xxx" {
+		t.Fatalf("ReadAt across the hole = %d %v %q", n, err, buf[:n])
+	}
+	// Appending after the far write grows one extent, amortised.
+	for i := range 1000 {
+		wantErr(t, "append", second(fs.WriteAt(f, []byte("ab"), large+3+int64(2*i))), 0)
+	}
+	if len(f.ext) != 1 || f.stored() != 4+2003+extentCost {
+		t.Fatalf("%d extents storing %d", len(f.ext), f.stored())
+	}
+	// A write near another extent joins it; gaps up to holeMin are zeros.
+	wantErr(t, "near", second(fs.WriteAt(f, []byte("n"), large-100)), 0)
+	if len(f.ext) != 1 || f.ext[0].off != large-100 {
+		t.Fatalf("extents %d, first at %d", len(f.ext), f.ext[0].off)
+	}
+	// Filling the prefix up to an extent absorbs it.
+	other := New(Options{})
+	g, _ := other.Open(other.Root(), "g", OCreat)
+	wantErr(t, "g far", second(other.WriteAt(g, []byte("z"), 3*holeMin)), 0)
+	wantErr(t, "g up to it", second(other.WriteAt(g, make([]byte, 2*holeMin+10), 0)), 0)
+	if len(g.ext) != 0 || len(g.data) != 3*holeMin+1 || g.data[3*holeMin] != 'z' {
+		t.Fatalf("prefix %d, %d extents", len(g.data), len(g.ext))
+	}
+	if b, _ := other.Usage(); b != 3*holeMin+1 {
+		t.Fatalf("usage after absorbing %d", b)
+	}
+	// The quota holds for what is stored, not for holes.
+	wantErr(t, "over quota", second(fs.WriteAt(f, make([]byte, 1<<20), 1<<35)), errno.ENOSPC)
+	// Truncation cuts and drops extents, and frees their charge.
+	wantErr(t, "cut", fs.Truncate(f, large+1), 0)
+	if b, _ := fs.Usage(); b != 4+101+extentCost {
+		t.Fatalf("usage after cut %d", b)
+	}
+	wantErr(t, "drop", fs.Truncate(f, 2), 0)
+	if b, _ := fs.Usage(); b != 2 || len(f.ext) != 0 {
+		t.Fatalf("usage after drop %d, %d extents", b, len(f.ext))
+	}
+	// Host helpers do not materialise a hole larger than the quota.
+	wantErr(t, "regrow", fs.Truncate(f, large), 0)
+	_, err = fs.ReadFile("/big")
+	wantErr(t, "ReadFile of a huge sparse file", err, errno.EFBIG)
+	_, err = fs.View("/big")
+	wantErr(t, "View of a huge sparse file", err, errno.EFBIG)
+	wantErr(t, "small", fs.Truncate(f, 10), 0)
+	if got, err := fs.ReadFile("/big"); err != nil || string(got) != "he\x00\x00\x00\x00\x00\x00\x00\x00" {
+		t.Fatalf("ReadFile of a small sparse file = %q, %v", got, err)
+	}
+	checkInvariants(t, fs, []*Inode{f}, nil)
+}
+
+// TestSparseSurvivesSaveAndClone: holes stay holes.
+func TestSparseSurvivesSaveAndClone(t *testing.T) {
+	fs := New(Options{})
+	f, _ := fs.Open(fs.Root(), "s", OCreat)
+	fs.WriteAt(f, []byte("a"), 0)
+	fs.WriteAt(f, []byte("b"), 1<<33)
+	fs.WriteAt(f, []byte("c"), 1<<34)
+	fs.Truncate(f, 1<<35)
+	check := func(what string, c *FS) {
+		t.Helper()
+		n := mustLookup(t, c, "/s")
+		if n.Size() != 1<<35 || len(n.ext) != 2 || n.stored() != 3+2*extentCost {
+			t.Fatalf("%s: size %d, %d extents, %d stored", what, n.Size(), len(n.ext), n.stored())
+		}
+		var b [1]byte
+		for off, want := range map[int64]byte{0: 'a', 1 << 33: 'b', 1 << 34: 'c', 1 << 20: 0, 1<<35 - 1: 0} {
+			if _, err := c.ReadAt(n, b[:], off); err != nil || b[0] != want {
+				t.Fatalf("%s: byte %d = %q, %v", what, off, b[0], err)
+			}
+		}
+		if u, _ := c.Usage(); u != 3+2*extentCost {
+			t.Fatalf("%s: usage %d", what, u)
+		}
+	}
+	check("clone", fs.Clone(Quota{}))
+	var buf bytes.Buffer
+	if err := fs.Save(&buf); err != nil {
+		t.Fatal(err)
+	}
+	if buf.Len() > 200 {
+		t.Errorf("saved %d bytes for 3 stored", buf.Len())
+	}
+	got, err := Load(bytes.NewReader(buf.Bytes()), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	check("load", got)
+	if _, err := Load(bytes.NewReader(buf.Bytes()), Options{Quota: Quota{MaxBytes: 100}}); !errors.Is(err, errno.ENOSPC) {
+		t.Errorf("over quota: %v", err)
+	}
 }

@@ -73,56 +73,121 @@ func (fs *FS) checkDir(dir *Inode) error {
 	return nil
 }
 
-// resolve walks every component of p but the last, starting at dir (or the
-// root when p is absolute). ".." at the root stays at the root: the root is
-// the guest's whole world and there is nothing above it to escape to.
+// Rule changes how an operation resolves its path. Operations take any
+// number of them; they combine.
+type Rule uint8
+
+const (
+	// Beneath confines resolution to the directory given: an absolute
+	// path, or ".." above it (in the path or in a symbolic link met on the
+	// way), answers EPERM, as wasmtime does. This is what a WASI directory descriptor
+	// grants: what lies below it, nothing else.
+	Beneath Rule = 1 << iota
+	// NoFollow leaves a symbolic link in the last component unfollowed, as
+	// O_NOFOLLOW and lstat do (a trailing slash still follows it, as on
+	// Linux). Operations that act on a name (Unlink, Rename, Mkdir, ...)
+	// never follow one there anyway.
+	NoFollow
+)
+
+func rulesOf(rules []Rule) Rule {
+	var r Rule
+	for _, x := range rules {
+		r |= x
+	}
+	return r
+}
+
+// maxLinks bounds the symbolic links one resolution follows, as Linux's
+// MAXSYMLINKS (40): past it, ELOOP. This is what ends link loops.
+const maxLinks = 40
+
+// resolve walks p from dir (or the root when p is absolute) up to its last
+// component, following every symbolic link on the way, and the last one
+// too when followLast (or a trailing slash) asks for it. ".." at the root
+// stays at the root: the root is the guest's whole world and there is
+// nothing above it to escape to. With Beneath, ".." never rises above dir.
 //
-// Errors: ENOENT (empty path, missing intermediate), EILSEQ (NUL),
-// ENAMETOOLONG, ENOTDIR (intermediate or dir is a file), EBADF (dir is nil
-// or belongs to another FS and p is relative).
-func (fs *FS) resolve(dir *Inode, p string) (where, error) {
+// ".." goes back to the directory the walk came from, which is always the
+// physical parent: a link's target is spliced into the path and walked
+// like the rest, from the link's directory, so no link can lead anywhere a
+// path of plain names could not.
+//
+// Errors: ENOENT (empty path, missing intermediate, empty link target),
+// EILSEQ (NUL), ENAMETOOLONG, ENOTDIR (intermediate or dir is a file),
+// ELOOP (more than maxLinks links), EPERM (Beneath broken), EBADF
+// (dir is nil or belongs to another FS and p is relative).
+func (fs *FS) resolve(dir *Inode, p string, rules Rule, followLast bool) (where, error) {
 	if err := checkPath(p); err != nil {
 		return where{}, err
 	}
+	beneath := rules&Beneath != 0
 	cur := dir
 	if p[0] == '/' {
+		if beneath {
+			return where{}, errno.EPERM
+		}
 		cur = fs.root
 	} else if err := fs.checkDir(dir); err != nil {
 		return where{}, err
 	}
-	end := len(p)
-	for end > 0 && p[end-1] == '/' {
-		end--
-	}
-	slash := end < len(p)
-	body := p[:end]
-	last := body
-	if i := strings.LastIndexByte(body, '/'); i >= 0 {
-		last = body[i+1:]
-		body = body[:i]
-	} else {
-		body = ""
-	}
-	for body != "" {
-		var comp string
-		comp, body, _ = strings.Cut(body, "/")
-		if cur.kind != KindDir {
-			return where{}, errno.ENOTDIR
+	var up []*Inode // the directories walked down from, for ".."
+	links := 0
+	slash := false
+	rest := p
+	for {
+		trimmed := strings.TrimLeft(rest, "/")
+		hadSlash := len(trimmed) < len(rest)
+		rest = trimmed
+		comp, after := rest, ""
+		if i := strings.IndexByte(rest, '/'); i >= 0 {
+			comp, after = rest[:i], rest[i:]
 		}
+		if strings.Trim(after, "/") == "" {
+			// The last component ("" when the path was all slashes).
+			slash = slash || after != "" || (comp == "" && hadSlash)
+			if normal(comp) {
+				if n := cur.children[comp]; n.Kind() == KindSymlink && (followLast || slash) {
+					if links++; links > maxLinks {
+						return where{}, errno.ELOOP
+					}
+					rest = string(n.data)
+					continue
+				}
+			}
+			if comp == ".." && len(up) == 0 && beneath {
+				return where{}, errno.EPERM
+			}
+			return where{dir: cur, name: comp, slash: slash}, nil
+		}
+		rest = after
 		switch comp {
-		case "", ".":
+		case ".":
 		case "..":
-			cur = cur.parent
+			switch {
+			case len(up) > 0:
+				cur, up = up[len(up)-1], up[:len(up)-1]
+			case beneath:
+				return where{}, errno.EPERM
+			default:
+				cur = cur.parent
+			}
 		default:
 			next := cur.children[comp]
-			if next == nil {
+			switch next.Kind() {
+			case 0:
 				return where{}, errno.ENOENT
+			case KindDir:
+				up = append(up, cur)
+				cur = next
+			case KindSymlink:
+				if links++; links > maxLinks {
+					return where{}, errno.ELOOP
+				}
+				rest = string(next.data) + "/" + rest
+			default:
+				return where{}, errno.ENOTDIR
 			}
-			cur = next
 		}
 	}
-	if cur.kind != KindDir {
-		return where{}, errno.ENOTDIR
-	}
-	return where{dir: cur, name: last, slash: slash}, nil
 }

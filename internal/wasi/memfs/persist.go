@@ -25,7 +25,7 @@ func (fs *FS) Clone(q Quota) *FS {
 		if x := copies[n]; x != nil {
 			return x
 		}
-		x := &Inode{fs: c, kind: n.kind, ino: n.ino, nlink: n.nlink, readOnly: n.readOnly, atim: n.atim, mtim: n.mtim, ctim: n.ctim}
+		x := &Inode{fs: c, kind: n.kind, ino: n.ino, nlink: n.nlink, readOnly: n.readOnly, atim: n.atim, mtim: n.mtim, ctim: n.ctim, size: n.size}
 		copies[n] = x
 		if !n.readOnly {
 			c.inodes++
@@ -33,9 +33,12 @@ func (fs *FS) Clone(q Quota) *FS {
 		switch {
 		case n.kind == KindFile && n.readOnly:
 			x.data = n.data
-		case n.kind == KindFile:
+		case n.kind == KindFile || n.kind == KindSymlink:
 			x.data = bytes.Clone(n.data)
-			c.bytes += int64(len(n.data))
+			for _, e := range n.ext {
+				x.ext = append(x.ext, extent{e.off, bytes.Clone(e.b)})
+			}
+			c.bytes += n.stored()
 		default:
 			x.children = make(map[string]*Inode, len(n.children))
 			for name, child := range n.children {
@@ -56,14 +59,20 @@ func (fs *FS) Clone(q Quota) *FS {
 	return c
 }
 
-// The persisted form of a filesystem's writable part (see Save).
-const persistMagic = "airlock-memfs\x00v1\x00"
+// The persisted form of a filesystem's writable part (see Save). v2 adds
+// symbolic links (kind 3) and keeps holes: a file is its size, its dense
+// prefix and its extents. Load reads v1 too (files dense, no links).
+const (
+	persistMagicV1 = "airlock-memfs\x00v1\x00"
+	persistMagic   = "airlock-memfs\x00v2\x00"
+)
 
 // ErrCorrupt reports a persisted filesystem that does not decode.
 var ErrCorrupt = errors.New("memfs: corrupt saved filesystem")
 
 // Save writes the writable part of fs (everything but mounted layers) in
-// a form Load reads back. Names, contents, hard links and times are kept.
+// a form Load reads back. Names, contents, hard links, symbolic links and
+// times are kept.
 func (fs *FS) Save(w io.Writer) error {
 	bw := bufio.NewWriter(w)
 	index := map[*Inode]uint64{fs.root: 0}
@@ -104,9 +113,20 @@ func (fs *FS) Save(w io.Writer) error {
 		sv(n.atim)
 		sv(n.mtim)
 		sv(n.ctim)
-		if n.kind == KindFile {
+		switch n.kind {
+		case KindSymlink:
 			uv(uint64(len(n.data)))
 			bw.Write(n.data)
+		case KindFile:
+			uv(uint64(n.size))
+			uv(uint64(len(n.data)))
+			bw.Write(n.data)
+			uv(uint64(len(n.ext)))
+			for _, e := range n.ext {
+				uv(uint64(e.off))
+				uv(uint64(len(e.b)))
+				bw.Write(e.b)
+			}
 		}
 	}
 	uv(uint64(len(entries)))
@@ -117,6 +137,51 @@ func (fs *FS) Save(w io.Writer) error {
 		bw.WriteString(e.name)
 	}
 	return bw.Flush()
+}
+
+// loadSparse reads a v2 file: size, prefix, extents, each extent after a
+// hole wider than holeMin and inside the size, as writeAt keeps them.
+func loadSparse(n *Inode, br *bufio.Reader, blob func(uint64) ([]byte, bool), charge func(int64) error) error {
+	var size, plen, count uint64
+	for _, p := range []*uint64{&size, &plen} {
+		var err error
+		if *p, err = binary.ReadUvarint(br); err != nil {
+			return errors.New("size")
+		}
+	}
+	if size > maxFileSize || plen > size {
+		return errors.New("size")
+	}
+	if err := charge(int64(plen)); err != nil {
+		return err
+	}
+	var ok bool
+	if n.data, ok = blob(plen); !ok {
+		return errors.New("data")
+	}
+	n.size = int64(size)
+	count, err := binary.ReadUvarint(br)
+	if err != nil || count > size/holeMin {
+		return errors.New("extent count")
+	}
+	last := int64(plen)
+	for k := uint64(0); k < count; k++ {
+		off, err1 := binary.ReadUvarint(br)
+		length, err2 := binary.ReadUvarint(br)
+		if err1 != nil || err2 != nil || length == 0 || off > size || length > size-off || int64(off) <= last+holeMin {
+			return fmt.Errorf("extent %d", k)
+		}
+		if err := charge(int64(length) + extentCost); err != nil {
+			return err
+		}
+		b, ok := blob(length)
+		if !ok {
+			return fmt.Errorf("extent %d data", k)
+		}
+		n.ext = append(n.ext, extent{int64(off), b})
+		last = int64(off + length)
+	}
+	return nil
 }
 
 // Load reads a filesystem written by Save (r holds exactly that) into a new FS with opts, after
@@ -138,8 +203,25 @@ func Load(r io.Reader, opts Options, layers ...*Layer) (*FS, error) {
 		return fmt.Errorf("%w: %s", ErrCorrupt, fmt.Sprintf(format, args...))
 	}
 	magic := make([]byte, len(persistMagic))
-	if _, err := io.ReadFull(br, magic); err != nil || string(magic) != persistMagic {
+	if _, err := io.ReadFull(br, magic); err != nil || (string(magic) != persistMagic && string(magic) != persistMagicV1) {
 		return nil, bad("not a saved filesystem")
+	}
+	v1 := string(magic) == persistMagicV1
+	// blob reads n bytes without allocating before they are there: a
+	// lying length must not cost memory.
+	blob := func(n uint64) ([]byte, bool) {
+		var data bytes.Buffer
+		if _, err := io.CopyN(&data, br, int64(n)); err != nil {
+			return nil, false
+		}
+		return data.Bytes()[:n:n], true
+	}
+	charge := func(n int64) error {
+		if q := opts.Quota.MaxBytes; q > 0 && fs.bytes+n > q {
+			return fmt.Errorf("memfs: load: files over the quota of %d bytes: %w", q, errno.ENOSPC)
+		}
+		fs.bytes += n
+		return nil
 	}
 	count, err := binary.ReadUvarint(br)
 	// Every inode takes at least 4 bytes, and the quota bounds them too.
@@ -152,7 +234,7 @@ func Load(r io.Reader, opts Options, layers ...*Layer) (*FS, error) {
 	nodes := make([]*Inode, 0, min(count, 4096))
 	for i := uint64(0); i < count; i++ {
 		kind, err := br.ReadByte()
-		if err != nil || (Kind(kind) != KindDir && Kind(kind) != KindFile) || (i == 0 && Kind(kind) != KindDir) {
+		if err != nil || (Kind(kind) != KindDir && Kind(kind) != KindFile && (v1 || Kind(kind) != KindSymlink)) || (i == 0 && Kind(kind) != KindDir) {
 			return nil, bad("inode %d kind", i)
 		}
 		var times [3]int64
@@ -169,22 +251,32 @@ func Load(r io.Reader, opts Options, layers ...*Layer) (*FS, error) {
 			}
 		}
 		n.atim, n.mtim, n.ctim = times[0], times[1], times[2]
-		if n.kind == KindFile {
+		switch {
+		case n.kind == KindSymlink || (v1 && n.kind == KindFile):
 			size, err := binary.ReadUvarint(br)
 			if err != nil || size > maxFileSize {
 				return nil, bad("inode %d size", i)
 			}
-			if q := opts.Quota.MaxBytes; q > 0 && fs.bytes+int64(size) > q {
-				return nil, fmt.Errorf("memfs: load: files over the quota of %d bytes: %w", q, errno.ENOSPC)
+			if err := charge(int64(size)); err != nil {
+				return nil, err
 			}
-			// Read in chunks: a lying size must not allocate before the
-			// bytes are really there.
-			var data bytes.Buffer
-			if _, err := io.CopyN(&data, br, int64(size)); err != nil {
+			var ok bool
+			if n.data, ok = blob(size); !ok {
 				return nil, bad("inode %d data", i)
 			}
-			n.data = data.Bytes()[:size:size]
-			fs.bytes += int64(size)
+			n.size = int64(size)
+			// A link's target is checked as Symlink checks it: a saved
+			// absolute or malformed one would otherwise be resolved.
+			if n.kind == KindSymlink && (checkPath(string(n.data)) != nil || n.data[0] == '/') {
+				return nil, bad("inode %d: link target %q", i, n.data)
+			}
+		case n.kind == KindFile:
+			if err := loadSparse(n, br, blob, charge); err != nil {
+				if errors.Is(err, errno.ENOSPC) {
+					return nil, err
+				}
+				return nil, bad("inode %d: %v", i, err)
+			}
 		}
 		nodes = append(nodes, n)
 	}

@@ -30,6 +30,9 @@ func sessionLike(t testing.TB) (*FS, *Layer) {
 	if err := fs.Link(fs.Root(), "/home/user/a.txt", fs.Root(), "/tmp/a-link"); err != nil {
 		t.Fatal(err)
 	}
+	if err := fs.Symlink("../home/user/sub", fs.Root(), "/tmp/sym"); err != nil {
+		t.Fatal(err)
+	}
 	return fs, l
 }
 
@@ -39,6 +42,9 @@ func listing(t testing.TB, fs *FS) map[string]string {
 		if n.Kind() == KindFile {
 			data, _ := fs.ReadFile(p)
 			out[p] = string(data)
+		} else if n.Kind() == KindSymlink {
+			target, _ := fs.Readlink(fs.Root(), p)
+			out[p] = "-> " + target
 		} else {
 			out[p] = "<dir>"
 		}
@@ -115,6 +121,29 @@ func TestSaveLoadRoundTrip(t *testing.T) {
 	}
 }
 
+// TestLoadRefusesBadLinks: a saved link whose target Symlink would refuse
+// (absolute, empty, NUL) is a typed error, not a link that leads out.
+func TestLoadRefusesBadLinks(t *testing.T) {
+	fs, l := sessionLike(t)
+	var buf bytes.Buffer
+	if err := fs.Save(&buf); err != nil {
+		t.Fatal(err)
+	}
+	got, err := Load(bytes.NewReader(buf.Bytes()), Options{}, l)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, err := got.Lookup(got.Root(), "/tmp/sym/b.bin"); err != nil || n.Size() != 2 {
+		t.Fatalf("link lost: %v", err)
+	}
+	for _, bad := range []string{"/home/user/sub/x", "/../../../../etc", "..\x00home/user/sub"} {
+		mut := bytes.Replace(buf.Bytes(), []byte("../home/user/sub"), []byte(bad)[:16], 1)
+		if _, err := Load(bytes.NewReader(mut), Options{}, l); !errors.Is(err, ErrCorrupt) {
+			t.Errorf("target %q: %v, want ErrCorrupt", bad, err)
+		}
+	}
+}
+
 // TestLoadRejectsDamage: every truncation and many single-byte changes
 // are refused with an error, never a panic or a silently different tree
 // that breaks the filesystem's invariants.
@@ -169,7 +198,7 @@ func checkTree(t *testing.T, fs *FS) {
 			t.Fatalf("directory %s reached twice", p)
 		}
 		if !inodes[n] {
-			bytes += n.Size()
+			bytes += n.stored()
 		}
 		inodes[n] = true
 		return nil
