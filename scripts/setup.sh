@@ -3,6 +3,9 @@
 #  - By default Airlock's own CPython 3.13 build (scripts/build-python.sh:
 #    needs root and apt-get; ~8 min the first time, seconds when its
 #    inputs are unchanged).
+#  - CPython's own Lib/test, extracted from the build's source tarball for
+#    internal/conformance/cpython (scripts/cpython-tests.sh; seconds, then
+#    cached by the tarball's sha256).
 #  - Binaryen's wasm-opt (apt-get install binaryen, if missing), which
 #    asyncifies python.wasm once so runs can resume from a snapshot (~1-2
 #    min the first time, then cached).
@@ -46,6 +49,7 @@ done
 if [ "$build" = own ] && [ -z "$importing" ]; then
 	if [ "$(id -u)" -eq 0 ] && command -v apt-get >/dev/null 2>&1; then
 		./scripts/build-python.sh
+		./scripts/cpython-tests.sh
 		./scripts/build-wasi-c.sh
 	else
 		# One line: why, what is lost, and how to choose.

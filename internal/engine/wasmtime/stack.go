@@ -55,3 +55,8 @@ func wasmtimeStackFor(thread int) int {
 	}
 	return min(stack, maxWasmtimeStack)
 }
+
+// WasmStack is the native stack the engine gives wasm on this host, for
+// tests that configure a wasmtime of their own and must not overflow the
+// thread (internal/conformance/cpython runs wasmtime's own WASI with it).
+func WasmStack() int { return wasmtimeStack() }
