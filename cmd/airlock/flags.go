@@ -6,6 +6,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -92,6 +93,35 @@ func (l *limitFlags) register(fs *flag.FlagSet) {
 
 func (l *limitFlags) limits() airlock.Limits {
 	return airlock.Limits{Timeout: *l.timeout, Memory: l.memory.n, Output: l.output.n, FSBytes: l.fsBytes.n, FSFiles: *l.fsFiles, Fuel: *l.fuel}
+}
+
+// readStdinFlag reads what --stdin names: nothing for "", this process's
+// stdin for "-", else a file (an unreadable one is a usage error).
+func readStdinFlag(value string, stdin io.Reader) ([]byte, error) {
+	switch value {
+	case "":
+		return nil, nil
+	case "-":
+		data, err := io.ReadAll(stdin)
+		if err != nil {
+			return nil, fmt.Errorf("--stdin: %w", err)
+		}
+		return data, nil
+	}
+	data, err := os.ReadFile(value)
+	if err != nil {
+		return nil, argFileError("--stdin", err)
+	}
+	return data, nil
+}
+
+// stdinFlagStatus is the exit status for readStdinFlag's error.
+func stdinFlagStatus(err error) int {
+	var fe fileArgError
+	if errors.As(err, &fe) {
+		return exitUsage
+	}
+	return 1
 }
 
 // fileFlags are repeated --file HOST[:GUEST] flags.

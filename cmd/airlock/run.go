@@ -109,16 +109,8 @@ func cmdRun(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 	if *serverURL != "" && hasHeaders(req.Network) {
 		return exitUsage, usageError{"--allow-net: with --server, rules cannot add headers; the server's own --allow-net rules carry them"}
 	}
-	switch *stdinFile {
-	case "":
-	case "-":
-		if req.Stdin, err = io.ReadAll(stdin); err != nil {
-			return 1, fmt.Errorf("--stdin: %w", err)
-		}
-	default:
-		if req.Stdin, err = os.ReadFile(*stdinFile); err != nil {
-			return exitUsage, argFileError("--stdin", err)
-		}
+	if req.Stdin, err = readStdinFlag(*stdinFile, stdin); err != nil {
+		return stdinFlagStatus(err), err
 	}
 
 	if *serverURL != "" {

@@ -74,16 +74,8 @@ func cmdWasm(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 		}
 		req.Dirs = append(req.Dirs, airlock.Dir{Host: host, Guest: guest})
 	}
-	switch *stdinFile {
-	case "":
-	case "-":
-		if req.Stdin, err = io.ReadAll(stdin); err != nil {
-			return 1, fmt.Errorf("--stdin: %w", err)
-		}
-	default:
-		if req.Stdin, err = os.ReadFile(*stdinFile); err != nil {
-			return exitUsage, argFileError("--stdin", err)
-		}
+	if req.Stdin, err = readStdinFlag(*stdinFile, stdin); err != nil {
+		return stdinFlagStatus(err), err
 	}
 	opts := []airlock.Option{airlock.WithNotice(stderr)}
 	if *engineName != "" {
