@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -92,13 +93,31 @@ except urllib.error.URLError as e:
 			t.Errorf("%v: %d %s", wider, st, body)
 		}
 	}
+	// A session call takes the same field, narrowed the same way.
+	c := &Client{URL: url}
+	id, err := c.NewSession(context.Background(), SessionRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sres, err := c.RunSession(context.Background(), id, SessionRunRequest{Code: code("/v1/only/s"), Network: []string{"GET " + api.URL + "/v1/only/"}})
+	if err != nil || sres.Stdout != "api /v1/only/s auth=true\n" {
+		t.Fatalf("session call, narrowed: %v %+v", err, sres)
+	}
+	sres, err = c.RunSession(context.Background(), id, SessionRunRequest{Code: code("/v1/other"), Network: []string{"GET " + api.URL + "/v1/only/"}})
+	if err != nil || !strings.HasPrefix(sres.Stdout, "refused: network: GET "+api.URL+"/v1/other is not in this run's allow-list") {
+		t.Fatalf("session call outside its rule: %v %+v", err, sres)
+	}
+	var apiErr *APIError
+	if _, err := c.RunSession(context.Background(), id, SessionRunRequest{Code: "pass", Network: []string{"https://api.evil.com"}}); !errors.As(err, &apiErr) || apiErr.Status != 400 {
+		t.Fatalf("session call wider than the operator's: %v", err)
+	}
 	resp, err := http.Get(url + "/metrics")
 	if err != nil {
 		t.Fatal(err)
 	}
 	metrics, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	for _, want := range []string{`airlock_network_requests_total{decision="allowed"} 2`, `airlock_network_requests_total{decision="denied"} 2`, `airlock_network_bytes_total{direction="received"}`} {
+	for _, want := range []string{`airlock_network_requests_total{decision="allowed"} 3`, `airlock_network_requests_total{decision="denied"} 3`, `airlock_network_bytes_total{direction="received"}`} {
 		if !strings.Contains(string(metrics), want) {
 			t.Errorf("metrics lack %q", want)
 		}

@@ -37,6 +37,27 @@ type SessionRunRequest struct {
 	Tools    []string          `json:"tools,omitempty"`
 	// RichOutput is as for RunRequest: on unless false.
 	RichOutput *bool `json:"rich_output,omitempty"`
+	// Network narrows the server's --allow-net rules for this call, as
+	// for RunRequest; omitted, the call has the server's own policy.
+	Network []string `json:"network,omitempty"`
+}
+
+// sessionCall is the airlock.Request a session call asks for, its limits
+// clamped and its network rules narrowed from the server's; false after
+// a 400 for rules the server does not allow.
+func (s *Server) sessionCall(w http.ResponseWriter, in SessionRunRequest) (airlock.Request, []string, bool) {
+	policy, err := s.networkPolicy(in.Network)
+	if err != nil {
+		s.rejected.WithLabelValues("bad_request").Inc()
+		writeError(w, http.StatusBadRequest, string(airlock.KindInvalidRequest), err.Error())
+		return airlock.Request{}, nil, false
+	}
+	req, clamped := s.request(w, RunRequest{
+		Code: in.Code, Filename: in.Filename, Files: in.Files, Stdin: in.Stdin, Env: in.Env,
+		Limits: in.Limits, Tools: in.Tools, RichOutput: in.RichOutput,
+	})
+	req.Network = policy
+	return req, clamped, true
 }
 
 // SessionInfo answers POST /v1/sessions and POST /v1/sessions/{id}/fork.
@@ -270,6 +291,10 @@ func (s *Server) handleSessionRun(w http.ResponseWriter, r *http.Request) {
 	if !s.decodeBody(w, r, &in) || !s.needCode(w, in.Code) {
 		return
 	}
+	req, clamped, ok := s.sessionCall(w, in)
+	if !ok {
+		return
+	}
 	if !s.sessions.claim(sess) {
 		s.rejected.WithLabelValues("session_busy").Inc()
 		writeError(w, http.StatusConflict, "session_busy", fmt.Sprintf("session %q is running another call; send the next one after it", sess.ID()))
@@ -279,10 +304,6 @@ func (s *Server) handleSessionRun(w http.ResponseWriter, r *http.Request) {
 	// that lists sessions once it has the result sees the call done.
 	var release sync.Once
 	defer release.Do(func() { s.sessions.release(sess) })
-	req, clamped := s.request(w, RunRequest{
-		Code: in.Code, Filename: in.Filename, Files: in.Files, Stdin: in.Stdin, Env: in.Env,
-		Limits: in.Limits, Tools: in.Tools, RichOutput: in.RichOutput,
-	})
 	s.execute(w, r, req, clamped, sess.Exec, func(res *airlock.Result) any {
 		release.Do(func() { s.sessions.release(sess) })
 		if res.Error != nil && (errors.Is(res.Error, airlock.ErrSessionClosed) || errors.Is(res.Error, airlock.ErrSessionExpired)) {

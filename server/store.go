@@ -162,6 +162,10 @@ func (s *Server) storeNewSession(w http.ResponseWriter, r *http.Request, opts ai
 
 func (s *Server) storeSessionRun(w http.ResponseWriter, r *http.Request, in SessionRunRequest) {
 	id := r.PathValue("id")
+	req, clamped, ok := s.sessionCall(w, in)
+	if !ok {
+		return
+	}
 	call, err := s.cfg.SessionStore.Begin(r.Context(), s.cfg.Sandbox, id, airlock.LoadOptions{MaxLimits: s.cfg.MaxLimits})
 	if err != nil {
 		s.storeError(w, err)
@@ -169,10 +173,6 @@ func (s *Server) storeSessionRun(w http.ResponseWriter, r *http.Request, in Sess
 	}
 	var release sync.Once
 	defer release.Do(call.Release)
-	req, clamped := s.request(w, RunRequest{
-		Code: in.Code, Filename: in.Filename, Files: in.Files, Stdin: in.Stdin, Env: in.Env,
-		Limits: in.Limits, Tools: in.Tools, RichOutput: in.RichOutput,
-	})
 	var commitErr error
 	run := func(ctx context.Context, req airlock.Request) (*airlock.Result, error) {
 		res, err := call.Session().Exec(ctx, req)
