@@ -202,7 +202,7 @@ func (m *Module) Run(ctx context.Context, req ModuleRequest) (*Result, error) {
 		return failed(start, newError(KindInvalidRequest, nil, "a fuel limit needs the wasmtime engine with fuel metering; this module runs on %s", m.cfg.engine))
 	}
 	fs := memfs.New(memfs.Options{Quota: memfs.Quota{MaxBytes: limits.FSBytes, MaxInodes: limits.FSFiles}})
-	inputs, e := placeModuleFiles(fs, req)
+	inputs, e := placeModuleFiles(fs, req, limits.FSBytes)
 	if e != nil {
 		return failed(start, e)
 	}
@@ -250,8 +250,9 @@ func (m *Module) Run(ctx context.Context, req ModuleRequest) (*Result, error) {
 }
 
 // placeModuleFiles copies req's directories, then its files, into fs, and
-// returns every placed file's content by guest path.
-func placeModuleFiles(fs *memfs.FS, req ModuleRequest) (map[string][]byte, *Error) {
+// returns every placed file's content by guest path. A host file larger
+// than the quota (maxBytes) is refused before it is read.
+func placeModuleFiles(fs *memfs.FS, req ModuleRequest, maxBytes int64) (map[string][]byte, *Error) {
 	inputs := map[string][]byte{}
 	place := func(gp string, data []byte) *Error {
 		if dir := path.Dir(gp); dir != "/" {
@@ -288,6 +289,9 @@ func placeModuleFiles(fs *memfs.FS, req ModuleRequest) (map[string][]byte, *Erro
 					return placeError(fs, err, "create %s: %v", gp, err)
 				}
 			case ent.Type().IsRegular():
+				if info, err := ent.Info(); err == nil && info.Size() > maxBytes {
+					return newError(KindFSQuota, nil, "copy in %s: %d bytes, over the filesystem quota of %d", p, info.Size(), maxBytes)
+				}
 				data, err := os.ReadFile(p)
 				if err != nil {
 					return err

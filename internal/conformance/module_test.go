@@ -271,6 +271,21 @@ sys.exit(3)
 			t.Fatalf("err %v; want the 25 MB standard library refused by a 1 MiB quota", err)
 		}
 	})
+	t.Run("a host file over the quota is refused unread", func(t *testing.T) {
+		big := t.TempDir()
+		f, err := os.Create(filepath.Join(big, "huge"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := f.Truncate(8 << 30); err != nil { // sparse on the host: nothing to read if refused first
+			t.Fatal(err)
+		}
+		f.Close()
+		res, err := m.Run(ctx, airlock.ModuleRequest{Dirs: []airlock.Dir{{Host: big, Guest: "/big"}}, Limits: airlock.Limits{FSBytes: 1 << 20}})
+		if err == nil || res.Error.Kind != airlock.KindFSQuota || !strings.Contains(res.Error.Message, "over the filesystem quota") {
+			t.Fatalf("err %v; want the 8 GiB file refused by a 1 MiB quota", err)
+		}
+	})
 	t.Run("missing host directory", func(t *testing.T) {
 		res, err := m.Run(ctx, airlock.ModuleRequest{Dirs: []airlock.Dir{{Host: filepath.Join(host, "nope"), Guest: "/x"}}})
 		if err == nil || res.Error.Kind != airlock.KindInvalidRequest {
