@@ -9,6 +9,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/airlock-sandbox/airlock/internal/frame"
 )
 
 // Error kinds a response frame carries; the guest module maps each to an
@@ -23,9 +25,6 @@ const (
 	KindTooManyCalls     = "too_many_calls"    // past RunConfig.MaxCalls
 	KindDeadline         = "deadline"          // the run's context is done
 )
-
-// headerLen is the frame header: the payload length as 8 hex digits.
-const headerLen = 8
 
 // RunConfig sets up one run's Device.
 type RunConfig struct {
@@ -79,13 +78,8 @@ type Device struct {
 	maxCalls   int
 	maxPayload int
 
-	hdr   [headerLen]byte
-	hdrN  int
-	need  int // payload length of the frame being written; -1 while in the header
-	body  []byte
-	skip  int // bytes of an oversized payload still to discard
-	resp  []byte
-	roff  int
+	conn  frame.Conn // the framing (internal/frame)
+	resp  []byte     // the answer handle is building, unframed
 	calls int
 
 	onCall func(CallRecord)
@@ -107,7 +101,7 @@ func (r *Registry) NewDevice(cfg RunConfig) (*Device, error) {
 	case cfg.MaxPayload < 0 || cfg.MaxPayload > MaxPayloadLimit:
 		return nil, fmt.Errorf("tools: MaxPayload must be in [0, %d]", MaxPayloadLimit)
 	}
-	d := &Device{reg: r, allowed: r.tools, list: r.list, maxCalls: cfg.MaxCalls, maxPayload: cfg.MaxPayload, need: -1, onCall: cfg.OnCall}
+	d := &Device{reg: r, allowed: r.tools, list: r.list, maxCalls: cfg.MaxCalls, maxPayload: cfg.MaxPayload, onCall: cfg.OnCall}
 	if d.maxCalls == 0 {
 		d.maxCalls = DefaultMaxCalls
 	}
@@ -128,6 +122,12 @@ func (r *Registry) NewDevice(cfg RunConfig) (*Device, error) {
 			d.allowed[n] = t
 		}
 		d.list = r.listJSON(sortedCopy(names))
+	}
+	d.conn = frame.Conn{
+		Max:      d.maxPayload,
+		Handle:   d.serve,
+		Fail:     func(msg string) []byte { return d.errorPayload(KindInvalidRequest, msg) },
+		TooLarge: func(msg string) []byte { return d.errorPayload(KindPayloadTooLarge, msg) },
 	}
 	d.info = Info{RunID: cfg.RunID, Values: cfg.Values}
 	if d.info.RunID == "" {
@@ -155,94 +155,10 @@ func (d *Device) RunID() string { return d.info.RunID }
 func (d *Device) Calls() int { return d.calls }
 
 // Write takes request bytes; see Device. It never fails.
-func (d *Device) Write(ctx context.Context, p []byte) (int, error) {
-	if d.hdrN == 0 && d.need < 0 && d.skip == 0 && len(p) > 0 {
-		d.resp, d.roff = d.resp[:0], 0 // a new request drops an unread response
-	}
-	n := 0
-	for n < len(p) {
-		switch {
-		case d.skip > 0:
-			k := min(d.skip, len(p)-n)
-			d.skip -= k
-			n += k
-			if d.skip == 0 {
-				return n, nil
-			}
-		case d.need < 0:
-			k := copy(d.hdr[d.hdrN:], p[n:])
-			d.hdrN += k
-			n += k
-			if d.hdrN < headerLen {
-				continue
-			}
-			d.hdrN = 0
-			size, ok := parseHeader(d.hdr[:])
-			switch {
-			case !ok:
-				d.fail(KindInvalidRequest, fmt.Sprintf("malformed request: a frame starts with its length as 8 hex digits, not %q", d.hdr[:]))
-				return len(p), nil
-			case size > d.maxPayload:
-				d.fail(KindPayloadTooLarge, fmt.Sprintf("the request is %d bytes; the limit is %d", size, d.maxPayload))
-				d.skip = size
-				if size == 0 {
-					return n, nil
-				}
-			default:
-				d.need = size
-				d.body = d.body[:0]
-				if size == 0 {
-					d.need = -1
-					d.fail(KindInvalidRequest, "malformed request: the payload is empty")
-					return n, nil
-				}
-			}
-		default:
-			k := min(d.need-len(d.body), len(p)-n)
-			d.body = append(d.body, p[n:n+k]...)
-			n += k
-			if len(d.body) == d.need {
-				d.need = -1
-				d.handle(ctx, d.body)
-				if cap(d.body) > 64<<10 {
-					d.body = nil // do not keep a large buffer for the whole run
-				}
-				return n, nil
-			}
-		}
-	}
-	return n, nil
-}
+func (d *Device) Write(ctx context.Context, p []byte) (int, error) { return d.conn.Write(ctx, p) }
 
 // Read returns response bytes; 0 bytes (end of file) when none is pending.
-func (d *Device) Read(_ context.Context, p []byte) (int, error) {
-	if d.roff >= len(d.resp) {
-		return 0, nil
-	}
-	k := copy(p, d.resp[d.roff:])
-	d.roff += k
-	if d.roff == len(d.resp) {
-		d.resp, d.roff = d.resp[:0], 0
-	}
-	return k, nil
-}
-
-func parseHeader(h []byte) (int, bool) {
-	v := 0
-	for _, c := range h {
-		switch {
-		case c >= '0' && c <= '9':
-			v = v<<4 | int(c-'0')
-		case c >= 'a' && c <= 'f':
-			v = v<<4 | int(c-'a'+10)
-		case c >= 'A' && c <= 'F':
-			v = v<<4 | int(c-'A'+10)
-		default:
-			return 0, false
-		}
-	}
-	return v, true
-}
+func (d *Device) Read(ctx context.Context, p []byte) (int, error) { return d.conn.Read(ctx, p) }
 
 type request struct {
 	Op     string                     `json:"op"`
@@ -390,22 +306,25 @@ func (d *Device) errorPayload(kind, msg string) []byte {
 	}
 }
 
-// responseKind is the error kind of a response frame, "" for a result.
-func responseKind(frame []byte) string {
-	if len(frame) < headerLen+9 || string(frame[headerLen:headerLen+9]) != `{"error":` {
+// responseKind is the error kind of a response payload, "" for a result.
+func responseKind(payload []byte) string {
+	if len(payload) < 9 || string(payload[:9]) != `{"error":` {
 		return ""
 	}
 	var e struct {
 		Error struct{ Kind string } `json:"error"`
 	}
-	if json.Unmarshal(frame[headerLen:], &e) != nil || e.Error.Kind == "" {
+	if json.Unmarshal(payload, &e) != nil || e.Error.Kind == "" {
 		return KindError
 	}
 	return e.Error.Kind
 }
 
-func (d *Device) respond(payload []byte) {
-	d.resp = fmt.Appendf(d.resp[:0], "%08x", len(payload))
-	d.resp = append(d.resp, payload...)
-	d.roff = 0
+func (d *Device) respond(payload []byte) { d.resp = append(d.resp[:0], payload...) }
+
+// serve answers one complete request payload (frame.Conn's Handle).
+func (d *Device) serve(ctx context.Context, body []byte) []byte {
+	d.resp = d.resp[:0]
+	d.handle(ctx, body)
+	return d.resp
 }

@@ -17,6 +17,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/airlock-sandbox/airlock/internal/frame"
 )
 
 // DevicePath is where a run's network device appears in the guest.
@@ -24,7 +26,6 @@ const DevicePath = "/dev/airlock-net"
 
 // Protocol bounds.
 const (
-	headerLen = 8
 	// MaxFrame caps a request frame's payload: a JSON line and up to
 	// MaxChunk bytes of data.
 	MaxChunk = 256 << 10
@@ -87,13 +88,8 @@ type Device struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 
-	hdr  [headerLen]byte
-	hdrN int
-	need int
-	body []byte
-	skip int
-	resp []byte
-	roff int
+	frames frame.Conn // the framing (internal/frame)
+	resp   []byte     // the answer handle is building, unframed
 
 	conns  map[int]*conn
 	nextID int
@@ -113,7 +109,19 @@ func NewDevice(ctx context.Context, g *Gate, p Policy) (*Device, error) {
 	if err != nil {
 		return nil, err
 	}
-	d := &Device{gate: g, policy: p.WithDefaults(), need: -1, conns: map[int]*conn{}}
+	d := &Device{gate: g, policy: p.WithDefaults(), conns: map[int]*conn{}}
+	d.frames = frame.Conn{
+		Max: MaxFrame,
+		Handle: func(ctx context.Context, payload []byte) []byte {
+			d.resp = d.resp[:0]
+			d.handle(ctx, payload)
+			return d.resp
+		},
+		Fail: func(msg string) []byte {
+			d.fail("invalid", "network: "+msg)
+			return d.resp
+		},
+	}
 	d.ctx, d.cancel = context.WithCancel(ctx)
 	return d, nil
 }
@@ -169,89 +177,10 @@ func (d *Device) update(i int, f func(*Decision)) {
 }
 
 // Write takes request frames; it never fails.
-func (d *Device) Write(ctx context.Context, p []byte) (int, error) {
-	if d.hdrN == 0 && d.need < 0 && d.skip == 0 && len(p) > 0 {
-		d.resp, d.roff = d.resp[:0], 0
-	}
-	n := 0
-	for n < len(p) {
-		switch {
-		case d.skip > 0:
-			k := min(d.skip, len(p)-n)
-			d.skip -= k
-			n += k
-			if d.skip == 0 {
-				return n, nil
-			}
-		case d.need < 0:
-			k := copy(d.hdr[d.hdrN:], p[n:])
-			d.hdrN += k
-			n += k
-			if d.hdrN < headerLen {
-				continue
-			}
-			d.hdrN = 0
-			size, ok := parseHex(d.hdr[:])
-			switch {
-			case !ok:
-				d.fail("invalid", fmt.Sprintf("network: malformed frame: a frame starts with its length as 8 hex digits, not %q", d.hdr[:]))
-				return len(p), nil
-			case size > MaxFrame:
-				d.fail("invalid", fmt.Sprintf("network: a frame of %d bytes; the limit is %d", size, MaxFrame))
-				d.skip = size
-			case size == 0:
-				d.fail("invalid", "network: malformed frame: empty")
-				return n, nil
-			default:
-				d.need = size
-				d.body = d.body[:0]
-			}
-		default:
-			k := min(d.need-len(d.body), len(p)-n)
-			d.body = append(d.body, p[n:n+k]...)
-			n += k
-			if len(d.body) == d.need {
-				d.need = -1
-				d.handle(ctx, d.body)
-				if cap(d.body) > 64<<10 {
-					d.body = nil
-				}
-				return n, nil
-			}
-		}
-	}
-	return n, nil
-}
+func (d *Device) Write(ctx context.Context, p []byte) (int, error) { return d.frames.Write(ctx, p) }
 
 // Read returns response bytes; 0 (end of file) when none is pending.
-func (d *Device) Read(_ context.Context, p []byte) (int, error) {
-	if d.roff >= len(d.resp) {
-		return 0, nil
-	}
-	k := copy(p, d.resp[d.roff:])
-	d.roff += k
-	if d.roff == len(d.resp) {
-		d.resp, d.roff = d.resp[:0], 0
-	}
-	return k, nil
-}
-
-func parseHex(h []byte) (int, bool) {
-	v := 0
-	for _, c := range h {
-		switch {
-		case c >= '0' && c <= '9':
-			v = v<<4 | int(c-'0')
-		case c >= 'a' && c <= 'f':
-			v = v<<4 | int(c-'a'+10)
-		case c >= 'A' && c <= 'F':
-			v = v<<4 | int(c-'A'+10)
-		default:
-			return 0, false
-		}
-	}
-	return v, true
-}
+func (d *Device) Read(ctx context.Context, p []byte) (int, error) { return d.frames.Read(ctx, p) }
 
 type op struct {
 	Op      string   `json:"op"`
@@ -444,11 +373,9 @@ func (d *Device) failErr(c *conn, err error) {
 }
 
 func (d *Device) respond(js, data []byte) {
-	d.resp = fmt.Appendf(d.resp[:0], "%08x", len(js)+1+len(data))
-	d.resp = append(d.resp, js...)
+	d.resp = append(d.resp[:0], js...)
 	d.resp = append(d.resp, '\n')
 	d.resp = append(d.resp, data...)
-	d.roff = 0
 }
 
 func clip(s string) string {

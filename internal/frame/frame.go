@@ -1,8 +1,8 @@
 // Package frame is the guest-host request framing that Airlock's devices
 // speak: the guest writes a frame (its payload's length as 8 hex digits,
 // then the payload); the write that completes it runs the handler, whose
-// answer, framed the same way, the following reads return. tools and
-// egress carry their own copies of this loop; new devices use this one.
+// answer, framed the same way, the following reads return. The tools,
+// network and install devices all speak it through Conn.
 package frame
 
 import (
@@ -20,9 +20,11 @@ type Conn struct {
 	// Max bounds a request's payload.
 	Max int
 	// Handle answers a complete payload (valid only during the call);
-	// Fail answers a malformed frame with a message.
-	Handle func(ctx context.Context, payload []byte) []byte
-	Fail   func(msg string) []byte
+	// Fail answers a malformed frame with a message, and TooLarge, when
+	// set, a payload over Max (else Fail does). Their answers are copied.
+	Handle   func(ctx context.Context, payload []byte) []byte
+	Fail     func(msg string) []byte
+	TooLarge func(msg string) []byte
 
 	hdr  [HeaderLen]byte
 	hdrN int
@@ -65,7 +67,11 @@ func (c *Conn) Write(ctx context.Context, p []byte) (int, error) {
 				c.answer(c.Fail("malformed request: the payload is empty"))
 				return n, nil
 			case size > c.Max:
-				c.answer(c.Fail(fmt.Sprintf("the request is %d bytes; the limit is %d", size, c.Max)))
+				tooLarge := c.Fail
+				if c.TooLarge != nil {
+					tooLarge = c.TooLarge
+				}
+				c.answer(tooLarge(fmt.Sprintf("the request is %d bytes; the limit is %d", size, c.Max)))
 				c.skip = size
 			default:
 				c.need = size
