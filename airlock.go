@@ -154,6 +154,21 @@ type Request struct {
 	OnOutput func(stream string, p []byte)
 }
 
+// Phases is where a resumed run's time went in the engine.
+type Phases struct {
+	// Start: an instance ready with the image's memory, taken from those
+	// made ahead (Pooled) or instantiated and mapped on the run's path.
+	Start time.Duration
+	// Restore: the interpreter's globals set and its stack rewound into
+	// the read the snapshot paused in.
+	Restore time.Duration
+	// Guest: the code's own work, up to the guest's exit.
+	Guest time.Duration
+	// Close: the instance closed and its memory region reset for reuse.
+	Close  time.Duration
+	Pooled bool
+}
+
 // Result is what a run produced. A Result is returned for every run, also
 // when err is non-nil, so partial output is never lost.
 type Result struct {
@@ -179,6 +194,10 @@ type Result struct {
 	// meters every run; the same program with the same input consumes the
 	// same fuel every time. Always 0 on wazero, which does not meter.
 	Fuel int64
+	// Phases is where the engine's part of a run resumed from the
+	// snapshot went (zero for a fresh interpreter); Duration also holds
+	// the Sandbox's own work around it (files, output, the audit).
+	Phases Phases
 	// Value is the repr of the value of the code's last expression
 	// statement, "" when there is none or it is None (RichOutput only).
 	Value string

@@ -3,7 +3,6 @@ package airlock
 import (
 	"context"
 	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"slices"
@@ -74,7 +73,7 @@ func newSnapshotter(ctx context.Context, cfg config, art *python.Artifact, layer
 	if cfg.snapshots != nil && !*cfg.snapshots {
 		return nil, nil
 	}
-	wasm, _, err := python.LoadAsyncified(art, cfg.cacheDir)
+	wasm, rec, err := python.LoadAsyncified(art, cfg.cacheDir)
 	if errors.Is(err, python.ErrNotAsyncified) && cfg.snapshots == nil {
 		return nil, nil
 	}
@@ -88,18 +87,19 @@ func newSnapshotter(ctx context.Context, cfg config, art *python.Artifact, layer
 			fmt.Fprintf(cfg.notice, "airlock: the binary's compiled code was not used: %v\n", err)
 		}
 	}
+	moduleSHA := rec.OutputSHA256 // checked against wasm by LoadAsyncified
+	opts.ModuleSHA256 = moduleSHA
 	mod, err := engine.LoadResumable(ctx, wasm, opts)
 	if err != nil {
 		return nil, fmt.Errorf("airlock: snapshots: %w", err)
 	}
-	sum := sha256.Sum256(wasm)
 	imageDir := ""
 	if !cfg.noCache {
 		imageDir = cfg.cacheDir
 	}
 	// The build's own start-up variables (PYTHONHOME for the own build),
 	// then the packages'.
-	spec := python.ImageSpec{ModuleSHA: hex.EncodeToString(sum[:]), Layers: slices.Concat(layers, extra.Layers),
+	spec := python.ImageSpec{ModuleSHA: moduleSHA, Layers: slices.Concat(layers, extra.Layers),
 		Env: slices.Concat(art.Env, extra.Env)}
 	img, err := python.Snapshot(ctx, mod, spec, imageDir, cfg.notice)
 	if err != nil {

@@ -44,6 +44,19 @@ type benchRow struct {
 	// repeated runs of the workload did not all consume the same.
 	Fuel       int64 `json:"fuel,omitempty"`
 	FuelVaries bool  `json:"fuel_varies,omitempty"`
+	// Phases (--phases) are the medians of a resumed run's phases.
+	Phases *phaseRow `json:"phases,omitempty"`
+}
+
+// phaseRow is where resumed runs' time went, medians in microseconds
+// (see airlock.Phases); host is Sandbox.Run's own work around them.
+type phaseRow struct {
+	StartUS   float64 `json:"start_us"`
+	RestoreUS float64 `json:"restore_us"`
+	GuestUS   float64 `json:"guest_us"`
+	CloseUS   float64 `json:"close_us"`
+	HostUS    float64 `json:"host_us"`
+	Pooled    float64 `json:"pooled"`
 }
 
 type benchReport struct {
@@ -73,6 +86,7 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) (int
 	runs := fs.Int("runs", 20, "runs per workload, mode and worker count")
 	only := fs.String("mode", "", "measure only this mode (snapshot, fresh, or unpooled: the snapshot without instances made ahead)")
 	asJSON := fs.Bool("json", false, "print the report as JSON")
+	phases := fs.Bool("phases", false, "report where resumed runs' time goes: instance start, restore, the guest's work, close, and the host's part (medians)")
 	sessions := fs.Bool("sessions", false, "measure sessions instead: call, fork, save and load (medians), saved size")
 	peers := fs.Bool("peers", false, "compare with native CPython and Pyodide (see --setup-only; charts: go run ./internal/bench/charts)")
 	var po peersOptions
@@ -109,7 +123,10 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) (int
 			if *only != "" && mode.name != *only {
 				continue
 			}
-			rows, err := benchEngineMode(ctx, common, eng, mode, *runs, stderr)
+			if *phases && mode.name == "fresh" {
+				continue // no snapshot, no phases
+			}
+			rows, err := benchEngineMode(ctx, common, eng, mode, *runs, *phases, stderr)
 			if err != nil {
 				return 1, err
 			}
@@ -120,6 +137,16 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) (int
 		return 0, writeReport(stdout, report)
 	}
 	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
+	if *phases {
+		fmt.Fprintln(tw, "workload\tengine\tmode\tworkers\truns\tp50 ms\tstart µs\trestore µs\tguest µs\tclose µs\thost µs\tpooled\t")
+		for _, r := range report.Workloads {
+			p := r.Phases
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%.2f\t%.0f\t%.0f\t%.0f\t%.0f\t%.0f\t%.0f%%\t\n", r.Name, r.Engine, r.Mode, r.Workers, r.Runs, r.P50MS,
+				p.StartUS, p.RestoreUS, p.GuestUS, p.CloseUS, p.HostUS, 100*p.Pooled)
+		}
+		fmt.Fprintf(tw, "\nmedians per phase; %s, %d CPUs, %s\n", report.Date, report.CPUs, report.GoVersion)
+		return 0, tw.Flush()
+	}
 	fmt.Fprintln(tw, "workload\tengine\tmode\tworkers\truns\tp50 ms\tp99 ms\truns/s\tfuel\t")
 	for _, r := range report.Workloads {
 		fuel := "-"
@@ -137,7 +164,7 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) (int
 
 // benchEngineMode measures every workload on one engine in one mode, on
 // its own Sandbox. engine "" is the default ($AIRLOCK_ENGINE, else wazero).
-func benchEngineMode(ctx context.Context, common commonFlags, engine string, mode benchMode, runs int, stderr io.Writer) ([]benchRow, error) {
+func benchEngineMode(ctx context.Context, common commonFlags, engine string, mode benchMode, runs int, phases bool, stderr io.Writer) ([]benchRow, error) {
 	common.engine = engine
 	sb, err := common.sandbox(ctx, stderr, mode.opts...)
 	if err != nil {
@@ -151,17 +178,25 @@ func benchEngineMode(ctx context.Context, common commonFlags, engine string, mod
 			if err != nil {
 				return nil, err
 			}
-			rows = append(rows, benchRow{
+			row := benchRow{
 				Name: w.Name, Engine: sb.Engine(), Mode: mode.name, Workers: workers, Runs: st.Runs,
 				P50MS: ms(st.P50), P99MS: ms(st.P99), RunsPerS: st.RunsPerS,
 				Fuel: st.FuelMax, FuelVaries: st.FuelMin != st.FuelMax,
-			})
+			}
+			if phases {
+				p := st.Phases
+				row.Phases = &phaseRow{StartUS: us(p.Start), RestoreUS: us(p.Restore), GuestUS: us(p.Guest),
+					CloseUS: us(p.Close), HostUS: us(p.Host), Pooled: p.Pooled}
+			}
+			rows = append(rows, row)
 		}
 	}
 	return rows, nil
 }
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+func us(d time.Duration) float64 { return float64(d) / float64(time.Microsecond) }
 
 // sessionRow is one line of `airlock bench --sessions --json`; the keys
 // are stable.

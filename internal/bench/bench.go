@@ -49,6 +49,18 @@ type Stats struct {
 	// FuelMin and FuelMax bound the fuel the runs consumed (0 on engines
 	// that do not meter it); equal when the workload is deterministic.
 	FuelMin, FuelMax int64
+	// Phases are the medians of where resumed runs' time went (zero for
+	// fresh ones): airlock.Result.Phases, and Host, what Sandbox.Run took
+	// around the engine's phases (state, files, output, the audit).
+	Phases PhaseStats
+}
+
+// PhaseStats are per-phase medians, each over all runs; they need not
+// add up to P50.
+type PhaseStats struct {
+	Start, Restore, Guest, Close, Host time.Duration
+	// Pooled is the share of runs that took an instance made ahead.
+	Pooled float64
 }
 
 // Measure runs w runs times on workers goroutines and reports latency
@@ -59,6 +71,7 @@ func Measure(ctx context.Context, sb *airlock.Sandbox, w Workload, runs, workers
 	}
 	lat := make([]time.Duration, runs)
 	fuel := make([]int64, runs)
+	phases := make([]airlock.Phases, runs)
 	next := make(chan int, runs)
 	for i := range runs {
 		next <- i
@@ -78,7 +91,7 @@ func Measure(ctx context.Context, sb *airlock.Sandbox, w Workload, runs, workers
 				t := time.Now()
 				res, err := sb.Run(ctx, airlock.Request{Code: w.Code})
 				lat[i] = time.Since(t)
-				fuel[i] = res.Fuel
+				fuel[i], phases[i] = res.Fuel, res.Phases
 				if err == nil && res.ExitCode != 0 {
 					err = fmt.Errorf("exit %d: %s", res.ExitCode, res.Stderr)
 				}
@@ -98,8 +111,10 @@ func Measure(ctx context.Context, sb *airlock.Sandbox, w Workload, runs, workers
 	if firstErr != nil {
 		return Stats{}, firstErr
 	}
+	ph := phaseStats(lat, phases)
 	slices.Sort(lat)
 	return Stats{
+		Phases:    ph,
 		Runs:      runs,
 		Workers:   workers,
 		P50:       percentile(lat, 50),
@@ -109,6 +124,26 @@ func Measure(ctx context.Context, sb *airlock.Sandbox, w Workload, runs, workers
 		FuelMin:   slices.Min(fuel),
 		FuelMax:   slices.Max(fuel),
 	}, nil
+}
+
+// phaseStats takes the medians of each phase; lat is in run order.
+func phaseStats(lat []time.Duration, phases []airlock.Phases) PhaseStats {
+	n := len(phases)
+	start, restore, guest, closing, host := make([]time.Duration, n), make([]time.Duration, n), make([]time.Duration, n), make([]time.Duration, n), make([]time.Duration, n)
+	pooled := 0
+	for i, p := range phases {
+		start[i], restore[i], guest[i], closing[i] = p.Start, p.Restore, p.Guest, p.Close
+		host[i] = lat[i] - p.Start - p.Restore - p.Guest - p.Close
+		if p.Pooled {
+			pooled++
+		}
+	}
+	median := func(d []time.Duration) time.Duration {
+		slices.Sort(d)
+		return percentile(d, 50)
+	}
+	return PhaseStats{Start: median(start), Restore: median(restore), Guest: median(guest), Close: median(closing),
+		Host: median(host), Pooled: float64(pooled) / float64(n)}
 }
 
 // percentile of sorted durations, nearest-rank.

@@ -11,8 +11,6 @@ package engine
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"io"
 	"sync"
@@ -61,6 +59,10 @@ type Options struct {
 	// ~20% on interpreter-bound code (README, Compute): runs then report no
 	// fuel and cannot be given a fuel cap. wazero never meters.
 	Unmetered bool
+	// ModuleSHA256, for LoadResumable, is the sha256 of the bytes given,
+	// when the caller has it from a checked record: they are then not
+	// hashed again.
+	ModuleSHA256 string
 }
 
 // Module is a compiled WASI program, shared by every Sandbox in the process
@@ -84,8 +86,13 @@ var (
 // A module that does not decode or validate, or a cache directory that
 // cannot be created.
 func Load(ctx context.Context, wasm []byte, opts Options) (*Module, error) {
-	sum := sha256.Sum256(wasm)
-	digest := hex.EncodeToString(sum[:])
+	return load(ctx, sourceOf(wasm), opts)
+}
+
+// load is Load of a module whose bytes are read only if this process has
+// not compiled it yet (prepared.go).
+func load(ctx context.Context, src source, opts Options) (*Module, error) {
+	digest := src.digest
 	name, err := engineName(opts.Engine)
 	if err != nil {
 		return nil, err
@@ -100,11 +107,15 @@ func Load(ctx context.Context, wasm []byte, opts Options) (*Module, error) {
 		m.refs++
 		return m, nil
 	}
-	load := loadWazero
-	if name != EngineWazero {
-		load = loadWasmtime
+	var c Code
+	if name == EngineWazero {
+		c, err = loadWazero(ctx, src, opts)
+	} else {
+		var wasm []byte
+		if wasm, err = src.bytes(); err == nil {
+			c, err = loadWasmtime(ctx, wasm, opts)
+		}
 	}
-	c, err := load(ctx, wasm, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -162,6 +173,8 @@ type Outcome struct {
 	// Fuel is the fuel the guest consumed, on engines that meter it
 	// (wasmtime: about one unit per WebAssembly instruction); 0 on wazero.
 	Fuel uint64
+	// Phases is where a resumed run's time went (Resume only).
+	Phases Phases
 }
 
 // Run instantiates a fresh instance, calls _start and closes the instance.

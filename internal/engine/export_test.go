@@ -3,3 +3,25 @@ package engine
 // LoopChecked tells tests whether m's loops check the interrupt global
 // (rather than relying on wazero closing the instance).
 func LoopChecked(m *Module) bool { c, ok := m.code.(*wzCode); return ok && c.interrupt }
+
+// KeptRewrite is one rewrite Load or LoadResumable keeps, applied now.
+type KeptRewrite struct{ Name, Input, Output string }
+
+// RewriteCheck applies, in memory, the rewrites LoadResumable and then
+// Load on wazero keep for wasm, and returns each one's file name part,
+// input sha256 and output sha256.
+func RewriteCheck(wasm []byte) ([]KeptRewrite, error) {
+	in := sourceOf(wasm)
+	prepared, _, err := resumableRewrite.applyTo(in)
+	if err != nil {
+		return nil, err
+	}
+	budgeted, _, err := budgetRewrite.applyTo(prepared)
+	if err != nil {
+		return nil, err
+	}
+	return []KeptRewrite{
+		{resumableRewrite.name, in.digest, prepared.digest},
+		{budgetRewrite.name, prepared.digest, budgeted.digest},
+	}, nil
+}

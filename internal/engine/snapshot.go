@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/airlock-sandbox/airlock/internal/wasi"
 	"github.com/airlock-sandbox/airlock/internal/wasmbin"
@@ -59,30 +60,64 @@ const (
 
 // resumable is what a Module loaded by LoadResumable knows besides its code.
 type resumable struct {
-	segments []wasmbin.Segment // the emptied active data segments
-	globals  []string          // exported mutable globals, by index order
+	// segments returns the emptied active data segments: read again from
+	// the module only for a Capture, which few processes make.
+	segments func() ([]wasmbin.Segment, error)
+	globals  []string // exported mutable globals, by index order
+}
+
+// resumableRewrite exports the mutable globals and empties the active
+// data segments (what they held is in every image).
+var resumableRewrite = rewrite{
+	name: "resumable-1",
+	apply: func(wasm []byte) ([]byte, any, error) {
+		prepared, globals, _, err := prepareResumable(wasm)
+		if err != nil {
+			return nil, nil, err
+		}
+		return prepared, &resumableMeta{Globals: globals}, nil
+	},
+	newMeta: func() any { return new(resumableMeta) },
+}
+
+type resumableMeta struct {
+	Globals []string `json:"globals"`
+}
+
+func prepareResumable(wasm []byte) ([]byte, []string, []wasmbin.Segment, error) {
+	wasm, err := wasmbin.StripDebug(wasm)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	prepared, globals, err := wasmbin.ExportMutableGlobals(wasm, globalPrefix)
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("export globals: %w", err)
+	}
+	prepared, segments, err := wasmbin.DropActiveData(prepared)
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("move data segments: %w", err)
+	}
+	return prepared, globals, segments, nil
 }
 
 // LoadResumable prepares an asyncified module for Capture and Resume
 // (mutable globals exported, data segments moved out) and loads it as Load
-// does. The preparation is deterministic, so the compile cache hits.
+// does. The preparation is deterministic, so the compile cache hits, and
+// kept in opts.CacheDir (prepared.go).
 //
 // # Errors
 // As Load; ErrNotResumable for a module without asyncify's exports.
 func LoadResumable(ctx context.Context, wasm []byte, opts Options) (*Module, error) {
-	wasm, err := wasmbin.StripDebug(wasm)
+	in := source{digest: opts.ModuleSHA256, bytes: func() ([]byte, error) { return wasm, nil }}
+	if in.digest == "" {
+		in = sourceOf(wasm)
+	}
+	opts.ModuleSHA256 = "" // it names wasm, not what is loaded
+	prepared, meta, err := resumableRewrite.run(opts.CacheDir, in)
 	if err != nil {
 		return nil, fmt.Errorf("engine: %w", err)
 	}
-	prepared, globals, err := wasmbin.ExportMutableGlobals(wasm, globalPrefix)
-	if err != nil {
-		return nil, fmt.Errorf("engine: export globals: %w", err)
-	}
-	prepared, segments, err := wasmbin.DropActiveData(prepared)
-	if err != nil {
-		return nil, fmt.Errorf("engine: move data segments: %w", err)
-	}
-	m, err := Load(ctx, prepared, opts)
+	m, err := load(ctx, prepared, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -92,9 +127,13 @@ func LoadResumable(ctx context.Context, wasm []byte, opts Options) (*Module, err
 			return nil, fmt.Errorf("%w: missing %s", ErrNotResumable, name)
 		}
 	}
+	segments := sync.OnceValues(func() ([]wasmbin.Segment, error) {
+		_, _, segments, err := prepareResumable(wasm)
+		return segments, err
+	})
 	loadedMu.Lock()
 	if m.snap == nil {
-		m.snap = &resumable{segments: segments, globals: globals}
+		m.snap = &resumable{segments: segments, globals: meta.(*resumableMeta).Globals}
 	}
 	loadedMu.Unlock()
 	return m, nil
@@ -131,9 +170,10 @@ type Image struct {
 // pausePoint is a run's state at the snapshot point (run.pause), which
 // fd_read's adapter consults.
 type pausePoint struct {
-	capture bool   // unwind at a read of fd 0 (else: stop the rewind at the first)
-	fired   bool   // the point was reached
-	buffer  uint32 // the unwind buffer: grown when capturing, the image's when resuming
+	capture bool      // unwind at a read of fd 0 (else: stop the rewind at the first)
+	fired   bool      // the point was reached
+	rewound time.Time // when a resume's rewind arrived back in its read
+	buffer  uint32    // the unwind buffer: grown when capturing, the image's when resuming
 	// pauseWhen (RunSpec.PauseWhen) picks the read a capture pauses in,
 	// and may pause a resumed run again at a later read of fd 0; paused
 	// tells it did, and unwinding that asyncify's unwind has started.
@@ -163,6 +203,7 @@ func (p *pausePoint) at(buffers uint32) pauseAction {
 		return pauseHere
 	case !p.fired:
 		p.fired = true
+		p.rewound = time.Now()
 		return stopRewind
 	case p.pauseWhen != nil && !p.paused && p.pauseWhen(buffers):
 		p.paused = true
@@ -224,8 +265,12 @@ func (m *Module) Capture(ctx context.Context, spec RunSpec) (*Image, error) {
 		return nil, fmt.Errorf("engine: snapshot: %w", err)
 	}
 	defer inst.Close()
+	segments, err := m.snap.segments()
+	if err != nil {
+		return nil, fmt.Errorf("engine: snapshot: %w", err)
+	}
 	mem := inst.Memory()
-	for _, s := range m.snap.segments {
+	for _, s := range segments {
 		if uint64(s.Offset)+uint64(len(s.Data)) > uint64(len(mem)) {
 			return nil, fmt.Errorf("engine: snapshot: data segment at %#x outside memory", s.Offset)
 		}
@@ -294,22 +339,61 @@ func (m *Module) Resume(ctx context.Context, img *Image, spec RunSpec) (Outcome,
 	}
 	p := &pausePoint{buffer: img.UnwindBuffer, pauseWhen: spec.PauseWhen, from: img}
 	r := &RunState{ctx: ctx, wasi: spec.WASI, pause: p}
+	began := time.Now()
 	inst, err := m.code.Start(ctx, r, spec, limit, img)
 	if err != nil {
 		return Outcome{MemoryLimitHit: errors.Is(err, ErrMemoryLimit)}, err
 	}
-	defer inst.Close()
+	closed := false
+	defer func() {
+		if !closed {
+			inst.Close()
+		}
+	}()
+	started := time.Now()
 	err = m.rewind(inst, img)
 	if err == nil {
 		err = p.resumeErr(ctx, inst.Call("_start"))
 	}
+	returned := time.Now()
 	var paused *Image
 	if err == nil && p.paused {
 		paused, err = m.paused(inst, p)
 	}
 	out := inst.Figures()
 	out.Image = paused
-	return r.classify(m.code, inst, out, err)
+	out, err = r.classify(m.code, inst, out, err)
+	closing := time.Now()
+	closed = true
+	inst.Close()
+	out.Phases = Phases{Start: started.Sub(began), Close: time.Since(closing), Pooled: pooled(inst)}
+	if p.fired {
+		out.Phases.Restore = p.rewound.Sub(started)
+		out.Phases.Guest = returned.Sub(p.rewound)
+	}
+	return out, err
+}
+
+// pooled tells whether inst was made ahead (wazero_pool.go).
+func pooled(inst Instance) bool {
+	p, ok := inst.(interface{ Pooled() bool })
+	return ok && p.Pooled()
+}
+
+// Phases is where a resumed run's time went, for `airlock bench --phases`.
+type Phases struct {
+	// Start: an instance ready, its memory the image's. Taken from the
+	// instances made ahead (Pooled) or instantiated and mapped now.
+	Start time.Duration
+	// Restore: the globals set and the rewind back into the read the
+	// image paused in.
+	Restore time.Duration
+	// Guest: the run's own work, from that read to the guest's exit or
+	// pause (a session's image taken after it is not included).
+	Guest time.Duration
+	// Close: the instance closed, its memory region reset for reuse.
+	Close  time.Duration
+	Pooled bool
 }
 
 // paused finishes an unwind the guest has returned from and takes the

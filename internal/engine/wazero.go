@@ -2,8 +2,6 @@ package engine
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
@@ -42,27 +40,22 @@ type wzCode struct {
 	closed bool
 }
 
-func loadWazero(ctx context.Context, wasm []byte, opts Options) (Code, error) {
-	sum := sha256.Sum256(wasm)
-	digest := hex.EncodeToString(sum[:])
-	// DWARF would only decorate guest stack traces, and it costs seconds per
-	// process when wazero reads the source map back from its cache.
-	wasm, err := wasmbin.StripDebug(wasm)
-	if err != nil {
-		return nil, fmt.Errorf("engine: %w", err)
-	}
+func loadWazero(ctx context.Context, src source, opts Options) (Code, error) {
 	// Stopping a guest at its deadline: our own loop budget when the module
 	// can take it (see interrupt.go), else wazero's check, which calls into
 	// the runtime at every loop back-edge and costs 2-5x on loop-heavy code
 	// (wazero issue 2466).
-	instrumented, err := wasmbin.AddInterruptCheck(wasm, interruptExport, wasi.ModuleName, "sched_yield", interruptPeriod)
-	if err == nil {
-		wasm = instrumented
-		sum = sha256.Sum256(wasm)
-		digest = hex.EncodeToString(sum[:])
+	out, meta, err := budgetRewrite.run(opts.CacheDir, src)
+	if err != nil {
+		return nil, fmt.Errorf("engine: %w", err)
 	}
-	cfg := wazero.NewRuntimeConfig().WithCloseOnContextDone(err != nil).WithDebugInfoEnabled(false)
-	instrumentErr := err
+	budget := meta.(*budgetMeta)
+	wasm, err := out.bytes()
+	if err != nil {
+		return nil, fmt.Errorf("engine: %w", err)
+	}
+	digest := out.digest
+	cfg := wazero.NewRuntimeConfig().WithCloseOnContextDone(!budget.Interrupt).WithDebugInfoEnabled(false)
 	marker := ""
 	if opts.CacheDir != "" {
 		if err := os.MkdirAll(opts.CacheDir, 0o755); err != nil {
@@ -102,11 +95,35 @@ func loadWazero(ctx context.Context, wasm []byte, opts Options) (Code, error) {
 	if marker != "" {
 		writeCacheRecord(opts.CacheDir, marker, cached)
 	}
-	c := &wzCode{runtime: r, compiled: compiled, interrupt: instrumentErr == nil, cacheDir: opts.CacheDir, marker: marker}
+	c := &wzCode{runtime: r, compiled: compiled, interrupt: budget.Interrupt, cacheDir: opts.CacheDir, marker: marker}
 	for _, mem := range compiled.ExportedMemories() {
 		c.minMem = uint64(mem.Min()) * PageSize
 	}
 	return c, nil
+}
+
+// budgetRewrite strips DWARF (it would only decorate guest stack traces,
+// and it costs seconds per process when wazero reads the source map back
+// from its cache) and adds the loop budget where the module can take it.
+var budgetRewrite = rewrite{
+	name: "budget-1",
+	apply: func(wasm []byte) ([]byte, any, error) {
+		wasm, err := wasmbin.StripDebug(wasm)
+		if err != nil {
+			return nil, nil, err
+		}
+		instrumented, err := wasmbin.AddInterruptCheck(wasm, interruptExport, wasi.ModuleName, "sched_yield", interruptPeriod)
+		if err != nil {
+			return wasm, &budgetMeta{}, nil
+		}
+		return instrumented, &budgetMeta{Interrupt: true}, nil
+	},
+	newMeta: func() any { return new(budgetMeta) },
+}
+
+// budgetMeta tells whether budgetRewrite's output has the loop budget.
+type budgetMeta struct {
+	Interrupt bool `json:"interrupt"`
 }
 
 func exists(path string) bool {
@@ -169,7 +186,7 @@ func (c *wzCode) Start(ctx context.Context, r *RunState, spec RunSpec, limit uin
 		if p := c.instancePool(img, limit); p != nil {
 			if mod, limits := p.take(); mod != nil {
 				ctx = context.WithValue(ctx, runKey{}, r)
-				return &wzInstance{wzCaller: wzCaller{ctx: ctx, mod: mod}, code: c, limits: limits}, nil
+				return &wzInstance{wzCaller: wzCaller{ctx: ctx, mod: mod}, code: c, limits: limits, pooled: true}, nil
 			}
 		}
 	}
@@ -282,7 +299,10 @@ type wzInstance struct {
 	wzCaller
 	code   *wzCode
 	limits *runLimits
+	pooled bool // made ahead (wazero_pool.go)
 }
+
+func (i *wzInstance) Pooled() bool { return i.pooled }
 
 func (i *wzInstance) Call(name string, args ...uint32) error {
 	stop := i.code.watchInterrupt(i.ctx, i.mod)

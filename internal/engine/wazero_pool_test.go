@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/airlock-sandbox/airlock/internal/engine"
 )
@@ -58,5 +59,51 @@ print(seen, len(buf))`
 	var out bytes.Buffer
 	if o, err := m.Resume(ctx, img2, engine.RunSpec{WASI: resumed([]byte("import sys; print(getattr(sys, 'airlock_mark', None))"), &out), MemoryLimit: 256 << 20}); err != nil || o.ExitCode != 0 || out.String() != "None\n" {
 		t.Fatalf("a new image after the old one closed: %v %+v %q", err, o, out.String())
+	}
+}
+
+// A resumed run reports its phases: each measured, the guest's own work
+// the part that grows with what the code does, and whether its instance
+// was made ahead.
+func TestResumePhases(t *testing.T) {
+	m := resumable(t)
+	ctx := context.Background()
+	img := captureLoop(t, m)
+	run := func(code string, unpooled bool) engine.Phases {
+		t.Helper()
+		var out bytes.Buffer
+		began := time.Now()
+		o, err := m.Resume(ctx, img, engine.RunSpec{WASI: resumed([]byte(code), &out), MemoryLimit: 256 << 20, Unpooled: unpooled})
+		total := time.Since(began)
+		if err != nil || o.ExitCode != 0 {
+			t.Fatalf("%q: %v %+v %q", code, err, o, out.String())
+		}
+		p := o.Phases
+		if p.Start <= 0 || p.Restore <= 0 || p.Guest <= 0 || p.Close <= 0 {
+			t.Fatalf("%q: a phase not measured: %+v", code, p)
+		}
+		if sum := p.Start + p.Restore + p.Guest + p.Close; sum > total {
+			t.Fatalf("%q: phases add to %v, more than the %v Resume took", code, sum, total)
+		}
+		return p
+	}
+	if p := run("pass", true); p.Pooled {
+		t.Errorf("an unpooled run reported an instance made ahead: %+v", p)
+	}
+	light := run("pass", false)
+	heavy := run("x = 0\nfor i in range(300000): x += i", false)
+	if heavy.Guest < 10*light.Guest {
+		t.Errorf("a loop of 300000 took %v of guest time, 'pass' %v: the guest phase misses the work", heavy.Guest, light.Guest)
+	}
+	pooled := false
+	for range 20 { // the pool fills in the background
+		if run("pass", false).Pooled {
+			pooled = true
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if !pooled {
+		t.Errorf("no run took an instance made ahead")
 	}
 }

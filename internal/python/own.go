@@ -1,12 +1,16 @@
 package python
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"sync"
+
+	"github.com/airlock-sandbox/airlock/internal/filehash"
 
 	"github.com/airlock-sandbox/airlock/internal/wasi/memfs"
 )
@@ -136,11 +140,10 @@ func ownArtifact(rec *BuildRecord, meta, wasm []byte, wasmSHA string, zip []byte
 }
 
 func readChecked(path, want string) ([]byte, string, error) {
-	data, err := os.ReadFile(path)
+	data, got, err := filehash.Read(path) // hashed once, not by every process
 	if err != nil {
 		return nil, "", fmt.Errorf("python: own build: %w", err)
 	}
-	got := sha256Hex(data)
 	if got != want {
 		return nil, "", &ChecksumError{Path: path, Got: got, Want: want}
 	}
@@ -154,14 +157,20 @@ var (
 	stdlibLayers = map[string]*memfs.Layer{}
 )
 
+// stdlibLayer is the layer of the stdlib zip, whose sha256 the caller
+// checked.
 func stdlibLayer(sha string, zip []byte) (*memfs.Layer, error) {
 	layersMu.Lock()
 	defer layersMu.Unlock()
 	if l, ok := stdlibLayers[sha]; ok {
 		return l, nil
 	}
+	sum, err := hex.DecodeString(sha)
+	if err != nil || len(sum) != sha256.Size {
+		return nil, fmt.Errorf("python: own build's stdlib: sha256 %q", sha)
+	}
 	l := memfs.NewLayer()
-	if err := l.AddFile(OwnStdlibAt, zip); err != nil {
+	if err := l.AddFileSum(OwnStdlibAt, zip, [32]byte(sum)); err != nil {
 		return nil, fmt.Errorf("python: own build's stdlib: %w", err)
 	}
 	stdlibLayers[sha] = l

@@ -18,6 +18,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/airlock-sandbox/airlock/internal/filehash"
+
 	"github.com/airlock-sandbox/airlock/internal/atomicfile"
 	"github.com/airlock-sandbox/airlock/internal/engine"
 	"github.com/airlock-sandbox/airlock/internal/wasi"
@@ -233,11 +235,11 @@ func LoadAsyncified(art *Artifact, cacheDir string) ([]byte, *AsyncifyRecord, er
 	if err := json.Unmarshal(meta, &rec); err != nil {
 		return nil, nil, fmt.Errorf("python: asyncified module's record %s: %w", path, err)
 	}
-	wasm, err := os.ReadFile(path)
+	wasm, sum, err := filehash.Read(path)
 	if err != nil {
 		return nil, nil, fmt.Errorf("python: read %s: %w", path, err)
 	}
-	if sum := sha256.Sum256(wasm); hex.EncodeToString(sum[:]) != rec.OutputSHA256 || rec.InputSHA256 != art.SHA256 {
+	if sum != rec.OutputSHA256 || rec.InputSHA256 != art.SHA256 {
 		return nil, nil, fmt.Errorf("%w: %s does not match its record", ErrChecksum, path)
 	}
 	return wasm, &rec, nil

@@ -1,0 +1,147 @@
+package engine_test
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/airlock-sandbox/airlock/internal/engine"
+	"github.com/airlock-sandbox/airlock/internal/python"
+)
+
+func sha(b []byte) string {
+	s := sha256.Sum256(b)
+	return hex.EncodeToString(s[:])
+}
+
+// keptFiles lists the rewritten modules kept under dir.
+func keptFiles(t *testing.T, dir string) []string {
+	t.Helper()
+	files, err := filepath.Glob(filepath.Join(dir, "prepared", "*.wasm"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return files
+}
+
+// A second process (here: a second Load after the first is closed) takes
+// the rewritten module that was kept; one whose bytes no longer match its
+// record is made again, runs the same, and is kept again intact.
+func TestKeptRewriteIsUsedAndRepaired(t *testing.T) {
+	wasm := exitModule(42)
+	dir := t.TempDir()
+	opts := engine.Options{CacheDir: dir}
+	if got := runExit(t, wasm, opts); got != 42 {
+		t.Fatalf("exit %d", got)
+	}
+	kept := keptFiles(t, dir)
+	if len(kept) != 1 || !strings.HasPrefix(filepath.Base(kept[0]), sha(wasm)+".budget-") {
+		t.Fatalf("kept %v, want one budget rewrite of %s", kept, sha(wasm)[:12])
+	}
+	good, _ := os.ReadFile(kept[0])
+	var rec struct {
+		OutputSHA256 string `json:"output_sha256"`
+	}
+	data, _ := os.ReadFile(strings.TrimSuffix(kept[0], ".wasm") + ".json")
+	if err := json.Unmarshal(data, &rec); err != nil || rec.OutputSHA256 != sha(good) {
+		t.Fatalf("record %s (%v), module sha256 %s", data, err, sha(good))
+	}
+	// What runs is the kept module: one planted with a matching record runs.
+	other := t.TempDir()
+	runExit(t, exitModule(43), engine.Options{CacheDir: other})
+	planted, _ := os.ReadFile(keptFiles(t, other)[0])
+	os.WriteFile(kept[0], planted, 0o644)
+	var fields map[string]any
+	json.Unmarshal(data, &fields)
+	fields["output_sha256"] = sha(planted)
+	plantedRecord, _ := json.Marshal(fields)
+	os.WriteFile(strings.TrimSuffix(kept[0], ".wasm")+".json", plantedRecord, 0o644)
+	if got := runExit(t, wasm, opts); got != 43 {
+		t.Fatalf("with a planted kept module: exit %d, want the planted 43", got)
+	}
+	os.WriteFile(strings.TrimSuffix(kept[0], ".wasm")+".json", data, 0o644)
+
+	damaged := append([]byte(nil), good...)
+	damaged[len(damaged)-1] ^= 0xff
+	if err := os.WriteFile(kept[0], damaged, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if got := runExit(t, wasm, opts); got != 42 {
+		t.Fatalf("with a damaged kept module: exit %d, want 42", got)
+	}
+	// Made again: kept again once the next process finds no record.
+	if got := runExit(t, wasm, opts); got != 42 {
+		t.Fatalf("exit %d", got)
+	}
+	if again, _ := os.ReadFile(kept[0]); sha(again) != sha(good) {
+		t.Fatalf("the damaged module was not replaced by the rewrite's output")
+	}
+}
+
+// A record that does not parse, or names another rewrite or input, is
+// ignored: the module is rewritten again.
+func TestKeptRewriteRecordRefusals(t *testing.T) {
+	wasm := exitModule(5)
+	dir := t.TempDir()
+	opts := engine.Options{CacheDir: dir}
+	runExit(t, wasm, opts)
+	kept := keptFiles(t, dir)
+	if len(kept) != 1 {
+		t.Fatalf("kept %v", kept)
+	}
+	record := strings.TrimSuffix(kept[0], ".wasm") + ".json"
+	for _, bad := range []string{"{", `{"rewrite":"budget-0"}`, `{"rewrite":"budget-1","input_sha256":"00","output_sha256":"00"}`} {
+		if err := os.WriteFile(record, []byte(bad), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if got := runExit(t, wasm, opts); got != 5 {
+			t.Fatalf("record %q: exit %d, want 5", bad, got)
+		}
+		if data, _ := os.ReadFile(record); string(data) == bad {
+			t.Fatalf("record %q was kept, not rewritten", bad)
+		}
+	}
+}
+
+// Every rewrite kept for the own build in the suite's cache (which CI
+// keeps between runs) must be what the rewrite makes now: a change to a
+// rewrite's output without a new version in its name fails here.
+func TestKeptRewritesMatchTheRewrites(t *testing.T) {
+	resumable(t) // loads through the suite's cache, keeping the rewrites
+	cache, err := python.CacheDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	art, err := python.Load("", cache)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wasm, _, err := python.LoadAsyncified(art, cache)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now, err := engine.RewriteCheck(wasm)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, rw := range now {
+		path := filepath.Join(cache, "compiled", "prepared", rw.Input+"."+rw.Name+".json")
+		data, err := os.ReadFile(path)
+		if err != nil {
+			t.Errorf("%s of the own build not kept: %v", rw.Name, err)
+			continue
+		}
+		var rec struct {
+			OutputSHA256 string `json:"output_sha256"`
+		}
+		if err := json.Unmarshal(data, &rec); err != nil {
+			t.Errorf("%s: %v", path, err)
+		} else if rec.OutputSHA256 != rw.Output {
+			t.Errorf("%s: kept output %.12s, the rewrite makes %.12s now: give the rewrite a new version", path, rec.OutputSHA256, rw.Output)
+		}
+	}
+}
