@@ -37,7 +37,10 @@ def _airlock_setup():
             n -= len(chunk)
         return b"".join(parts)
 
-    state = {"main": None, "calls": 0}
+    # env: os.environ as the prelude last left it, so that a run from the
+    # image compares its environment with a dict rather than reading
+    # os.environ (which decodes every entry) afresh.
+    state = {"main": None, "calls": 0, "env": None}
 
     def call():
         try:
@@ -56,9 +59,11 @@ def _airlock_setup():
     def run_one():
         header = read_exact(24)
         name_len, env_len, code_len = (int(header[i : i + 8], 16) for i in (0, 8, 16))
-        name = read_exact(name_len).decode("utf-8", "surrogateescape")
-        env = read_exact(env_len).decode("utf-8", "surrogateescape")
-        source = read_exact(code_len)
+        # One read for the rest: each is a host call.
+        rest = read_exact(name_len + env_len + code_len)
+        name = rest[:name_len].decode("utf-8", "surrogateescape")
+        env = rest[name_len : name_len + env_len].decode("utf-8", "surrogateescape")
+        source = rest[name_len + env_len :]
 
         # The run's environment travels in the frame as well as through
         # WASI: an interpreter restored from a snapshot read its environ
@@ -69,12 +74,17 @@ def _airlock_setup():
             key, sep, value = item.partition("=")
             if sep:
                 run_env[key] = value
-        for key in [k for k in os.environ if k not in run_env]:
-            del os.environ[key]
-        for key, value in run_env.items():
-            if os.environ.get(key) != value:
-                os.environ[key] = value
         session = run_env.get("AIRLOCK_SESSION") == "1"
+        # A session's code may have changed os.environ since the last call.
+        applied = state["env"]
+        if applied is None or state["calls"] > 0:
+            applied = dict(os.environ)
+        for key in [k for k in applied if k not in run_env]:
+            os.environ.pop(key, None)
+        for key, value in run_env.items():
+            if applied.get(key) != value:
+                os.environ[key] = value
+        state["env"] = run_env
         _airlock_packages(run_env)
         if run_env.get("AIRLOCK_NET") == "1":
             # HTTP(S) through the host, under the run's allow-list.
@@ -174,6 +184,7 @@ def _airlock_setup():
             status = status or 120
         os._exit(status)
 
+    state["env"] = dict(os.environ)
     prelude = types.ModuleType("_airlock_prelude")
     prelude.call = call
     sys.modules["_airlock_prelude"] = prelude
