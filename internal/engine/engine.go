@@ -59,9 +59,9 @@ type Options struct {
 	// ~20% on interpreter-bound code (README, Compute): runs then report no
 	// fuel and cannot be given a fuel cap. wazero never meters.
 	Unmetered bool
-	// ModuleSHA256, for LoadResumable, is the sha256 of the bytes given,
-	// when the caller has it from a checked record: they are then not
-	// hashed again.
+	// ModuleSHA256 is the sha256 of the module's bytes, when the caller
+	// has it from a checked record (LoadResumable's; a back end's, from
+	// Load): they are then not hashed again.
 	ModuleSHA256 string
 }
 
@@ -113,6 +113,7 @@ func load(ctx context.Context, src source, opts Options) (*Module, error) {
 	} else {
 		var wasm []byte
 		if wasm, err = src.bytes(); err == nil {
+			opts.ModuleSHA256 = src.digest // the compiled code's key
 			c, err = loadWasmtime(ctx, wasm, opts)
 		}
 	}

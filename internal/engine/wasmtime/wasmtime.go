@@ -3,7 +3,6 @@
 package wasmtime
 
 import (
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -17,6 +16,7 @@ import (
 
 	"github.com/airlock-sandbox/airlock/internal/atomicfile"
 	"github.com/airlock-sandbox/airlock/internal/engine"
+	"github.com/airlock-sandbox/airlock/internal/filehash"
 	"github.com/airlock-sandbox/airlock/internal/wasi"
 	"github.com/airlock-sandbox/airlock/internal/wasmbin"
 )
@@ -95,23 +95,29 @@ func loadWasmtimeModule(ctx context.Context, wasm []byte, opts engine.Options) (
 // compileCached compiles wasm, or loads the code compiled by an earlier
 // process from opts.CacheDir. Only files this function wrote are loaded,
 // and only intact: deserialising trusts the file as machine code, and
-// wasmtime checks its structure and version, not its code bytes, so the
-// file ends with the sha256 of the code before it, checked first (a
-// flipped byte would otherwise run as changed instructions).
+// wasmtime checks its structure and version, not its code bytes, so a
+// record beside the file holds its sha256, checked first (a flipped byte
+// would otherwise run as changed instructions). The check takes the sum a
+// stamp remembers while the file is unchanged (internal/filehash), and
+// wasmtime maps the file rather than reading it: a process then touches
+// only the pages of code it runs.
 func compileCached(eng *wasmtime.Engine, wasm []byte, opts engine.Options) (*wasmtime.Module, error) {
 	path := ""
 	if opts.CacheDir != "" {
-		h := sha256.New()
-		h.Write(wasm)
-		h.Write([]byte("\x00" + WasmtimeVersion + "\x00" + wasmtimeConfig(!opts.Unmetered)))
+		digest := opts.ModuleSHA256
+		if digest == "" {
+			sum := sha256.Sum256(wasm)
+			digest = hex.EncodeToString(sum[:])
+		}
+		key := sha256.Sum256([]byte(digest + "\x00" + WasmtimeVersion + "\x00" + wasmtimeConfig(!opts.Unmetered)))
 		dir := filepath.Join(opts.CacheDir, "wasmtime")
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			return nil, fmt.Errorf("engine: create cache dir: %w", err)
 		}
-		path = filepath.Join(dir, hex.EncodeToString(h.Sum(nil))+".cwasm")
-		if data, err := os.ReadFile(path); err == nil {
-			if code, ok := verifiedCode(data); ok {
-				if mod, err := wasmtime.NewModuleDeserialize(eng, code); err == nil {
+		path = filepath.Join(dir, hex.EncodeToString(key[:])+".cwasm")
+		if rec, err := os.ReadFile(path + codeRecord); err == nil {
+			if sum, err := filehash.Sum(path); err == nil && sum == strings.TrimSpace(string(rec)) {
+				if mod, err := wasmtime.NewModuleDeserializeFile(eng, path); err == nil {
 					return mod, nil
 				}
 			}
@@ -129,22 +135,19 @@ func compileCached(eng *wasmtime.Engine, wasm []byte, opts engine.Options) (*was
 	}
 	if path != "" {
 		if code, err := mod.Serialize(); err == nil {
+			// The code first: a record never names code not yet written.
+			// Failing costs a later compile.
 			sum := sha256.Sum256(code)
-			_ = atomicfile.WriteBytes(path, 0o600, append(code, sum[:]...)) // failing costs a later compile
+			if atomicfile.WriteBytes(path, 0o600, code) == nil {
+				_ = atomicfile.WriteBytes(path+codeRecord, 0o600, []byte(hex.EncodeToString(sum[:])+"\n"))
+			}
 		}
 	}
 	return mod, nil
 }
 
-// verifiedCode is a cache file's code when its trailing sha256 matches.
-func verifiedCode(data []byte) ([]byte, bool) {
-	if len(data) < sha256.Size {
-		return nil, false
-	}
-	code, sum := data[:len(data)-sha256.Size], data[len(data)-sha256.Size:]
-	want := sha256.Sum256(code)
-	return code, bytes.Equal(sum, want[:])
-}
+// codeRecord ends the name of the file holding a cache file's sha256.
+const codeRecord = ".sha256"
 
 // wasmtimeLinker defines package wasi's table once per engine; each call
 // finds its run in the store's data.
