@@ -73,7 +73,7 @@ func newSnapshotter(ctx context.Context, cfg config, art *python.Artifact, layer
 	if cfg.snapshots != nil && !*cfg.snapshots {
 		return nil, nil
 	}
-	wasm, rec, err := python.LoadAsyncified(art, cfg.cacheDir)
+	rec, wasm, err := python.AsyncifiedSource(art, cfg.cacheDir)
 	if errors.Is(err, python.ErrNotAsyncified) && cfg.snapshots == nil {
 		return nil, nil
 	}
@@ -87,9 +87,9 @@ func newSnapshotter(ctx context.Context, cfg config, art *python.Artifact, layer
 			fmt.Fprintf(cfg.notice, "airlock: the binary's compiled code was not used: %v\n", err)
 		}
 	}
-	moduleSHA := rec.OutputSHA256 // checked against wasm by LoadAsyncified
-	opts.ModuleSHA256 = moduleSHA
-	mod, err := engine.LoadResumable(ctx, wasm, opts)
+	// The module is read only if the cache lacks what is made from it.
+	moduleSHA := rec.OutputSHA256
+	mod, err := engine.LoadResumableFrom(ctx, moduleSHA, wasm, opts)
 	if err != nil {
 		return nil, fmt.Errorf("airlock: snapshots: %w", err)
 	}

@@ -27,9 +27,11 @@ var (
 	ErrUnmetered = errors.New("engine: a fuel cap needs fuel metering, and this module was loaded unmetered")
 )
 
-// loadWasmtime compiles wasm for wasmtime; set by package wasmtime
-// (SetWasmtime) when a binary links it in.
-var loadWasmtime func(ctx context.Context, wasm []byte, opts Options) (Code, error)
+// loadWasmtime compiles the module for wasmtime, or loads its compiled
+// code from the cache, where it needs no bytes (opts.ModuleSHA256 is
+// their sha256); set by package wasmtime (SetWasmtime) when a binary
+// links it in.
+var loadWasmtime func(ctx context.Context, wasm func() ([]byte, error), opts Options) (Code, error)
 
 // Engines lists the engines compiled into this binary, the default first.
 func Engines() []string {

@@ -111,11 +111,8 @@ func load(ctx context.Context, src source, opts Options) (*Module, error) {
 	if name == EngineWazero {
 		c, err = loadWazero(ctx, src, opts)
 	} else {
-		var wasm []byte
-		if wasm, err = src.bytes(); err == nil {
-			opts.ModuleSHA256 = src.digest // the compiled code's key
-			c, err = loadWasmtime(ctx, wasm, opts)
-		}
+		opts.ModuleSHA256 = src.digest // the compiled code's key
+		c, err = loadWasmtime(ctx, src.bytes, opts)
 	}
 	if err != nil {
 		return nil, err

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/airlock-sandbox/airlock/internal/engine"
+	"github.com/airlock-sandbox/airlock/internal/engine/enginetest"
 	"github.com/airlock-sandbox/airlock/internal/python"
 )
 
@@ -144,4 +145,11 @@ func TestKeptRewritesMatchTheRewrites(t *testing.T) {
 			t.Errorf("%s: kept output %.12s, the rewrite makes %.12s now: give the rewrite a new version", path, rec.OutputSHA256, rw.Output)
 		}
 	}
+}
+
+// With the rewrites and the compiled code in the cache, a module loads
+// without its bytes being read (enginetest.LoadFromTheCache; the wasmtime
+// back end's tests run it on wasmtime).
+func TestLoadFromTheCacheReadsNoBytes(t *testing.T) {
+	enginetest.LoadFromTheCache(t, engine.EngineWazero)
 }

@@ -108,11 +108,20 @@ func prepareResumable(wasm []byte) ([]byte, []string, []wasmbin.Segment, error) 
 // # Errors
 // As Load; ErrNotResumable for a module without asyncify's exports.
 func LoadResumable(ctx context.Context, wasm []byte, opts Options) (*Module, error) {
-	in := source{digest: opts.ModuleSHA256, bytes: func() ([]byte, error) { return wasm, nil }}
-	if in.digest == "" {
-		in = sourceOf(wasm)
+	in := sourceOf(wasm)
+	if opts.ModuleSHA256 != "" {
+		in.digest = opts.ModuleSHA256
 	}
-	opts.ModuleSHA256 = "" // it names wasm, not what is loaded
+	return LoadResumableFrom(ctx, in.digest, in.bytes, opts)
+}
+
+// LoadResumableFrom is LoadResumable of the module whose sha256 is digest
+// (checked by the caller's record), its bytes read only if the process
+// needs them: to rewrite or compile it, or to Capture an image. With the
+// rewrites, the compiled code and the image in the cache it needs none.
+func LoadResumableFrom(ctx context.Context, digest string, read func() ([]byte, error), opts Options) (*Module, error) {
+	in := source{digest: digest, bytes: read}
+	opts.ModuleSHA256 = "" // it names the input, not what is loaded
 	prepared, meta, err := resumableRewrite.run(opts.CacheDir, in)
 	if err != nil {
 		return nil, fmt.Errorf("engine: %w", err)
@@ -128,6 +137,10 @@ func LoadResumable(ctx context.Context, wasm []byte, opts Options) (*Module, err
 		}
 	}
 	segments := sync.OnceValues(func() ([]wasmbin.Segment, error) {
+		wasm, err := read()
+		if err != nil {
+			return nil, err
+		}
 		_, _, segments, err := prepareResumable(wasm)
 		return segments, err
 	})

@@ -61,6 +61,14 @@ func TestAsyncifyRepairsADamagedModule(t *testing.T) {
 	if _, _, err := python.LoadAsyncified(art, dir); !errors.Is(err, python.ErrChecksum) {
 		t.Fatalf("damaged load: %v", err)
 	}
+	// The lazy form finds the record, and refuses the bytes when read.
+	rec, read, err := python.AsyncifiedSource(art, dir)
+	if err != nil || rec.InputSHA256 != art.SHA256 {
+		t.Fatalf("AsyncifiedSource of a damaged module: %+v, %v; want its record", rec, err)
+	}
+	if _, err := read(); !errors.Is(err, python.ErrChecksum) {
+		t.Fatalf("reading a damaged module: %v, want ErrChecksum", err)
+	}
 	if _, err := python.Asyncify(ctx, art, dir, os.Getenv(python.EnvWasmOpt), &log); err != nil {
 		t.Fatalf("re-asyncify: %v", err)
 	}

@@ -218,8 +218,28 @@ func sanitize(s string) string {
 // # Errors
 // ErrNotAsyncified when there is none; a read error; a checksum mismatch.
 func LoadAsyncified(art *Artifact, cacheDir string) ([]byte, *AsyncifyRecord, error) {
+	rec, read, err := AsyncifiedSource(art, cacheDir)
+	if err != nil {
+		return nil, nil, err
+	}
+	wasm, err := read()
+	if err != nil {
+		return nil, nil, err
+	}
+	return wasm, rec, nil
+}
+
+// AsyncifiedSource is LoadAsyncified with the module's bytes read only
+// when read is called (then checked against rec.OutputSHA256): a process
+// whose compiled code and snapshot come from the cache never needs them.
+//
+// # Errors
+// ErrNotAsyncified when there is none; a record that does not read or is
+// of another build (ErrChecksum). read returns a read error or
+// ErrChecksum.
+func AsyncifiedSource(art *Artifact, cacheDir string) (*AsyncifyRecord, func() ([]byte, error), error) {
 	if art.asyncified != nil {
-		return art.asyncified, art.asyncRecord, nil
+		return art.asyncRecord, func() ([]byte, error) { return art.asyncified, nil }, nil
 	}
 	matches, _ := filepath.Glob(asyncifyPrefix(cacheDir, art) + "-args*-*.wasm")
 	if len(matches) == 0 {
@@ -235,14 +255,20 @@ func LoadAsyncified(art *Artifact, cacheDir string) ([]byte, *AsyncifyRecord, er
 	if err := json.Unmarshal(meta, &rec); err != nil {
 		return nil, nil, fmt.Errorf("python: asyncified module's record %s: %w", path, err)
 	}
-	wasm, sum, err := filehash.Read(path)
-	if err != nil {
-		return nil, nil, fmt.Errorf("python: read %s: %w", path, err)
+	if rec.InputSHA256 != art.SHA256 {
+		return nil, nil, fmt.Errorf("%w: %s was made from another build", ErrChecksum, path)
 	}
-	if sum != rec.OutputSHA256 || rec.InputSHA256 != art.SHA256 {
-		return nil, nil, fmt.Errorf("%w: %s does not match its record", ErrChecksum, path)
-	}
-	return wasm, &rec, nil
+	read := sync.OnceValues(func() ([]byte, error) {
+		wasm, sum, err := filehash.Read(path)
+		if err != nil {
+			return nil, fmt.Errorf("python: read %s: %w", path, err)
+		}
+		if sum != rec.OutputSHA256 {
+			return nil, fmt.Errorf("%w: %s does not match its record", ErrChecksum, path)
+		}
+		return wasm, nil
+	})
+	return &rec, read, nil
 }
 
 func modTime(path string) time.Time {

@@ -7,6 +7,7 @@ package enginetest
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"path/filepath"
@@ -177,4 +178,47 @@ func RunExit(t *testing.T, wasm []byte, opts engine.Options) uint32 {
 		t.Fatal(err)
 	}
 	return o.ExitCode
+}
+
+// LoadFromTheCache checks, on the named engine, that with the rewrites and
+// the compiled code in the suite's cache the own build's module loads
+// without its bytes being read, and that a Capture, which needs the data
+// segments they hold, reads them then and reports a read that fails.
+func LoadFromTheCache(t *testing.T, name string) {
+	t.Helper()
+	cache, err := python.CacheDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	art, err := python.Load("", cache)
+	if err != nil {
+		t.Fatal(err)
+	}
+	testArt = art
+	rec, readModule, err := python.AsyncifiedSource(art, cache)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	opts := engine.Options{CacheDir: filepath.Join(cache, "compiled"), Engine: name}
+	warm, err := engine.LoadResumableFrom(ctx, rec.OutputSHA256, readModule, opts) // fills the cache
+	if err != nil {
+		t.Fatal(err)
+	}
+	warm.Close(ctx)
+	readErr := errors.New("the module's bytes were read")
+	reads := 0
+	read := func() ([]byte, error) { reads++; return nil, readErr }
+	lazy, err := engine.LoadResumableFrom(ctx, rec.OutputSHA256, read, opts)
+	if err != nil {
+		t.Fatalf("load from a warm cache: %v", err)
+	}
+	defer lazy.Close(ctx)
+	if reads != 0 {
+		t.Fatalf("loading from a warm cache read the module %d times", reads)
+	}
+	var stderr bytes.Buffer
+	if _, err := lazy.Capture(ctx, engine.RunSpec{WASI: Looping(&stderr), MemoryLimit: 256 << 20}); !errors.Is(err, readErr) {
+		t.Fatalf("Capture without the bytes: %v, want the read's error", err)
+	}
 }

@@ -54,10 +54,15 @@ type wtCode struct {
 	exports map[string]bool
 }
 
-func loadWasmtimeModule(ctx context.Context, wasm []byte, opts engine.Options) (engine.Code, error) {
-	wasm, err := wasmbin.StripDebug(wasm)
-	if err != nil {
-		return nil, fmt.Errorf("engine: %w", err)
+func loadWasmtimeModule(ctx context.Context, read func() ([]byte, error), opts engine.Options) (engine.Code, error) {
+	// DWARF would only decorate guest stack traces; the module's bytes are
+	// read only for a compile.
+	stripped := func() ([]byte, error) {
+		wasm, err := read()
+		if err != nil {
+			return nil, err
+		}
+		return wasmbin.StripDebug(wasm)
 	}
 	cfg := wasmtime.NewConfig()
 	cfg.SetConsumeFuel(!opts.Unmetered)
@@ -68,7 +73,7 @@ func loadWasmtimeModule(ctx context.Context, wasm []byte, opts engine.Options) (
 	cfg.SetMemoryInitCOWSet(false)
 	setMemoryCreator(cfg)
 	eng := wasmtime.NewEngineWithConfig(cfg)
-	mod, err := compileCached(eng, wasm, opts)
+	mod, err := compileCached(eng, stripped, opts)
 	if err != nil {
 		eng.Close()
 		return nil, err
@@ -92,8 +97,9 @@ func loadWasmtimeModule(ctx context.Context, wasm []byte, opts engine.Options) (
 	return m, nil
 }
 
-// compileCached compiles wasm, or loads the code compiled by an earlier
-// process from opts.CacheDir. Only files this function wrote are loaded,
+// compileCached compiles the module read returns, or loads the code an
+// earlier process compiled from opts.CacheDir, keyed by the module's
+// opts.ModuleSHA256 (and then never reads it). Only files this function wrote are loaded,
 // and only intact: deserialising trusts the file as machine code, and
 // wasmtime checks its structure and version, not its code bytes, so a
 // record beside the file holds its sha256, checked first (a flipped byte
@@ -101,15 +107,10 @@ func loadWasmtimeModule(ctx context.Context, wasm []byte, opts engine.Options) (
 // stamp remembers while the file is unchanged (internal/filehash), and
 // wasmtime maps the file rather than reading it: a process then touches
 // only the pages of code it runs.
-func compileCached(eng *wasmtime.Engine, wasm []byte, opts engine.Options) (*wasmtime.Module, error) {
+func compileCached(eng *wasmtime.Engine, read func() ([]byte, error), opts engine.Options) (*wasmtime.Module, error) {
 	path := ""
-	if opts.CacheDir != "" {
-		digest := opts.ModuleSHA256
-		if digest == "" {
-			sum := sha256.Sum256(wasm)
-			digest = hex.EncodeToString(sum[:])
-		}
-		key := sha256.Sum256([]byte(digest + "\x00" + WasmtimeVersion + "\x00" + wasmtimeConfig(!opts.Unmetered)))
+	if opts.CacheDir != "" && opts.ModuleSHA256 != "" {
+		key := sha256.Sum256([]byte(opts.ModuleSHA256 + "\x00" + WasmtimeVersion + "\x00" + wasmtimeConfig(!opts.Unmetered)))
 		dir := filepath.Join(opts.CacheDir, "wasmtime")
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			return nil, fmt.Errorf("engine: create cache dir: %w", err)
@@ -125,6 +126,10 @@ func compileCached(eng *wasmtime.Engine, wasm []byte, opts engine.Options) (*was
 				fmt.Fprintf(opts.Notice, "airlock: %s is damaged; compiling again\n", path)
 			}
 		}
+	}
+	wasm, err := read()
+	if err != nil {
+		return nil, fmt.Errorf("engine: %w", err)
 	}
 	if opts.Notice != nil && len(wasm) >= engine.NoticeSize {
 		fmt.Fprintf(opts.Notice, "airlock: compiling the %d MB module for wasmtime once (takes seconds; cached after)...\n", len(wasm)>>20)

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/airlock-sandbox/airlock/internal/engine"
+	"github.com/airlock-sandbox/airlock/internal/engine/enginetest"
 )
 
 // An image is engine-neutral: captured on either engine, it resumes on both.
@@ -174,4 +175,8 @@ func TestWasmtimeCacheRefusesDamagedCode(t *testing.T) {
 	if got := run(); got != want {
 		t.Fatalf("a damaged cache file ran: exit %#x, want %#x", got, want)
 	}
+}
+
+func TestLoadFromTheCacheReadsNoBytes(t *testing.T) {
+	enginetest.LoadFromTheCache(t, engine.EngineWasmtime)
 }
