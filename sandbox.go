@@ -148,7 +148,12 @@ func (sb *Sandbox) freshModule(ctx context.Context) (*engine.Module, error) {
 	sb.freshOnce.Do(func() {
 		// Not the run's deadline: a run cancelled while the module loads
 		// must not leave the Sandbox without one for later runs.
-		sb.fresh, sb.freshErr = engine.Load(context.WithoutCancel(ctx), sb.artifact.Wasm, sb.engOpts)
+		wasm, err := sb.artifact.Module()
+		if err != nil {
+			sb.freshErr = fmt.Errorf("airlock: %w", err)
+			return
+		}
+		sb.fresh, sb.freshErr = engine.Load(context.WithoutCancel(ctx), wasm, sb.engOpts)
 		if sb.freshErr != nil {
 			sb.freshErr = fmt.Errorf("airlock: %w", sb.freshErr)
 		}

@@ -29,7 +29,11 @@ func TestPythonLoopsStopAtTheDeadline(t *testing.T) {
 		t.Fatal("the asyncified python.wasm did not take the loop-check rewrite")
 	}
 	cache, _ := python.CacheDir()
-	fresh, err := engine.Load(context.Background(), enginetest.Artifact().Wasm, engine.Options{CacheDir: filepath.Join(cache, "compiled")})
+	wasm, err := enginetest.Artifact().Module()
+	if err != nil {
+		t.Fatal(err)
+	}
+	fresh, err := engine.Load(context.Background(), wasm, engine.Options{CacheDir: filepath.Join(cache, "compiled")})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -55,6 +55,9 @@ var ErrChecksum = errors.New("python: python.wasm checksum mismatch")
 
 // Artifact is a loaded python.wasm.
 type Artifact struct {
+	// Wasm is python.wasm's bytes when they are in memory; nil for the
+	// own build in the cache, read by Module when first needed (a process
+	// that runs only from the snapshot never needs them).
 	Wasm   []byte
 	Path   string // "" when embedded
 	SHA256 string
@@ -78,6 +81,9 @@ type Artifact struct {
 	// It is mounted read-only into every run's filesystem.
 	Layer *memfs.Layer
 
+	// readWasm reads and checks python.wasm when Wasm is nil.
+	readWasm func() ([]byte, error)
+
 	// The own build's files as loaded, kept for ExportBundle.
 	recordJSON, stdlibZip []byte
 	// asyncified is the asyncified module carried with the build (the
@@ -88,6 +94,18 @@ type Artifact struct {
 	// precompiled is this binary's compiled code for asyncified (an
 	// engine precompiled pack, see InstallPrecompiled); nil for none.
 	precompiled []byte
+}
+
+// Module returns python.wasm's bytes.
+//
+// # Errors
+// For the own build read from the cache: a read error, or a
+// *ChecksumError when the file changed since Load checked it.
+func (a *Artifact) Module() ([]byte, error) {
+	if a.Wasm != nil || a.readWasm == nil {
+		return a.Wasm, nil
+	}
+	return a.readWasm()
 }
 
 // CacheDir is where artifacts and compiled code live unless the caller

@@ -177,8 +177,12 @@ func ExportBundle(w io.Writer, art *Artifact, cacheDir string, gz bool) (*Bundle
 	if err != nil {
 		return nil, fmt.Errorf("python: export bundle: %w", err)
 	}
+	wasm, err := art.Module()
+	if err != nil {
+		return nil, fmt.Errorf("python: export bundle: %w", err)
+	}
 	files := map[string][]byte{
-		OwnWasm: art.Wasm, OwnStdlib: art.stdlibZip, OwnRecord: art.recordJSON,
+		OwnWasm: wasm, OwnStdlib: art.stdlibZip, OwnRecord: art.recordJSON,
 		bundleAsyncWasm: async, bundleAsyncRec: append(recJSON, '\n'),
 	}
 	man := &BundleManifest{Format: BundleFormat, Version: BundleVersion, Python: art.Version}

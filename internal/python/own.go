@@ -109,15 +109,27 @@ func LoadOwn(dir string) (*Artifact, error) {
 	if err := json.Unmarshal(meta, &rec); err != nil {
 		return nil, fmt.Errorf("python: own build: %s: %w", filepath.Join(dir, OwnRecord), err)
 	}
-	wasm, wasmSHA, err := readChecked(filepath.Join(dir, OwnWasm), rec.PythonWasmSHA256)
-	if err != nil {
-		return nil, err
+	// python.wasm is checked now (from its stamp, without reading it when
+	// it is unchanged) and read when first needed, checked again then.
+	wasmPath := filepath.Join(dir, OwnWasm)
+	if got, err := filehash.Sum(wasmPath); err != nil {
+		return nil, fmt.Errorf("python: own build: %w", err)
+	} else if got != rec.PythonWasmSHA256 {
+		return nil, &ChecksumError{Path: wasmPath, Got: got, Want: rec.PythonWasmSHA256}
 	}
 	zip, zipSHA, err := readChecked(filepath.Join(dir, OwnStdlib), rec.StdlibZipSHA256)
 	if err != nil {
 		return nil, err
 	}
-	return ownArtifact(&rec, meta, wasm, wasmSHA, zip, zipSHA, filepath.Join(dir, OwnWasm))
+	art, err := ownArtifact(&rec, meta, nil, rec.PythonWasmSHA256, zip, zipSHA, wasmPath)
+	if err != nil {
+		return nil, err
+	}
+	art.readWasm = sync.OnceValues(func() ([]byte, error) {
+		wasm, _, err := readChecked(wasmPath, rec.PythonWasmSHA256)
+		return wasm, err
+	})
+	return art, nil
 }
 
 // ownArtifact is the own build from its files, already checked against

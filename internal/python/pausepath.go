@@ -51,7 +51,11 @@ func PausePath(ctx context.Context, art *Artifact, cacheDir string) ([]string, e
 	if cacheDir != "" {
 		opts.CacheDir = CompiledDir(cacheDir)
 	}
-	mod, err := engine.Load(ctx, art.Wasm, opts)
+	wasm, err := art.Module()
+	if err != nil {
+		return nil, fmt.Errorf("python: pause path: %w", err)
+	}
+	mod, err := engine.Load(ctx, wasm, opts)
 	if err != nil {
 		return nil, fmt.Errorf("python: pause path: %w", err)
 	}

@@ -126,11 +126,15 @@ func Asyncify(ctx context.Context, art *Artifact, cacheDir, wasmOpt string, log 
 	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
 		return "", fmt.Errorf("python: asyncify: %w", err)
 	}
+	wasm, err := art.Module()
+	if err != nil {
+		return "", fmt.Errorf("python: asyncify: %w", err)
+	}
 	tmp, err := os.CreateTemp("", "airlock-asyncify-*.wasm")
 	if err != nil {
 		return "", fmt.Errorf("python: asyncify: %w", err)
 	}
-	tmp.Write(art.Wasm)
+	tmp.Write(wasm)
 	tmp.Close()
 	defer os.Remove(tmp.Name())
 	// This process's own output file: set-ups running at once must not

@@ -84,7 +84,11 @@ func startLive() error {
 	if _, err := b.Instantiate(ctx); err != nil {
 		return err
 	}
-	compiled, err := r.CompileModule(ctx, art.Wasm)
+	wasm, err := art.Module()
+	if err != nil {
+		return err
+	}
+	compiled, err := r.CompileModule(ctx, wasm)
 	if err != nil {
 		return err
 	}
