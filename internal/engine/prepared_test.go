@@ -11,7 +11,6 @@ import (
 
 	"github.com/airlock-sandbox/airlock/internal/engine"
 	"github.com/airlock-sandbox/airlock/internal/engine/enginetest"
-	"github.com/airlock-sandbox/airlock/internal/python"
 )
 
 func sha(b []byte) string {
@@ -113,15 +112,8 @@ func TestKeptRewriteRecordRefusals(t *testing.T) {
 // rewrite's output without a new version in its name fails here.
 func TestKeptRewritesMatchTheRewrites(t *testing.T) {
 	resumable(t) // loads through the suite's cache, keeping the rewrites
-	cache, err := python.CacheDir()
-	if err != nil {
-		t.Fatal(err)
-	}
-	art, err := python.Load("", cache)
-	if err != nil {
-		t.Fatal(err)
-	}
-	wasm, _, err := python.LoadAsyncified(art, cache)
+	cache, _, _, read := enginetest.OwnBuild(t)
+	wasm, err := read()
 	if err != nil {
 		t.Fatal(err)
 	}

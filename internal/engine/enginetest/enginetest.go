@@ -34,18 +34,10 @@ func ResumableOn(t *testing.T, name string) *engine.Module {
 // suite's.
 func ResumableWith(t *testing.T, opts engine.Options) *engine.Module {
 	t.Helper()
-	cache, err := python.CacheDir()
+	cache, _, _, read := OwnBuild(t)
+	wasm, err := read()
 	if err != nil {
 		t.Fatal(err)
-	}
-	art, err := python.Load("", cache)
-	if err != nil {
-		t.Fatalf("%v (scripts/setup.sh fetches it)", err)
-	}
-	testArt = art
-	wasm, _, err := python.LoadAsyncified(art, cache)
-	if err != nil {
-		t.Fatalf("%v (scripts/setup.sh prepares it)", err)
 	}
 	ctx := context.Background()
 	opts.CacheDir = filepath.Join(cache, "compiled")
@@ -55,6 +47,27 @@ func ResumableWith(t *testing.T, opts engine.Options) *engine.Module {
 	}
 	t.Cleanup(func() { m.Close(ctx) })
 	return m
+}
+
+// OwnBuild loads the build set-up made (scripts/setup.sh) from the
+// suite's cache, makes it the one State and Looping set up, and returns
+// the cache, the build, and its asyncified module's record and reader.
+func OwnBuild(t *testing.T) (cache string, art *python.Artifact, rec *python.AsyncifyRecord, read func() ([]byte, error)) {
+	t.Helper()
+	cache, err := python.CacheDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	art, err = python.Load("", cache)
+	if err != nil {
+		t.Fatalf("%v (scripts/setup.sh fetches it)", err)
+	}
+	testArt = art
+	rec, read, err = python.AsyncifiedSource(art, cache)
+	if err != nil {
+		t.Fatalf("%v (scripts/setup.sh prepares it)", err)
+	}
+	return cache, art, rec, read
 }
 
 // CaptureLoop captures m's image in the interactive loop's first read (see
@@ -186,19 +199,7 @@ func RunExit(t *testing.T, wasm []byte, opts engine.Options) uint32 {
 // segments they hold, reads them then and reports a read that fails.
 func LoadFromTheCache(t *testing.T, name string) {
 	t.Helper()
-	cache, err := python.CacheDir()
-	if err != nil {
-		t.Fatal(err)
-	}
-	art, err := python.Load("", cache)
-	if err != nil {
-		t.Fatal(err)
-	}
-	testArt = art
-	rec, readModule, err := python.AsyncifiedSource(art, cache)
-	if err != nil {
-		t.Fatal(err)
-	}
+	cache, _, rec, readModule := OwnBuild(t)
 	ctx := context.Background()
 	opts := engine.Options{CacheDir: filepath.Join(cache, "compiled"), Engine: name}
 	warm, err := engine.LoadResumableFrom(ctx, rec.OutputSHA256, readModule, opts) // fills the cache
