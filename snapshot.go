@@ -112,6 +112,31 @@ func newSnapshotter(ctx context.Context, cfg config, art *python.Artifact, layer
 // Snapshots tells whether runs resume from a snapshot (see WithSnapshots).
 func (sb *Sandbox) Snapshots() bool { return sb.snap != nil }
 
+// IdleMemory is what a Sandbox holds between runs to start the next ones
+// fast: memory regions reset for reuse and, on wazero, instances made
+// ahead (see WithInstancePool). They share the snapshot image's unchanged
+// pages; Private is what each holds of its own, in bytes (the pages runs
+// wrote, kept as private copies, and zeroed memory past the image kept
+// resident), on Linux only: nil elsewhere.
+type IdleMemory struct {
+	Regions int
+	Private []int64
+}
+
+// IdleMemory reports the memory the Sandbox keeps idle for its next runs
+// (none without snapshots).
+func (sb *Sandbox) IdleMemory() IdleMemory {
+	if sb.snap == nil {
+		return IdleMemory{}
+	}
+	regions := sb.snap.module.IdleRegions(sb.snap.image)
+	out := IdleMemory{Regions: len(regions)}
+	if private, ok := engine.PrivateBytes(regions); ok {
+		out.Private = private
+	}
+	return out
+}
+
 // execute runs one prepared request: resumed from the image when it can
 // be, else in a freshly started interpreter.
 func (sb *Sandbox) execute(ctx context.Context, req *Request, env []string, spec engine.RunSpec) (engine.Outcome, error) {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -64,6 +65,17 @@ type benchReport struct {
 	GoVersion string     `json:"go"`
 	CPUs      int        `json:"cpus"`
 	Workloads []benchRow `json:"workloads"`
+	// Idle is what each snapshot Sandbox held between runs after them.
+	Idle []idleRow `json:"idle,omitempty"`
+}
+
+// idleRow is a Sandbox's idle memory (airlock.IdleMemory) after a mode's
+// runs: its regions and the private bytes of each (Linux only).
+type idleRow struct {
+	Engine       string  `json:"engine"`
+	Mode         string  `json:"mode"`
+	Regions      int     `json:"regions"`
+	PrivateBytes []int64 `json:"private_bytes,omitempty"`
 }
 
 // writeReport prints a bench report as indented JSON (--json).
@@ -126,11 +138,14 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) (int
 			if *phases && mode.name == "fresh" {
 				continue // no snapshot, no phases
 			}
-			rows, err := benchEngineMode(ctx, common, eng, mode, *runs, *phases, stderr)
+			rows, idle, err := benchEngineMode(ctx, common, eng, mode, *runs, *phases, stderr)
 			if err != nil {
 				return 1, err
 			}
 			report.Workloads = append(report.Workloads, rows...)
+			if idle != nil {
+				report.Idle = append(report.Idle, *idle)
+			}
 		}
 	}
 	if *asJSON {
@@ -145,7 +160,11 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) (int
 				p.StartUS, p.RestoreUS, p.GuestUS, p.CloseUS, p.HostUS, 100*p.Pooled)
 		}
 		fmt.Fprintf(tw, "\nmedians per phase; %s, %d CPUs, %s\n", report.Date, report.CPUs, report.GoVersion)
-		return 0, tw.Flush()
+		if err := tw.Flush(); err != nil {
+			return 1, err
+		}
+		printIdle(stdout, report.Idle)
+		return 0, nil
 	}
 	fmt.Fprintln(tw, "workload\tengine\tmode\tworkers\truns\tp50 ms\tp99 ms\truns/s\tfuel\t")
 	for _, r := range report.Workloads {
@@ -159,16 +178,20 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) (int
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%.2f\t%.2f\t%.1f\t%s\t\n", r.Name, r.Engine, r.Mode, r.Workers, r.Runs, r.P50MS, r.P99MS, r.RunsPerS, fuel)
 	}
 	fmt.Fprintf(tw, "\n%s, %d CPUs, %s\n", report.Date, report.CPUs, report.GoVersion)
-	return 0, tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return 1, err
+	}
+	printIdle(stdout, report.Idle)
+	return 0, nil
 }
 
 // benchEngineMode measures every workload on one engine in one mode, on
 // its own Sandbox. engine "" is the default ($AIRLOCK_ENGINE, else wazero).
-func benchEngineMode(ctx context.Context, common commonFlags, engine string, mode benchMode, runs int, phases bool, stderr io.Writer) ([]benchRow, error) {
+func benchEngineMode(ctx context.Context, common commonFlags, engine string, mode benchMode, runs int, phases bool, stderr io.Writer) ([]benchRow, *idleRow, error) {
 	common.engine = engine
 	sb, err := common.sandbox(ctx, stderr, mode.opts...)
 	if err != nil {
-		return nil, fmt.Errorf("engine %s, mode %s: %w", engine, mode.name, err)
+		return nil, nil, fmt.Errorf("engine %s, mode %s: %w", engine, mode.name, err)
 	}
 	defer sb.Close(context.Background())
 	var rows []benchRow
@@ -176,7 +199,7 @@ func benchEngineMode(ctx context.Context, common commonFlags, engine string, mod
 		for _, workers := range []int{1, 2} {
 			st, err := bench.Measure(ctx, sb, w, runs, workers)
 			if err != nil {
-				return nil, err
+				return nil, nil, err
 			}
 			row := benchRow{
 				Name: w.Name, Engine: sb.Engine(), Mode: mode.name, Workers: workers, Runs: st.Runs,
@@ -191,8 +214,34 @@ func benchEngineMode(ctx context.Context, common commonFlags, engine string, mod
 			rows = append(rows, row)
 		}
 	}
-	return rows, nil
+	if !sb.Snapshots() {
+		return rows, nil, nil
+	}
+	// Regions return to their pools and instances are made ahead in the
+	// background: let them settle before looking.
+	time.Sleep(200 * time.Millisecond)
+	m := sb.IdleMemory()
+	return rows, &idleRow{Engine: sb.Engine(), Mode: mode.name, Regions: m.Regions, PrivateBytes: m.Private}, nil
 }
+
+// printIdle prints each snapshot Sandbox's idle memory after its runs.
+func printIdle(w io.Writer, rows []idleRow) {
+	for _, r := range rows {
+		if len(r.PrivateBytes) == 0 {
+			fmt.Fprintf(w, "idle after the runs, %s %s: %d regions\n", r.Engine, r.Mode, r.Regions)
+			continue
+		}
+		sorted := slices.Sorted(slices.Values(r.PrivateBytes))
+		var total int64
+		for _, b := range sorted {
+			total += b
+		}
+		fmt.Fprintf(w, "idle after the runs, %s %s: %d regions, private MiB each: median %.1f, max %.1f; %.1f in all\n",
+			r.Engine, r.Mode, r.Regions, mib(sorted[len(sorted)/2]), mib(sorted[len(sorted)-1]), mib(total))
+	}
+}
+
+func mib(b int64) float64 { return float64(b) / (1 << 20) }
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 

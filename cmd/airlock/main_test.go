@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -217,6 +218,51 @@ func TestBenchJSON(t *testing.T) {
 		if w.Name == "" || w.Mode == "" || w.P50MS <= 0 || w.P99MS < w.P50MS || w.RunsPerS <= 0 {
 			t.Fatalf("bad row %+v", w)
 		}
+	}
+}
+
+// --phases reports where resumed runs' time went, and every report says
+// what the snapshot Sandboxes held idle after their runs.
+func TestBenchPhasesJSON(t *testing.T) {
+	code, stdout, stderr := cli(t, "", "bench", "--phases", "--mode", "snapshot", "--runs", "3", "--json")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	var rep struct {
+		Workloads []struct {
+			Name   string `json:"name"`
+			Phases *struct {
+				StartUS   float64 `json:"start_us"`
+				RestoreUS float64 `json:"restore_us"`
+				GuestUS   float64 `json:"guest_us"`
+				CloseUS   float64 `json:"close_us"`
+				HostUS    float64 `json:"host_us"`
+				Pooled    float64 `json:"pooled"`
+			} `json:"phases"`
+		} `json:"workloads"`
+		Idle []struct {
+			Mode         string  `json:"mode"`
+			Regions      int     `json:"regions"`
+			PrivateBytes []int64 `json:"private_bytes"`
+		} `json:"idle"`
+	}
+	if err := json.Unmarshal([]byte(stdout), &rep); err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Workloads) == 0 {
+		t.Fatal("no workloads")
+	}
+	for _, w := range rep.Workloads {
+		p := w.Phases
+		if p == nil || p.StartUS <= 0 || p.RestoreUS <= 0 || p.GuestUS <= 0 || p.CloseUS <= 0 || p.Pooled < 0 || p.Pooled > 1 {
+			t.Fatalf("%s: phases %+v", w.Name, p)
+		}
+	}
+	// wasmtime keeps no regions between runs; wazero pools them.
+	wazero := os.Getenv("AIRLOCK_ENGINE") == "" || os.Getenv("AIRLOCK_ENGINE") == "wazero"
+	if len(rep.Idle) != 1 || rep.Idle[0].Mode != "snapshot" || (wazero && rep.Idle[0].Regions == 0) ||
+		(runtime.GOOS == "linux" && len(rep.Idle[0].PrivateBytes) != rep.Idle[0].Regions) {
+		t.Fatalf("idle memory %+v", rep.Idle)
 	}
 }
 

@@ -21,6 +21,9 @@ type runLimits struct {
 	maxBytes uint64
 	peak     atomic.Uint64
 	hit      atomic.Bool
+	// region is the reservation Allocate made for the instance, for
+	// IdleRegions to measure an instance made ahead.
+	region []byte
 }
 
 func (m *linearMemory) Reallocate(size uint64) []byte {
@@ -65,6 +68,7 @@ func (a allocator) Allocate(_, max uint64) experimental.LinearMemory {
 	default:
 		buf, free = reserve(size)
 	}
+	a.limits.region = buf
 	return &linearMemory{buf: buf, limit: a.limits, free: free}
 }
 

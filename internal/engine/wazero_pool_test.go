@@ -107,3 +107,44 @@ func TestResumePhases(t *testing.T) {
 		t.Errorf("no run took an instance made ahead")
 	}
 }
+
+// The regions kept idle for the next runs are found and measured: a run
+// that wrote 16 MiB past the image leaves a region holding them (zeroed,
+// kept resident for the next run), and the measure says so.
+func TestIdleRegionsPrivateMemory(t *testing.T) {
+	m := resumable(t)
+	ctx := context.Background()
+	img := captureLoop(t, m)
+	run := func(code string) {
+		t.Helper()
+		var out bytes.Buffer
+		if o, err := m.Resume(ctx, img, engine.RunSpec{WASI: resumed([]byte(code), &out), MemoryLimit: 256 << 20}); err != nil || o.ExitCode != 0 {
+			t.Fatalf("%q: %v %+v %q", code, err, o, out.String())
+		}
+	}
+	largest := func() (int, int64) {
+		t.Helper()
+		regions := m.IdleRegions(img)
+		private, ok := engine.PrivateBytes(regions)
+		if !ok {
+			t.Skip("no /proc/self/smaps here")
+		}
+		var most int64
+		for _, p := range private {
+			most = max(most, p)
+		}
+		return len(regions), most
+	}
+	for range 3 {
+		run("pass")
+	}
+	n, before := largest()
+	if n == 0 {
+		t.Fatal("no idle regions after three runs")
+	}
+	run("b = bytearray(16 << 20)\nfor i in range(0, len(b), 4096): b[i] = 1")
+	_, after := largest()
+	if before >= 15<<20 || after < 15<<20 {
+		t.Fatalf("after a run wrote 16 MiB, the largest idle region holds %d MiB privately, before %d MiB", after>>20, before>>20)
+	}
+}

@@ -1,0 +1,50 @@
+package engine
+
+// IdleRegions returns the memory regions kept between runs resumed from
+// img: its pools' reset regions and, on wazero, the memories of instances
+// made ahead from it. Each is a whole reservation (length = capacity);
+// they share the image's unchanged pages, and PrivateBytes tells what each
+// holds of its own.
+func (m *Module) IdleRegions(img *Image) [][]byte {
+	var out [][]byte
+	img.poolMu.Lock()
+	pools := make([]*regionPool, 0, len(img.pools))
+	for _, p := range img.pools {
+		pools = append(pools, p)
+	}
+	img.poolMu.Unlock()
+	for _, p := range pools {
+		p.mu.Lock()
+		for _, buf := range p.free {
+			out = append(out, buf[:cap(buf)])
+		}
+		p.mu.Unlock()
+	}
+	if c, ok := m.code.(*wzCode); ok {
+		out = append(out, c.readyMemories(img)...)
+	}
+	return out
+}
+
+// readyMemories are the linear memories of the instances made ahead from img.
+func (c *wzCode) readyMemories(img *Image) [][]byte {
+	c.poolMu.Lock()
+	var pools []*instancePool
+	for key, p := range c.pools {
+		if key.img == img {
+			pools = append(pools, p)
+		}
+	}
+	c.poolMu.Unlock()
+	var out [][]byte
+	for _, p := range pools {
+		p.mu.Lock()
+		for _, r := range p.ready {
+			if buf := r.limits.region; buf != nil {
+				out = append(out, buf[:cap(buf)])
+			}
+		}
+		p.mu.Unlock()
+	}
+	return out
+}
