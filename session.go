@@ -107,6 +107,22 @@ type sharedImage struct {
 	refs atomic.Int32
 }
 
+// HeldMemory is what the session holds of its own between calls: the
+// bytes of its interpreter's memory that differ from the snapshot image
+// (shared with its forks until either calls again), and the bytes of
+// its files. A session that has not been called holds neither.
+func (s *Session) HeldMemory() (image, files int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.image != nil {
+		image = s.image.img.OwnBytes()
+	}
+	if s.fs != nil {
+		files, _ = s.fs.Usage()
+	}
+	return image, files
+}
+
 func newShared(img *engine.Image) *sharedImage {
 	s := &sharedImage{img: img}
 	s.refs.Store(1)

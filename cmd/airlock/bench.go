@@ -258,6 +258,10 @@ type sessionRow struct {
 	SaveMS     float64 `json:"save_ms"`
 	LoadMS     float64 `json:"load_ms"`
 	SavedBytes int     `json:"saved_bytes"`
+	// HeldImageBytes and HeldFileBytes are what the live session held of
+	// its own between calls (Session.HeldMemory).
+	HeldImageBytes int64 `json:"held_image_bytes"`
+	HeldFileBytes  int64 `json:"held_file_bytes"`
 }
 
 type sessionReport struct {
@@ -282,16 +286,17 @@ func cmdBenchSessions(ctx context.Context, common *commonFlags, runs int, asJSON
 		report.Sessions = append(report.Sessions, sessionRow{
 			State: s.State, Runs: s.Runs, CallMS: ms(s.Call), FreshRunMS: ms(s.Fresh),
 			ForkMS: ms(s.Fork), SaveMS: ms(s.Save), LoadMS: ms(s.Load), SavedBytes: s.SavedBytes,
+			HeldImageBytes: s.HeldImage, HeldFileBytes: s.HeldFiles,
 		})
 	}
 	if asJSON {
 		return 0, writeReport(stdout, report)
 	}
 	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "state\truns\tcall ms\tfresh run ms\tfork ms\tsave ms\tload ms\tsaved MiB\t")
+	fmt.Fprintln(tw, "state\truns\tcall ms\tfresh run ms\tfork ms\tsave ms\tload ms\tsaved MiB\theld MiB\tfiles MiB\t")
 	for _, r := range report.Sessions {
-		fmt.Fprintf(tw, "%s\t%d\t%.2f\t%.2f\t%.3f\t%.1f\t%.1f\t%.1f\t\n", r.State, r.Runs, r.CallMS, r.FreshRunMS,
-			r.ForkMS, r.SaveMS, r.LoadMS, float64(r.SavedBytes)/(1<<20))
+		fmt.Fprintf(tw, "%s\t%d\t%.2f\t%.2f\t%.3f\t%.1f\t%.1f\t%.1f\t%.1f\t%.1f\t\n", r.State, r.Runs, r.CallMS, r.FreshRunMS,
+			r.ForkMS, r.SaveMS, r.LoadMS, float64(r.SavedBytes)/(1<<20), mib(r.HeldImageBytes), mib(r.HeldFileBytes))
 	}
 	fmt.Fprintf(tw, "\nmedians; %s, %d CPUs, %s\n", report.Date, report.CPUs, report.GoVersion)
 	return 0, tw.Flush()

@@ -20,7 +20,7 @@ func TestBenchSessionsJSON(t *testing.T) {
 		t.Fatalf("report %+v", rep)
 	}
 	for _, r := range rep.Sessions {
-		if r.State == "" || r.Runs != 1 || r.CallMS <= 0 || r.FreshRunMS <= 0 || r.ForkMS <= 0 || r.SaveMS <= 0 || r.LoadMS <= 0 || r.SavedBytes <= 0 {
+		if r.State == "" || r.Runs != 1 || r.CallMS <= 0 || r.FreshRunMS <= 0 || r.ForkMS <= 0 || r.SaveMS <= 0 || r.LoadMS <= 0 || r.SavedBytes <= 0 || r.HeldImageBytes <= 0 {
 			t.Fatalf("bad row %+v", r)
 		}
 	}

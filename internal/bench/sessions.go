@@ -39,6 +39,9 @@ type SessionStats struct {
 	Save       time.Duration // Session.Save into memory
 	Load       time.Duration // Sandbox.LoadSession from memory
 	SavedBytes int
+	// HeldImage and HeldFiles are what the live session held between
+	// calls (Session.HeldMemory), after its set-up and the calls.
+	HeldImage, HeldFiles int64
 }
 
 // MeasureSession builds st in a new session, then times runs of each
@@ -93,8 +96,9 @@ func MeasureSession(ctx context.Context, sb *airlock.Sandbox, st SessionState, r
 		medians[i] = median(d)
 		runtime.GC()
 	}
+	heldImage, heldFiles := sess.HeldMemory()
 	return SessionStats{
-		State: st.Name, Runs: runs,
+		State: st.Name, Runs: runs, HeldImage: heldImage, HeldFiles: heldFiles,
 		Call: medians[0], Fresh: medians[1], Fork: medians[2], Save: medians[3], Load: medians[4],
 		SavedBytes: saved.Len(),
 	}, nil

@@ -251,3 +251,23 @@ func TestSessionTracebacksShowTheRightCall(t *testing.T) {
 		t.Fatalf("traceback:\n%s", tb)
 	}
 }
+
+// HeldMemory says what an idle session keeps of its own: nothing before
+// its first call, then its interpreter's changed pages (more after it
+// builds an 8 MB list) and its files (a 1 MiB file counts).
+func TestSessionHeldMemory(t *testing.T) {
+	s := newSession(t, snapshotSandbox(t), airlock.SessionOptions{})
+	if image, files := s.HeldMemory(); image != 0 || files != 0 {
+		t.Fatalf("before any call: %d image bytes, %d file bytes; want none", image, files)
+	}
+	call(t, s, airlock.Request{Code: "x = 1"}, "", "")
+	small, _ := s.HeldMemory()
+	call(t, s, airlock.Request{Code: "big = list(range(2_000_000))\nopen('data.bin', 'wb').write(bytes(1 << 20))"}, "", "")
+	image, files := s.HeldMemory()
+	if small <= 0 || image < small+8<<20 {
+		t.Fatalf("image bytes %d after a small call, %d after building a 2M-int list; want growth past 8 MB", small, image)
+	}
+	if files < 1<<20 {
+		t.Fatalf("file bytes %d after writing 1 MiB", files)
+	}
+}

@@ -25,6 +25,19 @@ type deltaPage struct {
 	data []byte
 }
 
+// OwnBytes is the memory the image holds that its base does not: a delta
+// image's changed pages, a full image's whole memory.
+func (img *Image) OwnBytes() int64 {
+	if img.base == nil {
+		return int64(len(img.Memory))
+	}
+	var n int64
+	for _, p := range img.pages {
+		n += int64(len(p.data))
+	}
+	return n
+}
+
 // Len is the size of the image's linear memory in bytes.
 func (img *Image) Len() int {
 	if img.base != nil {
