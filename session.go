@@ -110,7 +110,8 @@ type sharedImage struct {
 // HeldMemory is what the session holds of its own between calls: the
 // bytes of its interpreter's memory that differ from the snapshot image
 // (shared with its forks until either calls again), and the bytes of
-// its files. A session that has not been called holds neither.
+// its files. Before its first call it holds no memory of its own; its
+// files (SessionOptions.Files) count from its creation.
 func (s *Session) HeldMemory() (image, files int64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
