@@ -36,15 +36,14 @@ func sourceOf(wasm []byte) source {
 }
 
 // A rewrite is a deterministic function of a module's bytes: the output
-// module and a record of what the caller needs to know about it.
-type rewrite struct {
+// module and M, a record of what the caller needs to know about it.
+type rewrite[M any] struct {
 	// name, with the version, names the kept files: a change to what the
-	// rewrite produces must change the version (TestRewriteVersions
-	// fails until it does), or processes would load the old output.
+	// rewrite produces must change the version, or processes would load
+	// the old output (TestKeptRewritesMatchTheRewrites fails until it
+	// does, against the suite's cache).
 	name  string
-	apply func(wasm []byte) (out []byte, meta any, err error)
-	// newMeta returns a pointer to decode the kept record's meta into.
-	newMeta func() any
+	apply func(wasm []byte) (out []byte, meta M, err error)
 }
 
 // preparedRecord is the JSON kept beside a rewritten module.
@@ -60,8 +59,8 @@ const preparedDir = "prepared"
 
 // run applies rw to in, or takes its output kept in cacheDir by an earlier
 // process ("": no cache). The meta is what apply returned, or the kept
-// record's, decoded by newMeta.
-func (rw rewrite) run(cacheDir string, in source) (source, any, error) {
+// record's.
+func (rw rewrite[M]) run(cacheDir string, in source) (source, M, error) {
 	if cacheDir == "" {
 		return rw.applyTo(in)
 	}
@@ -71,21 +70,22 @@ func (rw rewrite) run(cacheDir string, in source) (source, any, error) {
 	}
 	out, meta, err := rw.applyTo(in)
 	if err != nil {
-		return source{}, nil, err
+		return source{}, meta, err
 	}
 	// A cache that cannot be written costs the next process the rewrite.
 	_ = rw.keep(base, in, out, meta)
 	return out, meta, nil
 }
 
-func (rw rewrite) applyTo(in source) (source, any, error) {
+func (rw rewrite[M]) applyTo(in source) (source, M, error) {
+	var none M
 	wasm, err := in.bytes()
 	if err != nil {
-		return source{}, nil, err
+		return source{}, none, err
 	}
 	out, meta, err := rw.apply(wasm)
 	if err != nil {
-		return source{}, nil, err
+		return source{}, none, err
 	}
 	return sourceOf(out), meta, nil
 }
@@ -93,18 +93,18 @@ func (rw rewrite) applyTo(in source) (source, any, error) {
 // kept returns the output an earlier process kept at base, its bytes read
 // when first asked for. A kept module that then fails its sha256 is
 // removed and made again from in.
-func (rw rewrite) kept(base string, in source) (source, any, bool) {
+func (rw rewrite[M]) kept(base string, in source) (source, M, bool) {
+	var meta M
 	data, err := os.ReadFile(base + ".json")
 	if err != nil {
-		return source{}, nil, false
+		return source{}, meta, false
 	}
 	var rec preparedRecord
 	if json.Unmarshal(data, &rec) != nil || rec.Rewrite != rw.name || rec.InputSHA256 != in.digest || len(rec.OutputSHA256) != 2*sha256.Size {
-		return source{}, nil, false
+		return source{}, meta, false
 	}
-	meta := rw.newMeta()
-	if json.Unmarshal(rec.Meta, meta) != nil {
-		return source{}, nil, false
+	if json.Unmarshal(rec.Meta, &meta) != nil {
+		return source{}, meta, false
 	}
 	read := sync.OnceValues(func() ([]byte, error) {
 		wasm, sum, err := filehash.Read(base + ".wasm")
@@ -125,7 +125,7 @@ func (rw rewrite) kept(base string, in source) (source, any, bool) {
 	return source{digest: rec.OutputSHA256, bytes: read}, meta, true
 }
 
-func (rw rewrite) keep(base string, in, out source, meta any) error {
+func (rw rewrite[M]) keep(base string, in, out source, meta M) error {
 	wasm, err := out.bytes()
 	if err != nil {
 		return err
@@ -148,7 +148,7 @@ func (rw rewrite) keep(base string, in, out source, meta any) error {
 	return atomicfile.WriteBytes(base+".json", 0o644, rec)
 }
 
-func (rw rewrite) forget(base string) {
+func (rw rewrite[M]) forget(base string) {
 	err := os.Remove(base + ".json")
 	if err == nil || errors.Is(err, os.ErrNotExist) {
 		os.Remove(base + ".wasm")

@@ -68,16 +68,12 @@ type resumable struct {
 
 // resumableRewrite exports the mutable globals and empties the active
 // data segments (what they held is in every image).
-var resumableRewrite = rewrite{
+var resumableRewrite = rewrite[resumableMeta]{
 	name: "resumable-1",
-	apply: func(wasm []byte) ([]byte, any, error) {
+	apply: func(wasm []byte) ([]byte, resumableMeta, error) {
 		prepared, globals, _, err := prepareResumable(wasm)
-		if err != nil {
-			return nil, nil, err
-		}
-		return prepared, &resumableMeta{Globals: globals}, nil
+		return prepared, resumableMeta{Globals: globals}, err
 	},
-	newMeta: func() any { return new(resumableMeta) },
 }
 
 type resumableMeta struct {
@@ -146,7 +142,7 @@ func LoadResumableFrom(ctx context.Context, digest string, read func() ([]byte, 
 	})
 	loadedMu.Lock()
 	if m.snap == nil {
-		m.snap = &resumable{segments: segments, globals: meta.(*resumableMeta).Globals}
+		m.snap = &resumable{segments: segments, globals: meta.Globals}
 	}
 	loadedMu.Unlock()
 	return m, nil

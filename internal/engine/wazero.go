@@ -45,11 +45,10 @@ func loadWazero(ctx context.Context, src source, opts Options) (Code, error) {
 	// can take it (see interrupt.go), else wazero's check, which calls into
 	// the runtime at every loop back-edge and costs 2-5x on loop-heavy code
 	// (wazero issue 2466).
-	out, meta, err := budgetRewrite.run(opts.CacheDir, src)
+	out, budget, err := budgetRewrite.run(opts.CacheDir, src)
 	if err != nil {
 		return nil, fmt.Errorf("engine: %w", err)
 	}
-	budget := meta.(*budgetMeta)
 	wasm, err := out.bytes()
 	if err != nil {
 		return nil, fmt.Errorf("engine: %w", err)
@@ -105,20 +104,19 @@ func loadWazero(ctx context.Context, src source, opts Options) (Code, error) {
 // budgetRewrite strips DWARF (it would only decorate guest stack traces,
 // and it costs seconds per process when wazero reads the source map back
 // from its cache) and adds the loop budget where the module can take it.
-var budgetRewrite = rewrite{
+var budgetRewrite = rewrite[budgetMeta]{
 	name: "budget-1",
-	apply: func(wasm []byte) ([]byte, any, error) {
+	apply: func(wasm []byte) ([]byte, budgetMeta, error) {
 		wasm, err := wasmbin.StripDebug(wasm)
 		if err != nil {
-			return nil, nil, err
+			return nil, budgetMeta{}, err
 		}
 		instrumented, err := wasmbin.AddInterruptCheck(wasm, interruptExport, wasi.ModuleName, "sched_yield", interruptPeriod)
 		if err != nil {
-			return wasm, &budgetMeta{}, nil
+			return wasm, budgetMeta{}, nil
 		}
-		return instrumented, &budgetMeta{Interrupt: true}, nil
+		return instrumented, budgetMeta{Interrupt: true}, nil
 	},
-	newMeta: func() any { return new(budgetMeta) },
 }
 
 // budgetMeta tells whether budgetRewrite's output has the loop budget.
