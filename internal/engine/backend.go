@@ -27,11 +27,11 @@ var (
 	ErrUnmetered = errors.New("engine: a fuel cap needs fuel metering, and this module was loaded unmetered")
 )
 
-// loadWasmtime compiles the module for wasmtime, or loads its compiled
-// code from the cache, where it needs no bytes (opts.ModuleSHA256 is
-// their sha256); set by package wasmtime (SetWasmtime) when a binary
+// loadWasmtime compiles the module whose sha256 is digest for wasmtime,
+// or loads its compiled code from the cache, where it needs no bytes
+// (wasm reads them); set by package wasmtime (SetWasmtime) when a binary
 // links it in.
-var loadWasmtime func(ctx context.Context, wasm func() ([]byte, error), opts Options) (Code, error)
+var loadWasmtime func(ctx context.Context, digest string, wasm func() ([]byte, error), opts Options) (Code, error)
 
 // Engines lists the engines compiled into this binary, the default first.
 func Engines() []string {

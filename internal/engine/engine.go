@@ -59,10 +59,6 @@ type Options struct {
 	// ~20% on interpreter-bound code (README, Compute): runs then report no
 	// fuel and cannot be given a fuel cap. wazero never meters.
 	Unmetered bool
-	// ModuleSHA256 is the sha256 of the module's bytes, when the caller
-	// has it from a checked record (LoadResumable's; a back end's, from
-	// Load): they are then not hashed again.
-	ModuleSHA256 string
 }
 
 // Module is a compiled WASI program, shared by every Sandbox in the process
@@ -111,8 +107,7 @@ func load(ctx context.Context, src source, opts Options) (*Module, error) {
 	if name == EngineWazero {
 		c, err = loadWazero(ctx, src, opts)
 	} else {
-		opts.ModuleSHA256 = src.digest // the compiled code's key
-		c, err = loadWasmtime(ctx, src.bytes, opts)
+		c, err = loadWasmtime(ctx, src.digest, src.bytes, opts)
 	}
 	if err != nil {
 		return nil, err

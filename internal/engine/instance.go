@@ -124,7 +124,7 @@ func (img *Image) Fill(mem []byte) {
 
 // SetWasmtime makes EngineWasmtime available: package wasmtime calls it
 // when it is linked in.
-func SetWasmtime(load func(ctx context.Context, wasm func() ([]byte, error), opts Options) (Code, error)) {
+func SetWasmtime(load func(ctx context.Context, digest string, wasm func() ([]byte, error), opts Options) (Code, error)) {
 	loadWasmtime = load
 }
 

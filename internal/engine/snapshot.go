@@ -105,9 +105,6 @@ func prepareResumable(wasm []byte) ([]byte, []string, []wasmbin.Segment, error) 
 // As Load; ErrNotResumable for a module without asyncify's exports.
 func LoadResumable(ctx context.Context, wasm []byte, opts Options) (*Module, error) {
 	in := sourceOf(wasm)
-	if opts.ModuleSHA256 != "" {
-		in.digest = opts.ModuleSHA256
-	}
 	return LoadResumableFrom(ctx, in.digest, in.bytes, opts)
 }
 
@@ -117,7 +114,6 @@ func LoadResumable(ctx context.Context, wasm []byte, opts Options) (*Module, err
 // rewrites, the compiled code and the image in the cache it needs none.
 func LoadResumableFrom(ctx context.Context, digest string, read func() ([]byte, error), opts Options) (*Module, error) {
 	in := source{digest: digest, bytes: read}
-	opts.ModuleSHA256 = "" // it names the input, not what is loaded
 	prepared, meta, err := resumableRewrite.run(opts.CacheDir, in)
 	if err != nil {
 		return nil, fmt.Errorf("engine: %w", err)

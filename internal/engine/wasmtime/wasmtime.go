@@ -54,7 +54,7 @@ type wtCode struct {
 	exports map[string]bool
 }
 
-func loadWasmtimeModule(ctx context.Context, read func() ([]byte, error), opts engine.Options) (engine.Code, error) {
+func loadWasmtimeModule(ctx context.Context, digest string, read func() ([]byte, error), opts engine.Options) (engine.Code, error) {
 	// DWARF would only decorate guest stack traces; the module's bytes are
 	// read only for a compile.
 	stripped := func() ([]byte, error) {
@@ -73,7 +73,7 @@ func loadWasmtimeModule(ctx context.Context, read func() ([]byte, error), opts e
 	cfg.SetMemoryInitCOWSet(false)
 	setMemoryCreator(cfg)
 	eng := wasmtime.NewEngineWithConfig(cfg)
-	mod, err := compileCached(eng, stripped, opts)
+	mod, err := compileCached(eng, digest, stripped, opts)
 	if err != nil {
 		eng.Close()
 		return nil, err
@@ -98,19 +98,19 @@ func loadWasmtimeModule(ctx context.Context, read func() ([]byte, error), opts e
 }
 
 // compileCached compiles the module read returns, or loads the code an
-// earlier process compiled from opts.CacheDir, keyed by the module's
-// opts.ModuleSHA256 (and then never reads it). Only files this function wrote are loaded,
-// and only intact: deserialising trusts the file as machine code, and
-// wasmtime checks its structure and version, not its code bytes, so a
-// record beside the file holds its sha256, checked first (a flipped byte
-// would otherwise run as changed instructions). The check takes the sum a
-// stamp remembers while the file is unchanged (internal/filehash), and
-// wasmtime maps the file rather than reading it: a process then touches
-// only the pages of code it runs.
-func compileCached(eng *wasmtime.Engine, read func() ([]byte, error), opts engine.Options) (*wasmtime.Module, error) {
+// earlier process compiled from opts.CacheDir, keyed by digest, the
+// module's sha256 (and then never reads it). Only files this function
+// wrote are loaded, and only intact: deserialising trusts the file as
+// machine code, and wasmtime checks its structure and version, not its
+// code bytes, so a record beside the file holds its sha256, checked first
+// (a flipped byte would otherwise run as changed instructions). The check
+// takes the sum a stamp remembers while the file is unchanged
+// (internal/filehash), and wasmtime maps the file rather than reading it:
+// a process then touches only the pages of code it runs.
+func compileCached(eng *wasmtime.Engine, digest string, read func() ([]byte, error), opts engine.Options) (*wasmtime.Module, error) {
 	path := ""
-	if opts.CacheDir != "" && opts.ModuleSHA256 != "" {
-		key := sha256.Sum256([]byte(opts.ModuleSHA256 + "\x00" + WasmtimeVersion + "\x00" + wasmtimeConfig(!opts.Unmetered)))
+	if opts.CacheDir != "" {
+		key := sha256.Sum256([]byte(digest + "\x00" + WasmtimeVersion + "\x00" + wasmtimeConfig(!opts.Unmetered)))
 		dir := filepath.Join(opts.CacheDir, "wasmtime")
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			return nil, fmt.Errorf("engine: create cache dir: %w", err)
