@@ -1,9 +1,6 @@
 package engine
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
-	"io"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -12,6 +9,7 @@ import (
 	"sync"
 
 	"github.com/airlock-sandbox/airlock/internal/atomicfile"
+	"github.com/airlock-sandbox/airlock/internal/filehash"
 )
 
 // wazero checks a compile-cache file's machine code with a CRC, but not
@@ -49,12 +47,12 @@ func recordPath(cacheDir, digest string) string {
 }
 
 // cacheFiles lists the files in cacheDir's wazeroDir, by path relative to
-// cacheDir.
+// cacheDir: wazero's, not the stamps filehash keeps beside them.
 func cacheFiles(cacheDir string) map[string]bool {
 	out := map[string]bool{}
 	entries, _ := os.ReadDir(filepath.Join(cacheDir, wazeroDir()))
 	for _, e := range entries {
-		if e.Type().IsRegular() {
+		if e.Type().IsRegular() && !strings.HasSuffix(e.Name(), filehash.StampSuffix) {
 			out[filepath.Join(wazeroDir(), e.Name())] = true
 		}
 	}
@@ -75,8 +73,9 @@ func checkCacheRecord(cacheDir, marker string) {
 		return
 	}
 	path := filepath.Join(cacheDir, name)
-	if got, err := fileSHA256(path); err != nil || got != sum {
+	if got, err := filehash.Sum(path); err != nil || got != sum {
 		os.Remove(path)
+		filehash.Forget(path)
 		os.Remove(marker)
 	}
 }
@@ -96,24 +95,11 @@ func writeCacheRecord(cacheDir, marker string, before map[string]bool) {
 	record := ""
 	switch {
 	case len(added) == 1:
-		if sum, err := fileSHA256(filepath.Join(cacheDir, added[0])); err == nil {
+		if sum, err := filehash.Sum(filepath.Join(cacheDir, added[0])); err == nil {
 			record = added[0] + " " + sum + "\n"
 		}
 	case len(added) == 0 && exists(marker):
 		return
 	}
 	_ = atomicfile.WriteBytes(marker, 0o600, []byte(record)) // failing costs a check, not a run
-}
-
-func fileSHA256(path string) (string, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return "", err
-	}
-	defer f.Close()
-	h := sha256.New()
-	if _, err := io.Copy(h, f); err != nil {
-		return "", err
-	}
-	return hex.EncodeToString(h.Sum(nil)), nil
 }
