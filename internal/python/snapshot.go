@@ -189,20 +189,29 @@ func Asyncify(ctx context.Context, art *Artifact, cacheDir, wasmOpt string, log 
 // matchesRecord tells whether the module at path is what its record
 // says was made from art.
 func matchesRecord(path, record string, art *Artifact) bool {
+	rec, err := readAsyncRecord(record, art)
+	if err != nil {
+		return false
+	}
+	sum, err := filehash.Sum(path)
+	return err == nil && sum == rec.OutputSHA256
+}
+
+// readAsyncRecord reads an asyncified module's record and checks it was
+// made from art.
+func readAsyncRecord(record string, art *Artifact) (*AsyncifyRecord, error) {
 	meta, err := os.ReadFile(record)
 	if err != nil {
-		return false
+		return nil, fmt.Errorf("python: asyncified module's record: %w", err)
 	}
 	var rec AsyncifyRecord
-	if json.Unmarshal(meta, &rec) != nil || rec.InputSHA256 != art.SHA256 {
-		return false
+	if err := json.Unmarshal(meta, &rec); err != nil {
+		return nil, fmt.Errorf("python: asyncified module's record %s: %w", record, err)
 	}
-	wasm, err := os.ReadFile(path)
-	if err != nil {
-		return false
+	if rec.InputSHA256 != art.SHA256 {
+		return nil, fmt.Errorf("%w: %s was made from another build", ErrChecksum, record)
 	}
-	sum := sha256.Sum256(wasm)
-	return hex.EncodeToString(sum[:]) == rec.OutputSHA256
+	return &rec, nil
 }
 
 func sanitize(s string) string {
@@ -251,16 +260,9 @@ func AsyncifiedSource(art *Artifact, cacheDir string) (*AsyncifyRecord, func() (
 	}
 	sort.Slice(matches, func(i, j int) bool { return modTime(matches[i]).After(modTime(matches[j])) })
 	path := matches[0]
-	meta, err := os.ReadFile(strings.TrimSuffix(path, ".wasm") + ".json")
+	rec, err := readAsyncRecord(strings.TrimSuffix(path, ".wasm")+".json", art)
 	if err != nil {
-		return nil, nil, fmt.Errorf("python: asyncified module's record: %w", err)
-	}
-	var rec AsyncifyRecord
-	if err := json.Unmarshal(meta, &rec); err != nil {
-		return nil, nil, fmt.Errorf("python: asyncified module's record %s: %w", path, err)
-	}
-	if rec.InputSHA256 != art.SHA256 {
-		return nil, nil, fmt.Errorf("%w: %s was made from another build", ErrChecksum, path)
+		return nil, nil, err
 	}
 	read := sync.OnceValues(func() ([]byte, error) {
 		wasm, sum, err := filehash.Read(path)
@@ -272,7 +274,7 @@ func AsyncifiedSource(art *Artifact, cacheDir string) (*AsyncifyRecord, func() (
 		}
 		return wasm, nil
 	})
-	return &rec, read, nil
+	return rec, read, nil
 }
 
 func modTime(path string) time.Time {
