@@ -159,3 +159,9 @@ void write_file(__wasi_fd_t dir, const char *path, const char *s) {
 	must(path, __wasi_fd_write((__wasi_fd_t)fd, &iov, 1, &n));
 	must(path, __wasi_fd_close((__wasi_fd_t)fd));
 }
+
+__wasi_filesize_t file_size(__wasi_fd_t fd) {
+	__wasi_filestat_t st;
+	must("fd_filestat_get", __wasi_fd_filestat_get(fd, &st));
+	return st.size;
+}

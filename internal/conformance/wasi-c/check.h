@@ -50,6 +50,8 @@ __wasi_fd_t scratch(const char *name);
 int64_t open_file(__wasi_fd_t dir, const char *path, __wasi_oflags_t oflags, int read, int write, __wasi_fdflags_t fdflags);
 // write_file creates path under dir holding s.
 void write_file(__wasi_fd_t dir, const char *path, const char *s);
+// file_size is fd's size (fd_filestat_get, else fail_now).
+__wasi_filesize_t file_size(__wasi_fd_t fd);
 
 // Rights a regular file opened for reading and writing asks for.
 #define RIGHTS_FILE_READ                                                                                   \

@@ -19,12 +19,6 @@ static __wasi_size_t put(__wasi_fd_t fd, const char *s) {
 	return n;
 }
 
-static __wasi_filesize_t size_of(__wasi_fd_t fd) {
-	__wasi_filestat_t st;
-	must("fd_filestat_get", __wasi_fd_filestat_get(fd, &st));
-	return st.size;
-}
-
 int main(void) {
 	on_wasmtime();
 	__wasi_fd_t dir = scratch("fd");
@@ -73,9 +67,9 @@ int main(void) {
 	// A seek past the end is allowed; a write there fills the gap with zeros.
 	check_errno("fd_seek past the end", __wasi_fd_seek(fd, 16, __WASI_WHENCE_SET, &pos), __WASI_ERRNO_SUCCESS);
 	check_u64("fd_seek past the end: offset", pos, 16);
-	check_u64("size unchanged by the seek", size_of(fd), 11);
+	check_u64("size unchanged by the seek", file_size(fd), 11);
 	put(fd, "!");
-	check_u64("a write past the end: size", size_of(fd), 17);
+	check_u64("a write past the end: size", file_size(fd), 17);
 	memset(buf, 'x', sizeof buf);
 	one.buf_len = 6;
 	check_errno("fd_pread of the gap", __wasi_fd_pread(fd, &one, 1, 11, &n), __WASI_ERRNO_SUCCESS);
@@ -104,7 +98,7 @@ int main(void) {
 	check_u64("fd_filestat_get: size", st.size, 17);
 	check_u64("fd_filestat_get: one link", st.nlink, 1);
 	check_errno("fd_filestat_set_size: shrink to 5", __wasi_fd_filestat_set_size(fd, 5), __WASI_ERRNO_SUCCESS);
-	check_u64("size after shrinking", size_of(fd), 5);
+	check_u64("size after shrinking", file_size(fd), 5);
 	check_errno("fd_filestat_set_size: grow to 8", __wasi_fd_filestat_set_size(fd, 8), __WASI_ERRNO_SUCCESS);
 	memset(buf, 'x', sizeof buf);
 	one.buf_len = 8;
@@ -141,9 +135,9 @@ int main(void) {
 		must("set_size", __wasi_fd_filestat_set_size(fd, 100));
 	} else {
 		check_errno("fd_allocate 0..100", __wasi_fd_allocate(fd, 0, 100), __WASI_ERRNO_SUCCESS);
-		check_u64("fd_allocate grows the file", size_of(fd), 100);
+		check_u64("fd_allocate grows the file", file_size(fd), 100);
 		check_errno("fd_allocate within the file", __wasi_fd_allocate(fd, 0, 10), __WASI_ERRNO_SUCCESS);
-		check_u64("fd_allocate never shrinks", size_of(fd), 100);
+		check_u64("fd_allocate never shrinks", file_size(fd), 100);
 	}
 	check_errno("fd_allocate of a bad fd", __wasi_fd_allocate(BADFD, 0, 1), __WASI_ERRNO_BADF);
 	check_errno("fd_datasync", __wasi_fd_datasync(fd), __WASI_ERRNO_SUCCESS);
@@ -162,7 +156,7 @@ int main(void) {
 	check_u64("fd_fdstat_get: APPEND set", fs.fs_flags, __WASI_FDFLAGS_APPEND);
 	must("seek", __wasi_fd_seek(fd, 0, __WASI_WHENCE_SET, &pos));
 	put(fd, "++");
-	check_u64("an APPEND write goes to the end", size_of(fd), 102);
+	check_u64("an APPEND write goes to the end", file_size(fd), 102);
 	check_errno("fd_fdstat_set_flags 0", __wasi_fd_fdstat_set_flags(fd, 0), __WASI_ERRNO_SUCCESS);
 	must("fd_fdstat_get", __wasi_fd_fdstat_get(fd, &fs));
 	check_u64("fd_fdstat_get: APPEND cleared", fs.fs_flags, 0);

@@ -18,12 +18,6 @@
 #define MiB (1024 * 1024)
 #define GiB (1024ull * MiB)
 
-static __wasi_filesize_t size_of(__wasi_fd_t fd) {
-	__wasi_filestat_t st;
-	must("fd_filestat_get", __wasi_fd_filestat_get(fd, &st));
-	return st.size;
-}
-
 int main(void) {
 	on_wasmtime();
 	__wasi_fd_t dir = scratch("limits");
@@ -38,7 +32,7 @@ int main(void) {
 		fail_now("open sparse", (__wasi_errno_t)-s);
 	__wasi_ciovec_t one = {(const uint8_t *)"!", 1};
 	check_errno("pwrite 1 byte at 1 GiB", __wasi_fd_pwrite((__wasi_fd_t)s, &one, 1, GiB, &n), __WASI_ERRNO_SUCCESS);
-	check_u64("a sparse file's size", size_of((__wasi_fd_t)s), GiB + 1);
+	check_u64("a sparse file's size", file_size((__wasi_fd_t)s), GiB + 1);
 	uint8_t buf[8];
 	memset(buf, 'x', sizeof buf);
 	__wasi_iovec_t iov = {buf, sizeof buf};
@@ -48,7 +42,7 @@ int main(void) {
 	check_u64("pread of the byte written: one byte", n, 1);
 	check_u64("pread of the byte written: it", buf[0], '!');
 	check_errno("set_size to 2 GiB (a sparse extension)", __wasi_fd_filestat_set_size((__wasi_fd_t)s, 2 * GiB), __WASI_ERRNO_SUCCESS);
-	check_u64("set_size to 2 GiB: the size", size_of((__wasi_fd_t)s), 2 * GiB);
+	check_u64("set_size to 2 GiB: the size", file_size((__wasi_fd_t)s), 2 * GiB);
 	must("fd_close", __wasi_fd_close((__wasi_fd_t)s));
 	must("unlink sparse", __wasi_path_unlink_file(dir, "sparse"));
 
