@@ -118,8 +118,10 @@ func (r *preparedRun) closeNetwork(res *Result) {
 	r.netDev = nil
 }
 
-// open makes the run's WASI state from its configuration as it now is.
-func (r *preparedRun) open() *Error {
+// open makes the run's WASI state from its configuration as it now is,
+// for a run that the engine starts at its image's entry point (entered)
+// or through the interpreter's loop.
+func (r *preparedRun) open(entered bool) *Error {
 	// The devices' files count against the file quota like any other: a
 	// quota too small for them is the request's to fix, said so, rather
 	// than tools silently missing and a quota error blamed on the program.
@@ -130,7 +132,7 @@ func (r *preparedRun) open() *Error {
 			return newError(KindInvalidRequest, e, "a file quota of %d leaves no room for %s, which this run needs: %v", r.limits.FSFiles, p, e)
 		}
 	}
-	r.wcfg.Stdin = python.Stdin(r.req.Filename, r.wcfg.Env, []byte(r.req.Code), bytes.NewReader(r.req.Stdin))
+	r.wcfg.Stdin = python.Stdin(r.req.Filename, r.wcfg.Env, []byte(r.req.Code), bytes.NewReader(r.req.Stdin), entered)
 	r.state = wasi.NewState(r.wcfg)
 	r.spec.WASI = r.state
 	return nil

@@ -266,7 +266,7 @@ func (sb *Sandbox) Run(ctx context.Context, req Request) (*Result, error) {
 	defer exit()
 	r, e := sb.prepare(ctx, start, &req, limits, fs, before, pkgs)
 	if e == nil {
-		e = r.open()
+		e = r.open(sb.resumes(&req, r.wcfg.Env) && sb.snap.enters(sb.snap.image))
 	}
 	if e != nil {
 		return r.done(&Result{}, e)

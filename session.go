@@ -308,7 +308,7 @@ func (sb *Sandbox) resumeCall(ctx context.Context, start time.Time, req *Request
 		if r.pipDev != nil {
 			r.pipDev.addInstalled(call.installed)
 		}
-		e = r.open()
+		e = r.open(sb.snap.enters(call.from))
 	}
 	if e != nil {
 		return r.done(&Result{}, e)

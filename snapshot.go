@@ -89,6 +89,7 @@ func newSnapshotter(ctx context.Context, cfg config, art *python.Artifact, layer
 	}
 	// The module is read only if the cache lacks what is made from it.
 	moduleSHA := rec.OutputSHA256
+	opts.Entry = python.EntryFuncs
 	mod, err := engine.LoadResumableFrom(ctx, moduleSHA, wasm, opts)
 	if err != nil {
 		return nil, fmt.Errorf("airlock: snapshots: %w", err)
@@ -108,6 +109,10 @@ func newSnapshotter(ctx context.Context, cfg config, art *python.Artifact, layer
 	}
 	return &snapshotter{module: mod, image: img, key: spec.Key()}, nil
 }
+
+// enters tells whether a run resumed from img starts at its entry point,
+// rather than through the interpreter's loop (engine.Image.Entry).
+func (s *snapshotter) enters(img *engine.Image) bool { return img.Entry != 0 && s.module.Enters() }
 
 // Snapshots tells whether runs resume from a snapshot (see WithSnapshots).
 func (sb *Sandbox) Snapshots() bool { return sb.snap != nil }

@@ -140,6 +140,34 @@ func TestSnapshotRunWorld(t *testing.T) {
 	}
 }
 
+// TestSnapshotRunsStartAtTheEntryPoint: on the own build (whose
+// functions are named, python.EntryFuncs) a run from the image starts in
+// the prelude, called by the host, with nothing under it: not in a
+// statement of the interpreter's loop, as on the npm build. A session's
+// calls start there too.
+func TestSnapshotRunsStartAtTheEntryPoint(t *testing.T) {
+	snapshotSandbox(t)
+	const stack = "import sys\nf, names = sys._getframe(), []\nwhile f:\n    names.append(f.f_code.co_name)\n    f = f.f_back\nprint(names)"
+	want := "['<module>', 'run_one', 'call']\n"
+	if sb.Info().Build == "npm" {
+		want = "['<module>', 'run_one', 'call', '<module>']\n" // the loop's statement
+	}
+	if out := mustRun(t, airlock.Request{Code: stack}); out != want {
+		t.Fatalf("a run's stack: %q, want %q", out, want)
+	}
+	s, err := sb.NewSession(context.Background(), airlock.SessionOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	for i := range 2 {
+		res, err := s.Run(context.Background(), stack)
+		if err != nil || string(res.Stdout) != want {
+			t.Fatalf("session call %d: %v, stack %q, want %q", i, err, res.Stdout, want)
+		}
+	}
+}
+
 func TestSnapshotManyConcurrentRuns(t *testing.T) {
 	snapshotSandbox(t)
 	const runs, workers = 48, 6

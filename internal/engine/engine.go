@@ -59,6 +59,12 @@ type Options struct {
 	// ~20% on interpreter-bound code (README, Compute): runs then report no
 	// fuel and cannot be given a fuel cap. wazero never meters.
 	Unmetered bool
+	// Entry names functions, in the module's name section, that a resume
+	// from an image with an entry point (Image.Entry) calls in turn on an
+	// empty stack, the last one with the entry point as its argument
+	// (LoadResumable exports them). A module that does not name them all
+	// resumes only by asyncify's rewind.
+	Entry []string
 }
 
 // Module is a compiled WASI program, shared by every Sandbox in the process

@@ -7,12 +7,14 @@ func LoopChecked(m *Module) bool { c, ok := m.code.(*wzCode); return ok && c.int
 // KeptRewrite is one rewrite Load or LoadResumable keeps, applied now.
 type KeptRewrite struct{ Name, Input, Output string }
 
-// RewriteCheck applies, in memory, the rewrites LoadResumable and then
+// RewriteCheck applies, in memory, the rewrites LoadResumable (with entry as
+// Options.Entry) and then
 // Load on wazero keep for wasm, and returns each one's file name part,
 // input sha256 and output sha256.
-func RewriteCheck(wasm []byte) ([]KeptRewrite, error) {
+func RewriteCheck(wasm []byte, entry []string) ([]KeptRewrite, error) {
 	in := sourceOf(wasm)
-	prepared, _, err := resumableRewrite.applyTo(in)
+	resumable := resumableRewrite(entry)
+	prepared, _, err := resumable.applyTo(in)
 	if err != nil {
 		return nil, err
 	}
@@ -21,7 +23,7 @@ func RewriteCheck(wasm []byte) ([]KeptRewrite, error) {
 		return nil, err
 	}
 	return []KeptRewrite{
-		{resumableRewrite.name, in.digest, prepared.digest},
+		{resumable.name, in.digest, prepared.digest},
 		{budgetRewrite.name, prepared.digest, budgeted.digest},
 	}, nil
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/airlock-sandbox/airlock/internal/engine"
 	"github.com/airlock-sandbox/airlock/internal/engine/enginetest"
+	"github.com/airlock-sandbox/airlock/internal/python"
 )
 
 func sha(b []byte) string {
@@ -117,7 +118,7 @@ func TestKeptRewritesMatchTheRewrites(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	now, err := engine.RewriteCheck(wasm)
+	now, err := engine.RewriteCheck(wasm, python.EntryFuncs)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,10 +3,12 @@ package engine
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -48,6 +50,12 @@ var (
 	// ErrBadImage: a resumed guest never arrived back at the read its
 	// image was paused in.
 	ErrBadImage = errors.New("engine: the image did not resume at its pause point")
+	// ErrNoEntry: the image has an entry point (Image.Entry) and the
+	// module does not export Options.Entry's functions.
+	ErrNoEntry = errors.New("engine: the image resumes at an entry point the module does not export")
+	// ErrEntryReturned: a run resumed at its image's entry point returned
+	// from it without exiting, in a run that does not pause.
+	ErrEntryReturned = errors.New("engine: the guest returned from its entry point without exiting")
 )
 
 const (
@@ -64,36 +72,68 @@ type resumable struct {
 	// the module only for a Capture, which few processes make.
 	segments func() ([]wasmbin.Segment, error)
 	globals  []string // exported mutable globals, by index order
+	entry    []string // exported Options.Entry functions, or none
 }
 
-// resumableRewrite exports the mutable globals and empties the active
-// data segments (what they held is in every image).
-var resumableRewrite = rewrite[resumableMeta]{
-	name: "resumable-1",
-	apply: func(wasm []byte) ([]byte, resumableMeta, error) {
-		prepared, globals, _, err := prepareResumable(wasm)
-		return prepared, resumableMeta{Globals: globals}, err
-	},
+// resumableRewrite exports the mutable globals, and the functions entry
+// names (Options.Entry) where the module's name section has them all, and
+// empties the active data segments (what they held is in every image).
+func resumableRewrite(entry []string) rewrite[resumableMeta] {
+	name := "resumable-2"
+	if len(entry) > 0 {
+		sum := sha256.Sum256([]byte(strings.Join(entry, "\x00")))
+		name += fmt.Sprintf("-entry%x", sum[:4])
+	}
+	return rewrite[resumableMeta]{
+		name: name,
+		apply: func(wasm []byte) ([]byte, resumableMeta, error) {
+			prepared, meta, _, err := prepareResumable(wasm, entry)
+			return prepared, meta, err
+		},
+	}
 }
 
 type resumableMeta struct {
 	Globals []string `json:"globals"`
+	// Entry are the exports of Options.Entry's functions, in its order;
+	// empty when the module does not name them all.
+	Entry []string `json:"entry,omitempty"`
 }
 
-func prepareResumable(wasm []byte) ([]byte, []string, []wasmbin.Segment, error) {
-	wasm, err := wasmbin.StripDebug(wasm)
+// entryPrefix names the exports added for Options.Entry's functions.
+const entryPrefix = "airlock.entry."
+
+func prepareResumable(wasm []byte, entry []string) ([]byte, resumableMeta, []wasmbin.Segment, error) {
+	var meta resumableMeta
+	found, err := wasmbin.FuncIndexes(wasm, entry)
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, meta, nil, fmt.Errorf("entry functions: %w", err)
+	}
+	// The names have served (the own build's are ~1 MB), as has DWARF.
+	wasm, err = wasmbin.Strip(wasm, func(s wasmbin.Section) bool { return s.IsDebug() || s.IsNames() })
+	if err != nil {
+		return nil, meta, nil, err
+	}
+	if len(entry) > 0 && len(found) == len(entry) {
+		exports := make([]wasmbin.Export, len(entry))
+		for i, name := range entry {
+			exports[i] = wasmbin.Export{Name: entryPrefix + name, Kind: wasmbin.KindFunc, Index: found[name]}
+			meta.Entry = append(meta.Entry, exports[i].Name)
+		}
+		if wasm, err = wasmbin.AddExports(wasm, exports); err != nil {
+			return nil, meta, nil, fmt.Errorf("export entry functions: %w", err)
+		}
 	}
 	prepared, globals, err := wasmbin.ExportMutableGlobals(wasm, globalPrefix)
 	if err != nil {
-		return nil, nil, nil, fmt.Errorf("export globals: %w", err)
+		return nil, meta, nil, fmt.Errorf("export globals: %w", err)
 	}
+	meta.Globals = globals
 	prepared, segments, err := wasmbin.DropActiveData(prepared)
 	if err != nil {
-		return nil, nil, nil, fmt.Errorf("move data segments: %w", err)
+		return nil, meta, nil, fmt.Errorf("move data segments: %w", err)
 	}
-	return prepared, globals, segments, nil
+	return prepared, meta, segments, nil
 }
 
 // LoadResumable prepares an asyncified module for Capture and Resume
@@ -114,7 +154,7 @@ func LoadResumable(ctx context.Context, wasm []byte, opts Options) (*Module, err
 // rewrites, the compiled code and the image in the cache it needs none.
 func LoadResumableFrom(ctx context.Context, digest string, read func() ([]byte, error), opts Options) (*Module, error) {
 	in := source{digest: digest, bytes: read}
-	prepared, meta, err := resumableRewrite.run(opts.CacheDir, in)
+	prepared, meta, err := resumableRewrite(opts.Entry).run(opts.CacheDir, in)
 	if err != nil {
 		return nil, fmt.Errorf("engine: %w", err)
 	}
@@ -122,7 +162,7 @@ func LoadResumableFrom(ctx context.Context, digest string, read func() ([]byte, 
 	if err != nil {
 		return nil, err
 	}
-	for _, name := range []string{"_start", "asyncify_start_unwind", "asyncify_stop_unwind", "asyncify_start_rewind", "asyncify_stop_rewind"} {
+	for _, name := range append([]string{"_start", "asyncify_start_unwind", "asyncify_stop_unwind", "asyncify_start_rewind", "asyncify_stop_rewind"}, meta.Entry...) {
 		if !m.exportsFunction(name) {
 			m.Close(ctx)
 			return nil, fmt.Errorf("%w: missing %s", ErrNotResumable, name)
@@ -133,12 +173,12 @@ func LoadResumableFrom(ctx context.Context, digest string, read func() ([]byte, 
 		if err != nil {
 			return nil, err
 		}
-		_, _, segments, err := prepareResumable(wasm)
+		_, _, segments, err := prepareResumable(wasm, opts.Entry)
 		return segments, err
 	})
 	loadedMu.Lock()
 	if m.snap == nil {
-		m.snap = &resumable{segments: segments, globals: meta.Globals}
+		m.snap = &resumable{segments: segments, globals: meta.Globals, entry: meta.Entry}
 	}
 	loadedMu.Unlock()
 	return m, nil
@@ -154,6 +194,13 @@ type Image struct {
 	Globals []uint64
 	// UnwindBuffer is the address of asyncify's buffer inside Memory.
 	UnwindBuffer uint32
+	// Entry, when not 0, is the guest's entry point: a resume calls the
+	// module's entry functions (Options.Entry) with it on an empty stack
+	// instead of rewinding into the read the image paused in, and a
+	// return from them pauses the guest again (RunSpec.PauseWhen). The
+	// caller of Capture sets it before the image is shared; an image
+	// made from another (a session's) keeps its base's.
+	Entry uint32
 
 	backing *backing // copy-on-write source of Memory, when available
 
@@ -186,6 +233,10 @@ type pausePoint struct {
 	paused    bool
 	unwinding bool
 	from      *Image // the image resumed, whose base a new pause is a delta over
+	// entered: the resume called the image's entry point, so no read
+	// pauses (the stack under it is not asyncify's to unwind) and the
+	// guest pauses by returning.
+	entered bool
 }
 
 // pauseAction is what a read of fd 0 does in a capture or resume.
@@ -200,6 +251,8 @@ const (
 // at tells what a read of fd 0 passing buffers does, and notes it.
 func (p *pausePoint) at(buffers uint32) pauseAction {
 	switch {
+	case p.entered:
+		return readOn
 	case p.capture:
 		if p.fired || p.pauseWhen != nil && !p.pauseWhen(buffers) {
 			return readOn
@@ -356,8 +409,9 @@ func (m *Module) Resume(ctx context.Context, img *Image, spec RunSpec) (Outcome,
 		}
 	}()
 	started := time.Now()
-	err = m.rewind(inst, img)
-	if err == nil {
+	if img.Entry != 0 {
+		err = m.enter(inst, img, p, spec)
+	} else if err = m.rewind(inst, img); err == nil {
 		err = p.resumeErr(ctx, inst.Call("_start"))
 	}
 	returned := time.Now()
@@ -401,11 +455,13 @@ type Phases struct {
 	Pooled bool
 }
 
-// paused finishes an unwind the guest has returned from and takes the
-// instance's state as an Image.
+// paused takes the instance's state as an Image, once the guest has
+// returned from its entry or from an unwind (which it finishes).
 func (m *Module) paused(inst Instance, p *pausePoint) (*Image, error) {
-	if err := inst.Call("asyncify_stop_unwind"); err != nil {
-		return nil, fmt.Errorf("engine: snapshot: stop unwind: %w", err)
+	if !p.entered {
+		if err := inst.Call("asyncify_stop_unwind"); err != nil {
+			return nil, fmt.Errorf("engine: snapshot: stop unwind: %w", err)
+		}
 	}
 	globals := make([]uint64, len(m.snap.globals))
 	for i, name := range m.snap.globals {
@@ -419,16 +475,20 @@ func (m *Module) paused(inst Instance, p *pausePoint) (*Image, error) {
 	if err := p.checkStack(mem); err != nil {
 		return nil, err
 	}
-	if base := p.from; base != nil {
-		// A session's pause: keep only what differs from the base image.
-		if base.base != nil {
-			base = base.base
-		}
-		if img, ok := captureDelta(base, p.from, mem, globals, p.buffer); ok {
-			return img, nil
-		}
+	if p.from == nil {
+		return NewImage(bytes.Clone(mem), globals, p.buffer), nil
 	}
-	return NewImage(bytes.Clone(mem), globals, p.buffer), nil
+	// A session's pause: keep only what differs from the base image.
+	base := p.from
+	if base.base != nil {
+		base = base.base
+	}
+	img, ok := captureDelta(base, p.from, mem, globals, p.buffer)
+	if !ok {
+		img = NewImage(bytes.Clone(mem), globals, p.buffer)
+	}
+	img.Entry = p.from.Entry
+	return img, nil
 }
 
 // checkStack compares the stack a resumed guest just unwound (memory is
@@ -439,8 +499,8 @@ func (m *Module) paused(inst Instance, p *pausePoint) (*Image, error) {
 // may instrument only the functions on the expected path (python.PausePath),
 // so another stack may have frames that saved nothing.
 func (p *pausePoint) checkStack(memory []byte) error {
-	if p.from == nil {
-		return nil // a capture: its stack is the expected one
+	if p.from == nil || p.entered {
+		return nil // a capture's stack is the expected one; an entry's is empty
 	}
 	want, ok := p.from.u32(int(p.from.UnwindBuffer))
 	got, ok2 := u32At(memory, int(p.buffer))
@@ -475,9 +535,55 @@ func u32At(b []byte, off int) (uint32, bool) {
 	return binary.LittleEndian.Uint32(b[off:]), true
 }
 
+// Enters tells whether m exports Options.Entry's functions, so that its
+// images can resume at an entry point (Image.Entry).
+func (m *Module) Enters() bool { return m.snap != nil && len(m.snap.entry) > 0 }
+
+// enter puts img's state into a new instance and calls its entry point:
+// the module's entry functions in turn, the last with img.Entry. A
+// return (the guest neither exited nor trapped) is a pause in a run that
+// pauses (spec.PauseWhen, which is not asked), else an error: a run from
+// an entry point ends by exiting.
+func (m *Module) enter(inst Instance, img *Image, p *pausePoint, spec RunSpec) error {
+	if len(m.snap.entry) == 0 {
+		return ErrNoEntry
+	}
+	if err := m.restore(inst, img); err != nil {
+		return err
+	}
+	p.entered, p.fired, p.rewound = true, true, time.Now()
+	last := len(m.snap.entry) - 1
+	for _, name := range m.snap.entry[:last] {
+		if err := inst.Call(name); err != nil {
+			return err
+		}
+	}
+	if err := inst.Call(m.snap.entry[last], img.Entry); err != nil {
+		return err
+	}
+	if spec.PauseWhen == nil {
+		return ErrEntryReturned
+	}
+	// As at an unwind: a restored run would not have the descriptors.
+	if fds := spec.WASI.OpenFDs(); !slices.Equal(fds, []uint32{0, 1, 2, 3}) {
+		return fmt.Errorf("%w: %v", ErrPausedWithOpenFiles, fds)
+	}
+	p.paused = true
+	return nil
+}
+
 // rewind puts img's state into a new instance (its memory, once grown,
 // is the image's: see Code.Start) and starts asyncify's rewind.
 func (m *Module) rewind(inst Instance, img *Image) error {
+	if err := m.restore(inst, img); err != nil {
+		return err
+	}
+	return inst.Call("asyncify_start_rewind", img.UnwindBuffer)
+}
+
+// restore puts img's memory (see Code.Start) and globals into a new
+// instance.
+func (m *Module) restore(inst Instance, img *Image) error {
 	pages := uint32(img.Len() / PageSize)
 	if cur := uint32(len(inst.Memory()) / PageSize); cur < pages {
 		if _, ok := inst.Grow(pages - cur); !ok {
@@ -489,5 +595,5 @@ func (m *Module) rewind(inst Instance, img *Image) error {
 			return err
 		}
 	}
-	return inst.Call("asyncify_start_rewind", img.UnwindBuffer)
+	return nil
 }

@@ -101,10 +101,14 @@ func (img *Image) applyDelta(dst []byte) {
 // kept.
 func NewDeltaImage(base *Image, memory []byte, globals []uint64, unwindBuffer uint32) *Image {
 	if base == nil || base.base != nil || len(memory) < len(base.Memory) {
-		return NewImage(bytes.Clone(memory), globals, unwindBuffer)
+		img := NewImage(bytes.Clone(memory), globals, unwindBuffer)
+		if base != nil {
+			img.Entry = base.Entry
+		}
+		return img
 	}
 	page := os.Getpagesize()
-	img := &Image{Globals: globals, UnwindBuffer: unwindBuffer, base: base, size: len(memory)}
+	img := &Image{Globals: globals, UnwindBuffer: unwindBuffer, Entry: base.Entry, base: base, size: len(memory)}
 	for off := 0; off < len(memory); off += page {
 		img.keepIfChanged(memory, off, page, nil)
 	}

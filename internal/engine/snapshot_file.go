@@ -12,7 +12,7 @@ import (
 	"github.com/airlock-sandbox/airlock/internal/atomicfile"
 )
 
-// The on-disk image format, version 1. All integers little-endian.
+// The on-disk image format, version 2. All integers little-endian.
 //
 //	off  size  field
 //	0    8     magic "ALKIMAGE"
@@ -22,8 +22,10 @@ import (
 //	48   8     memory size in bytes (a multiple of 64 KiB)
 //	56   4     unwind buffer address
 //	60   4     number of globals, n (at most 64)
-//	64   32    sha256 of bytes 0-63, the globals and the memory
-//	96   8n    globals
+//	64   32    sha256 of bytes 0-63, bytes 96 to the globals' end, and the memory
+//	96   4     entry point (Image.Entry), 0 for none
+//	100  4     zero
+//	104  8n    globals
 //	...        zero padding to imageHeader
 //	4096       memory
 //
@@ -31,7 +33,7 @@ import (
 // LoadResumable prepares (which globals are exported, in which order):
 // bump it when either changes, so stored images are recaptured.
 const (
-	ImageFormat = 1
+	ImageFormat = 2 // 2: the entry point
 	imageMagic  = "ALKIMAGE"
 	imageHeader = 4096
 	maxGlobals  = 64
@@ -78,8 +80,9 @@ func WriteImageFile(path string, key ImageKey, img *Image) error {
 	binary.LittleEndian.PutUint64(head[48:], uint64(len(img.Memory)))
 	binary.LittleEndian.PutUint32(head[56:], img.UnwindBuffer)
 	binary.LittleEndian.PutUint32(head[60:], uint32(len(img.Globals)))
+	binary.LittleEndian.PutUint32(head[96:], img.Entry)
 	for i, g := range img.Globals {
-		binary.LittleEndian.PutUint64(head[96+8*i:], g)
+		binary.LittleEndian.PutUint64(head[globalsAt+8*i:], g)
 	}
 	sum := imageChecksum(head, img.Memory)
 	copy(head[64:96], sum[:])
@@ -100,12 +103,16 @@ func WriteImageFile(path string, key ImageKey, img *Image) error {
 	return nil
 }
 
-// imageChecksum covers the header's first 64 bytes, the globals and memory.
+// globalsAt is where the header's globals start.
+const globalsAt = 104
+
+// imageChecksum covers the header's first 64 bytes, the entry point, the
+// globals and memory.
 func imageChecksum(head, memory []byte) [32]byte {
 	n := binary.LittleEndian.Uint32(head[60:])
 	h := sha256.New()
 	h.Write(head[:64])
-	h.Write(head[96 : 96+8*n])
+	h.Write(head[96 : globalsAt+8*n])
 	h.Write(memory)
 	var sum [32]byte
 	h.Sum(sum[:0])
@@ -162,11 +169,13 @@ func ReadImageFile(path string, key ImageKey) (*Image, error) {
 	}
 	globals := make([]uint64, n)
 	for i := range globals {
-		globals[i] = binary.LittleEndian.Uint64(head[96+8*i:])
+		globals[i] = binary.LittleEndian.Uint64(head[globalsAt+8*i:])
 	}
 	unwind := binary.LittleEndian.Uint32(head[56:])
 	if uint64(unwind)+unwindPages*65536 > size {
 		return bad(ErrImageCorrupt, "unwind buffer %#x outside memory", unwind)
 	}
-	return NewImage(memory, globals, unwind), nil
+	img := NewImage(memory, globals, unwind)
+	img.Entry = binary.LittleEndian.Uint32(head[96:])
+	return img, nil
 }

@@ -34,7 +34,7 @@ func WritePrecompiled(ctx context.Context, w io.Writer, art *Artifact, cacheDir 
 		return fmt.Errorf("python: precompiled code: %w", err)
 	}
 	defer os.RemoveAll(scratch)
-	mod, err := engine.LoadResumable(ctx, wasm, engine.Options{CacheDir: scratch})
+	mod, err := engine.LoadResumable(ctx, wasm, engine.Options{CacheDir: scratch, Entry: EntryFuncs})
 	if err != nil {
 		return fmt.Errorf("python: precompiled code: %w", err)
 	}

@@ -1,7 +1,9 @@
 # Airlock's run prelude: python -i -c runs this before any user code.
 # It sets up once, then CPython's own interactive loop (-i) reads one
 # statement from stdin, which the host sends alone ahead of each run's
-# frame (callStatement in run.go). That statement reads the frame (three
+# frame (callStatement in run.go); a run from a snapshot image of the own
+# build skips the loop: the host calls `call` itself (python.EntryFuncs).
+# That statement reads the frame (three
 # 8-digit hex lengths, then the file name, the environment as
 # NUL-separated KEY=VALUE, and the code; the program's own stdin follows),
 # runs the code as __main__ in /home/user, and exits without CPython's
@@ -196,6 +198,19 @@ def _airlock_setup():
             # the host reports the traceback (a pre-import that fails).
             traceback.print_exc()
             os._exit(1)
+        # Runs from the image call `call` directly, where the build lets
+        # the host (python.EntryFuncs): its address, which CPython never
+        # moves, goes to the host capturing the image. Set-up's trace of
+        # the pause path has no such device.
+        try:
+            fd = os.open("/dev/airlock-entry", os.O_WRONLY)
+        except OSError:
+            fd = None
+        if fd is not None:
+            try:
+                os.write(fd, b"%d" % id(call))
+            finally:
+                os.close(fd)
     # site's hook would set up readline for the loop: nothing to set up.
     sys.__dict__.pop("__interactivehook__", None)
     # Empty prompts: the loop sets its own only where there are none.

@@ -70,14 +70,19 @@ func MergeEnv(base []string, overrides map[string]string) []string {
 	return out
 }
 
-// Stdin is what fd 0 delivers: the statement that calls the prelude, the
-// frame it reads (see prelude.py), then the program's own stdin. The
-// statement is a reader of its own so that the loop's buffered read (C
-// stdio) receives it alone and never takes in part of the frame.
-func Stdin(filename string, env []string, code []byte, stdin io.Reader) io.Reader {
+// Stdin is what fd 0 delivers: the statement that calls the prelude
+// (unless entered, for a run that calls it at the image's entry point,
+// see Capture), the frame it reads (see prelude.py), then the program's
+// own stdin. The statement is a reader of its own so that the loop's
+// buffered read (C stdio) receives it alone and never takes in part of
+// the frame.
+func Stdin(filename string, env []string, code []byte, stdin io.Reader, entered bool) io.Reader {
 	envBlock := strings.Join(env, "\x00")
 	header := fmt.Sprintf("%08x%08x%08x%s%s", len(filename), len(envBlock), len(code), filename, envBlock)
-	frame := io.MultiReader(strings.NewReader(callStatement), strings.NewReader(header), bytes.NewReader(code))
+	frame := io.MultiReader(strings.NewReader(header), bytes.NewReader(code))
+	if !entered {
+		frame = io.MultiReader(strings.NewReader(callStatement), frame)
+	}
 	if stdin == nil {
 		return frame
 	}

@@ -320,43 +320,21 @@ func ExportMutableGlobals(wasm []byte, prefix string) ([]byte, []string, error) 
 	if err != nil {
 		return nil, nil, err
 	}
-	secs, err := Sections(wasm)
-	if err != nil {
-		return nil, nil, err
-	}
-	var exports []Export
-	at := -1
-	for i, s := range secs {
-		if s.ID == ExportID {
-			if exports, err = DecodeExports(s.Body); err != nil {
-				return nil, nil, err
-			}
-			at = i
-		}
-	}
-	taken := map[string]bool{}
-	for _, e := range exports {
-		taken[e.Name] = true
-	}
+	var add []Export
 	var names []string
 	for i := imported; i < len(globals); i++ {
 		if !globals[i].Mutable {
 			continue
 		}
 		name := prefix + strconv.Itoa(i)
-		if taken[name] {
-			return nil, nil, fmt.Errorf("%w: export %q exists already", ErrMalformed, name)
-		}
-		exports = append(exports, Export{Name: name, Kind: KindGlobal, Index: uint32(i)})
+		add = append(add, Export{Name: name, Kind: KindGlobal, Index: uint32(i)})
 		names = append(names, name)
 	}
-	body := EncodeExports(exports)
-	if at >= 0 {
-		secs[at].Body = body
-	} else {
-		secs = insertSection(secs, Section{ID: ExportID, Body: body})
+	out, err := AddExports(wasm, add)
+	if err != nil {
+		return nil, nil, err
 	}
-	return Encode(secs), names, nil
+	return out, names, nil
 }
 
 func importedGlobalCount(wasm []byte) (int, error) {

@@ -86,14 +86,24 @@ func (s Section) IsDebug() bool {
 //
 // # Errors
 // ErrMalformed, as Sections.
-func StripDebug(b []byte) ([]byte, error) {
+func StripDebug(b []byte) ([]byte, error) { return Strip(b, Section.IsDebug) }
+
+// IsNames tells the name section (function, local and other names).
+func (s Section) IsNames() bool { return s.ID == CustomID && s.Name() == "name" }
+
+// Strip returns b without the sections drop picks, or b itself when it
+// picks none.
+//
+// # Errors
+// ErrMalformed, as Sections.
+func Strip(b []byte, drop func(Section) bool) ([]byte, error) {
 	secs, err := Sections(b)
 	if err != nil {
 		return nil, err
 	}
 	kept := secs[:0:0]
 	for _, s := range secs {
-		if !s.IsDebug() {
+		if !drop(s) {
 			kept = append(kept, s)
 		}
 	}

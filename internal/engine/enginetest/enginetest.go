@@ -31,9 +31,13 @@ func ResumableOn(t *testing.T, name string) *engine.Module {
 }
 
 // ResumableWith is ResumableOn with more options; the compile cache is the
-// suite's.
+// suite's, and the entry functions Airlock loads the module with
+// (python.EntryFuncs) are exported unless opts names others.
 func ResumableWith(t *testing.T, opts engine.Options) *engine.Module {
 	t.Helper()
+	if opts.Entry == nil {
+		opts.Entry = python.EntryFuncs
+	}
 	cache, _, _, read := OwnBuild(t)
 	wasm, err := read()
 	if err != nil {
@@ -201,7 +205,7 @@ func LoadFromTheCache(t *testing.T, name string) {
 	t.Helper()
 	cache, _, rec, readModule := OwnBuild(t)
 	ctx := context.Background()
-	opts := engine.Options{CacheDir: filepath.Join(cache, "compiled"), Engine: name}
+	opts := engine.Options{CacheDir: filepath.Join(cache, "compiled"), Engine: name, Entry: python.EntryFuncs}
 	warm, err := engine.LoadResumableFrom(ctx, rec.OutputSHA256, readModule, opts) // fills the cache
 	if err != nil {
 		t.Fatal(err)

@@ -1,0 +1,100 @@
+package engine_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/airlock-sandbox/airlock/internal/engine"
+	"github.com/airlock-sandbox/airlock/internal/engine/enginetest"
+	"github.com/airlock-sandbox/airlock/internal/python"
+)
+
+// entryGuest is captured in the interactive loop's read with a function f
+// whose address (id) it prints; f reads a command from stdin and exits,
+// returns, or returns with a file open.
+const entryGuest = `import os, sys
+sys.ps1 = sys.ps2 = ''
+calls = []
+def f():
+    calls.append(len(calls))
+    cmd = os.read(0, 16)
+    print('entered', calls, cmd.decode(), flush=True)
+    if cmd == b'exit':
+        os._exit(3)
+    if cmd == b'open':
+        f.kept = open('/tmp/kept', 'w')
+print(id(f), flush=True)`
+
+// captureEntry captures entryGuest and sets the image's entry point to f.
+func captureEntry(t *testing.T, m *engine.Module) *engine.Image {
+	t.Helper()
+	var out bytes.Buffer
+	st := enginetest.StateArgs([]string{"python", "-i", "-c", entryGuest}, nil, &out)
+	img, err := m.Capture(context.Background(), engine.RunSpec{WASI: st, MemoryLimit: 1 << 30, PauseWhen: python.LoopRead})
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out.String())
+	}
+	t.Cleanup(img.Close)
+	addr, err := strconv.ParseUint(strings.TrimSpace(out.String()), 10, 32)
+	if err != nil {
+		t.Fatalf("capture printed %q, want f's address", out.String())
+	}
+	img.Entry = uint32(addr)
+	return img
+}
+
+// A resume at an image's entry point calls it on an empty stack: the
+// guest's own reads of stdin never pause it (the loop's stack is not
+// asyncify's to unwind there), a return pauses it when the run pauses,
+// and the image it pauses in resumes at the same entry point.
+func TestResumeAtEntryPoint(t *testing.T) {
+	m := resumable(t)
+	if !m.Enters() {
+		t.Fatal("the own build's module does not export the entry functions (python.EntryFuncs)")
+	}
+	img := captureEntry(t, m)
+	ctx := context.Background()
+	always := func(uint32) bool { return true }
+	run := func(from *engine.Image, stdin string, pause func(uint32) bool) (engine.Outcome, error, string) {
+		var out bytes.Buffer
+		st := enginetest.StateArgs(nil, strings.NewReader(stdin), &out)
+		o, err := m.Resume(ctx, from, engine.RunSpec{WASI: st, MemoryLimit: 256 << 20, PauseWhen: pause})
+		return o, err, out.String()
+	}
+
+	if o, err, s := run(img, "exit", nil); err != nil || o.ExitCode != 3 || s != "entered [0] exit\n" || o.Image != nil {
+		t.Fatalf("exit: %v %+v %q", err, o, s)
+	}
+	o, err, s := run(img, "back", always)
+	if err != nil || o.Image == nil || s != "entered [0] back\n" {
+		t.Fatalf("return in a pausing run: %v %+v %q", err, o, s)
+	}
+	defer o.Image.Close()
+	if o.Image.Entry != img.Entry {
+		t.Fatalf("paused image's entry %#x, its base's %#x", o.Image.Entry, img.Entry)
+	}
+	if o2, err, s := run(o.Image, "exit", nil); err != nil || o2.ExitCode != 3 || s != "entered [0, 1] exit\n" {
+		t.Fatalf("resumed from the pause: %v %+v %q", err, o2, s)
+	}
+	if _, err, s := run(img, "back", nil); !errors.Is(err, engine.ErrEntryReturned) {
+		t.Fatalf("return in a run that does not pause: err = %v (%q)", err, s)
+	}
+	if o, err, s := run(img, "open", always); !errors.Is(err, engine.ErrPausedWithOpenFiles) || o.Image != nil {
+		t.Fatalf("return with a file open: err = %v, image %v (%q)", err, o.Image != nil, s)
+	}
+
+	// A module that does not export the entry functions cannot resume
+	// the image at its entry point, and says so.
+	plain := enginetest.ResumableWith(t, engine.Options{Entry: []string{"airlock_no_such_function"}})
+	if plain.Enters() {
+		t.Fatal("a module without the named function enters")
+	}
+	var out bytes.Buffer
+	if _, err := plain.Resume(ctx, img, engine.RunSpec{WASI: enginetest.StateArgs(nil, strings.NewReader("exit"), &out), MemoryLimit: 256 << 20}); !errors.Is(err, engine.ErrNoEntry) {
+		t.Fatalf("resume at an entry point the module lacks: err = %v", err)
+	}
+}
