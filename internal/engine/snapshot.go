@@ -28,6 +28,9 @@ import (
 //   - Resume instantiates afresh, puts the image's memory and globals in
 //     place, starts a rewind and calls _start: the guest re-enters the same
 //     fd_read, where the host stops the rewind and serves the read as usual.
+//   - Or, for an image with an entry point (Image.Entry), Resume calls the
+//     module's entry functions (Options.Entry) on the image's empty stack
+//     instead: no rewind, and a return from them is the next pause.
 //
 // The module compiled for this has its active data segments emptied (the
 // image holds memory as it was, segments applied) and every mutable global
