@@ -146,7 +146,9 @@ type RunSpec struct {
 	// guest pauses there as at Capture, and the Outcome carries the new
 	// Image: how a session keeps its interpreter between calls. It is
 	// given the number of buffers the read passes, which tells C stdio's
-	// reads from others.
+	// reads from others. A Resume at an image's entry point (Image.Entry)
+	// never asks it: there a non-nil PauseWhen makes the guest's return
+	// from its entry the pause.
 	PauseWhen func(buffers uint32) bool
 	// Fuel caps the WebAssembly instructions the guest may execute, on
 	// engines that meter fuel (wasmtime); 0 is no cap. Running out ends the

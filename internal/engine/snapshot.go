@@ -276,8 +276,8 @@ func (p *pausePoint) at(buffers uint32) pauseAction {
 // unwind pauses the guest in the read it is in: room for asyncify's
 // buffer, then the unwind starts and the guest returns from _start.
 func (p *pausePoint) unwind(s *wasi.State, caller Instance) error {
-	if fds := s.OpenFDs(); !slices.Equal(fds, []uint32{0, 1, 2, 3}) {
-		return fmt.Errorf("%w: %v", ErrPausedWithOpenFiles, fds)
+	if err := onlyStdioOpen(s); err != nil {
+		return err
 	}
 	if p.buffer == 0 {
 		// Pages the guest's allocator never saw (it grows memory from
@@ -567,11 +567,19 @@ func (m *Module) enter(inst Instance, img *Image, p *pausePoint, spec RunSpec) e
 	if spec.PauseWhen == nil {
 		return ErrEntryReturned
 	}
-	// As at an unwind: a restored run would not have the descriptors.
-	if fds := spec.WASI.OpenFDs(); !slices.Equal(fds, []uint32{0, 1, 2, 3}) {
-		return fmt.Errorf("%w: %v", ErrPausedWithOpenFiles, fds)
+	if err := onlyStdioOpen(spec.WASI); err != nil {
+		return err
 	}
 	p.paused = true
+	return nil
+}
+
+// onlyStdioOpen refuses a pause with descriptors beyond stdio and the
+// root open: a run restored from the image would not have them.
+func onlyStdioOpen(s *wasi.State) error {
+	if fds := s.OpenFDs(); !slices.Equal(fds, []uint32{0, 1, 2, 3}) {
+		return fmt.Errorf("%w: %v", ErrPausedWithOpenFiles, fds)
+	}
 	return nil
 }
 

@@ -453,7 +453,8 @@ func ImagePath(cacheDir string, key engine.ImageKey) string {
 // prelude's entry point (its function `call`) is called with no
 // arguments. The run then starts in the prelude at once, on an empty
 // stack: no rewind of asyncify's through the loop's read, and no
-// statement for the loop to compile (~0.4 ms a run).
+// statement for the loop to compile (~0.1 ms, and 37% of the
+// instructions of a run of `pass`).
 var EntryFuncs = []string{"PyGILState_Ensure", "PyObject_CallNoArgs"}
 
 // entryDevice is where, at a capture, the prelude tells its entry point:
