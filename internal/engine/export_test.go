@@ -7,10 +7,9 @@ func LoopChecked(m *Module) bool { c, ok := m.code.(*wzCode); return ok && c.int
 // KeptRewrite is one rewrite Load or LoadResumable keeps, applied now.
 type KeptRewrite struct{ Name, Input, Output string }
 
-// RewriteCheck applies, in memory, the rewrites LoadResumable (with entry as
-// Options.Entry) and then
-// Load on wazero keep for wasm, and returns each one's file name part,
-// input sha256 and output sha256.
+// RewriteCheck applies, in memory, the rewrites LoadResumable (with entry
+// as Options.Entry) and then Load on wazero keep for wasm, and returns
+// each one's file name part, input sha256 and output sha256.
 func RewriteCheck(wasm []byte, entry []string) ([]KeptRewrite, error) {
 	in := sourceOf(wasm)
 	resumable := resumableRewrite(entry)
