@@ -130,7 +130,7 @@ func TestIdleRegionsPrivateMemory(t *testing.T) {
 		regions := m.IdleRegions(img)
 		private, ok := engine.PrivateBytes(regions)
 		if !ok {
-			t.Skip("no /proc/self/smaps here")
+			t.Skip("no /proc/self/pagemap here")
 		}
 		var most int64
 		for _, p := range private {
