@@ -265,20 +265,22 @@ func (sb *Sandbox) Run(ctx context.Context, req Request) (*Result, error) {
 	}
 	defer exit()
 	r, e := sb.prepare(ctx, start, &req, limits, fs, before, pkgs)
+	resumed := false
 	if e == nil {
-		e = r.open(sb.resumes(&req, r.wcfg.Env) && sb.snap.enters(sb.snap.image))
+		resumed = sb.resumes(&req, r.wcfg.Env)
+		e = r.open(resumed && sb.snap.enters(sb.snap.image))
 	}
 	if e != nil {
 		return r.done(&Result{}, e)
 	}
-	if !sb.resumes(&req, r.wcfg.Env) {
+	if !resumed {
 		// The first such run loads the fresh module, a compile when the
 		// cache is cold (seconds; ~20 s of CPU on wasmtime): set-up of the
 		// Sandbox, not the run's time. An error comes back from execute.
 		_, _ = sb.freshModule(ctx)
 	}
 	out, runErr := r.execute(ctx, func(ctx context.Context) (engine.Outcome, error) {
-		return sb.execute(ctx, &req, r.wcfg.Env, r.spec)
+		return sb.execute(ctx, resumed, r.spec)
 	})
 	return r.done(r.result(out, runErr))
 }

@@ -142,10 +142,10 @@ func (sb *Sandbox) IdleMemory() IdleMemory {
 	return out
 }
 
-// execute runs one prepared request: resumed from the image when it can
-// be, else in a freshly started interpreter.
-func (sb *Sandbox) execute(ctx context.Context, req *Request, env []string, spec engine.RunSpec) (engine.Outcome, error) {
-	if sb.resumes(req, env) {
+// execute runs one prepared request: resumed from the image when
+// resumed (see resumes), else in a freshly started interpreter.
+func (sb *Sandbox) execute(ctx context.Context, resumed bool, spec engine.RunSpec) (engine.Outcome, error) {
+	if resumed {
 		return sb.snap.module.Resume(ctx, sb.snap.image, spec)
 	}
 	mod, err := sb.freshModule(ctx)
@@ -155,7 +155,7 @@ func (sb *Sandbox) execute(ctx context.Context, req *Request, env []string, spec
 	return mod.Run(ctx, spec)
 }
 
-// resumes tells whether execute resumes req from the image.
+// resumes tells whether a run of req, with env, can resume from the image.
 func (sb *Sandbox) resumes(req *Request, env []string) bool {
 	return sb.snap != nil && !req.Deterministic && !python.StartupEnvDiffers(sb.artifact.BaseEnv(), env)
 }

@@ -90,8 +90,7 @@ func resumableRewrite(entry []string) rewrite[resumableMeta] {
 	return rewrite[resumableMeta]{
 		name: name,
 		apply: func(wasm []byte) ([]byte, resumableMeta, error) {
-			prepared, meta, _, err := prepareResumable(wasm, entry)
-			return prepared, meta, err
+			return prepareResumable(wasm, entry)
 		},
 	}
 }
@@ -106,16 +105,16 @@ type resumableMeta struct {
 // entryPrefix names the exports added for Options.Entry's functions.
 const entryPrefix = "airlock.entry."
 
-func prepareResumable(wasm []byte, entry []string) ([]byte, resumableMeta, []wasmbin.Segment, error) {
+func prepareResumable(wasm []byte, entry []string) ([]byte, resumableMeta, error) {
 	var meta resumableMeta
 	found, err := wasmbin.FuncIndexes(wasm, entry)
 	if err != nil {
-		return nil, meta, nil, fmt.Errorf("entry functions: %w", err)
+		return nil, meta, fmt.Errorf("entry functions: %w", err)
 	}
 	// The names have served (the own build's are ~1 MB), as has DWARF.
 	wasm, err = wasmbin.Strip(wasm, func(s wasmbin.Section) bool { return s.IsDebug() || s.IsNames() })
 	if err != nil {
-		return nil, meta, nil, err
+		return nil, meta, err
 	}
 	if len(entry) > 0 && len(found) == len(entry) {
 		exports := make([]wasmbin.Export, len(entry))
@@ -124,19 +123,19 @@ func prepareResumable(wasm []byte, entry []string) ([]byte, resumableMeta, []was
 			meta.Entry = append(meta.Entry, exports[i].Name)
 		}
 		if wasm, err = wasmbin.AddExports(wasm, exports); err != nil {
-			return nil, meta, nil, fmt.Errorf("export entry functions: %w", err)
+			return nil, meta, fmt.Errorf("export entry functions: %w", err)
 		}
 	}
 	prepared, globals, err := wasmbin.ExportMutableGlobals(wasm, globalPrefix)
 	if err != nil {
-		return nil, meta, nil, fmt.Errorf("export globals: %w", err)
+		return nil, meta, fmt.Errorf("export globals: %w", err)
 	}
 	meta.Globals = globals
-	prepared, segments, err := wasmbin.DropActiveData(prepared)
+	prepared, _, err = wasmbin.DropActiveData(prepared)
 	if err != nil {
-		return nil, meta, nil, fmt.Errorf("move data segments: %w", err)
+		return nil, meta, fmt.Errorf("move data segments: %w", err)
 	}
-	return prepared, meta, segments, nil
+	return prepared, meta, nil
 }
 
 // LoadResumable prepares an asyncified module for Capture and Resume
@@ -176,7 +175,9 @@ func LoadResumableFrom(ctx context.Context, digest string, read func() ([]byte, 
 		if err != nil {
 			return nil, err
 		}
-		_, _, segments, err := prepareResumable(wasm, opts.Entry)
+		// The data section is as the rewrite found it: its segments
+		// need none of the rest of the rewrite.
+		_, segments, err := wasmbin.DropActiveData(wasm)
 		return segments, err
 	})
 	loadedMu.Lock()
