@@ -103,25 +103,35 @@ func loadWazero(ctx context.Context, src source, opts Options) (Code, error) {
 
 // budgetRewrite strips DWARF (it would only decorate guest stack traces,
 // and it costs seconds per process when wazero reads the source map back
-// from its cache) and adds the loop budget where the module can take it.
+// from its cache), adds the loop budget where the module can take it, and
+// leaves the function table to fill on first use (wasmbin.LazyTable:
+// wazero would fill all of it at every instantiation; wasmtime fills
+// tables lazily itself).
 var budgetRewrite = rewrite[budgetMeta]{
-	name: "budget-1",
+	name: "budget-2",
 	apply: func(wasm []byte) ([]byte, budgetMeta, error) {
 		wasm, err := wasmbin.StripDebug(wasm)
 		if err != nil {
 			return nil, budgetMeta{}, err
 		}
-		instrumented, err := wasmbin.AddInterruptCheck(wasm, interruptExport, wasi.ModuleName, "sched_yield", interruptPeriod)
-		if err != nil {
-			return wasm, budgetMeta{}, nil
+		var meta budgetMeta
+		if instrumented, err := wasmbin.AddInterruptCheck(wasm, interruptExport, wasi.ModuleName, "sched_yield", interruptPeriod); err == nil {
+			wasm, meta.Interrupt = instrumented, true
 		}
-		return instrumented, budgetMeta{Interrupt: true}, nil
+		switch lazy, err := wasmbin.LazyTable(wasm); {
+		case err == nil:
+			wasm, meta.LazyTable = lazy, true
+		case !errors.Is(err, wasmbin.ErrTableInUse):
+			return nil, budgetMeta{}, fmt.Errorf("engine: lazy table: %w", err)
+		}
+		return wasm, meta, nil
 	},
 }
 
-// budgetMeta tells whether budgetRewrite's output has the loop budget.
+// budgetMeta tells what budgetRewrite's output has.
 type budgetMeta struct {
 	Interrupt bool `json:"interrupt"`
+	LazyTable bool `json:"lazy_table"`
 }
 
 func exists(path string) bool {

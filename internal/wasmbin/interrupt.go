@@ -109,27 +109,9 @@ func appendVecEntry(body, entry []byte) ([]byte, error) {
 // instrumentCode inserts check after the block type of every loop in
 // every function body of a code section.
 func instrumentCode(body, check []byte) ([]byte, error) {
-	r := &reader{b: body}
-	n := r.count(1)
-	out := binary.AppendUvarint(make([]byte, 0, len(body)+len(body)/8), uint64(n))
-	var fn []byte
-	for i := uint32(0); i < n && r.err == nil; i++ {
-		size := r.u32()
-		code := r.bytes(size)
-		if r.err != nil {
-			break
-		}
-		var err error
-		if fn, err = instrumentFunc(fn[:0], code, check); err != nil {
-			return nil, fmt.Errorf("function %d: %w", i, err)
-		}
-		out = binary.AppendUvarint(out, uint64(len(fn)))
-		out = append(out, fn...)
-	}
-	if err := r.done(); err != nil {
-		return nil, err
-	}
-	return out, nil
+	return mapFuncs(body, func(_ uint32, code, out []byte) ([]byte, error) {
+		return instrumentFunc(out, code, check)
+	})
 }
 
 func instrumentFunc(out, code, check []byte) ([]byte, error) {
@@ -263,22 +245,13 @@ func sleb32(v int32) []byte {
 // findYield returns the function index of the import module.name, which
 // must have type () -> i32.
 func findYield(secs []Section, module, name string) (uint32, error) {
-	var types [][2][]byte // params, results
+	var types []funcType
 	for _, s := range secs {
-		if s.ID != 1 {
-			continue
-		}
-		r := &reader{b: s.Body}
-		for n := r.count(3); n > 0 && r.err == nil; n-- {
-			if r.byte() != 0x60 {
-				r.fail("not a function type")
+		if s.ID == TypeID {
+			var err error
+			if types, err = decodeTypes(s.Body); err != nil {
+				return 0, err
 			}
-			params := r.bytes(r.u32())
-			results := r.bytes(r.u32())
-			types = append(types, [2][]byte{params, results})
-		}
-		if err := r.done(); err != nil {
-			return 0, err
 		}
 	}
 	for _, s := range secs {
@@ -296,7 +269,7 @@ func findYield(secs []Section, module, name string) (uint32, error) {
 			}
 			if e.Module == module && e.Name == name {
 				t := e.FuncType
-				if int(t) >= len(types) || len(types[t][0]) != 0 || string(types[t][1]) != "\x7f" {
+				if int(t) >= len(types) || len(types[t].params) != 0 || string(types[t].results) != "\x7f" {
 					return 0, fmt.Errorf("%w: %s.%s is not () -> i32", ErrMalformed, module, name)
 				}
 				return funcs, nil

@@ -1,0 +1,446 @@
+package wasmbin
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"slices"
+)
+
+// Section ids LazyTable reads or writes, besides those of exports.go.
+const (
+	TypeID     = 1
+	FunctionID = 3
+	TableID    = 4
+	ElementID  = 9
+)
+
+// ErrTableInUse reports a module whose table LazyTable cannot take over:
+// the table is imported or exported, there is more than one, the code
+// reads or writes it other than by calling through it, or an element
+// segment is not a list of functions at a constant offset.
+var ErrTableInUse = errors.New("wasmbin: the function table is used beyond indirect calls")
+
+// LazyTable moves the filling of the module's function table from
+// instantiation to first use. wazero evaluates every active element entry
+// as a constant expression, with its allocations, each time it
+// instantiates: for CPython with numpy and pandas that is 16,418 entries
+// and most of an instance's start, though a run calls through a few
+// hundred of them.
+//
+// The active segments become declarative ones (so ref.func of their
+// functions stays valid and the table starts empty), a new function
+// fill(i) stores the function the segments put at slot i, and every
+// call_indirect and return_call_indirect first does
+//
+//	local.tee t; table.get 0; ref.is_null; if; local.get t; call fill; end; local.get t
+//
+// with t a new i32 local of the calling function. A slot no segment fills
+// stays null and the call traps as before; so does a slot past the table's
+// end, at the table.get. Element segment indices are kept.
+//
+// # Errors
+// ErrMalformed for bytes that do not decode; ErrTableInUse for a module
+// whose table is used other than above, which the caller keeps as it is;
+// an error naming the opcode for an instruction outside the supported set.
+func LazyTable(wasm []byte) ([]byte, error) {
+	secs, err := Sections(wasm)
+	if err != nil {
+		return nil, err
+	}
+	m := lazyTableModule{secs: secs}
+	if err := m.decode(); err != nil {
+		return nil, err
+	}
+	if len(m.slots) == 0 {
+		return nil, fmt.Errorf("%w: no active element segment", ErrTableInUse)
+	}
+	if m.span() > maxLazySpan {
+		return nil, fmt.Errorf("%w: filled slots spread over %d", ErrTableInUse, m.span())
+	}
+	fill := m.importedFuncs + uint32(len(m.funcTypes))
+	fillType, typeBody := m.fillType()
+	for i := range m.secs {
+		s := &m.secs[i]
+		switch s.ID {
+		case TypeID:
+			s.Body = typeBody
+		case FunctionID:
+			s.Body, err = appendVecEntry(s.Body, binary.AppendUvarint(nil, uint64(fillType)))
+		case ElementID:
+			s.Body = m.elements
+		case CodeID:
+			s.Body, err = mapFuncs(s.Body, func(i uint32, code, out []byte) ([]byte, error) {
+				return m.guardIndirectCalls(out, code, i, fill)
+			})
+			if err == nil {
+				s.Body, err = appendVecEntry(s.Body, sized(m.fillBody()))
+			}
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	return Encode(m.secs), nil
+}
+
+// lazyTableModule is what LazyTable reads of a module.
+type lazyTableModule struct {
+	secs          []Section
+	types         []funcType
+	importedFuncs uint32
+	funcTypes     []uint32          // type index of each defined function
+	tableMin      uint32            // the table's initial size
+	slots         map[uint32]uint32 // table slot -> function the segments put there
+	elements      []byte            // the element section, active segments made declarative
+}
+
+type funcType struct{ params, results []byte }
+
+func (m *lazyTableModule) decode() error {
+	var tables, codes int
+	for _, s := range m.secs {
+		var err error
+		switch s.ID {
+		case TypeID:
+			m.types, err = decodeTypes(s.Body)
+		case ImportID:
+			var imports []importEntry
+			imports, err = decodeImports(s.Body)
+			for _, e := range imports {
+				switch e.Kind {
+				case KindFunc:
+					m.importedFuncs++
+				case KindTable:
+					return fmt.Errorf("%w: the table is imported", ErrTableInUse)
+				}
+			}
+		case FunctionID:
+			r := &reader{b: s.Body}
+			for n := r.count(1); n > 0 && r.err == nil; n-- {
+				m.funcTypes = append(m.funcTypes, r.u32())
+			}
+			err = r.done()
+		case TableID:
+			r := &reader{b: s.Body}
+			for n := r.count(3); n > 0 && r.err == nil; n-- {
+				if r.byte() != 0x70 {
+					return fmt.Errorf("%w: a table that does not hold functions", ErrTableInUse)
+				}
+				m.tableMin = r.tableLimits()
+				tables++
+			}
+			err = r.done()
+		case ExportID:
+			var exports []Export
+			exports, err = DecodeExports(s.Body)
+			for _, e := range exports {
+				if e.Kind == KindTable {
+					return fmt.Errorf("%w: the table is exported as %q", ErrTableInUse, e.Name)
+				}
+			}
+		case CodeID:
+			codes++
+		}
+		if err != nil {
+			return err
+		}
+	}
+	switch {
+	case tables != 1:
+		return fmt.Errorf("%w: %d tables", ErrTableInUse, tables)
+	case codes != 1:
+		return fmt.Errorf("%w: %d code sections", ErrMalformed, codes)
+	}
+	for _, s := range m.secs {
+		if s.ID == ElementID {
+			return m.decodeElements(s.Body)
+		}
+	}
+	return nil
+}
+
+// tableLimits reads a table's limits and returns its minimum.
+func (r *reader) tableLimits() uint32 {
+	flags := r.byte()
+	if flags > 1 {
+		r.fail("table limits other than 32-bit")
+	}
+	min := r.u32()
+	if flags&1 != 0 {
+		r.u32()
+	}
+	return min
+}
+
+// decodeElements records what the active segments put in the table, and
+// rewrites each as a declarative segment of its functions.
+func (m *lazyTableModule) decodeElements(body []byte) error {
+	m.slots = map[uint32]uint32{}
+	r := &reader{b: body}
+	n := r.count(1)
+	out := binary.AppendUvarint(nil, uint64(n))
+	for range n {
+		start := r.off
+		flags := r.u32()
+		if flags&1 != 0 { // passive or declarative: kept as it is
+			r.skipElementSegment(flags)
+			out = append(out, body[start:r.off]...)
+			continue
+		}
+		if flags&2 != 0 && r.u32() != 0 {
+			r.fail("element segment of a table other than 0")
+		}
+		offset, ok := r.constExpr()
+		if r.err == nil && !ok {
+			return fmt.Errorf("%w: an element segment's offset is not a constant", ErrTableInUse)
+		}
+		exprs := flags&4 != 0
+		if flags&2 != 0 {
+			want := byte(0x00) // element kind: function indices
+			if exprs {
+				want = 0x70 // reference type: funcref
+			}
+			if r.byte() != want {
+				r.fail("element segment of a type other than funcref")
+			}
+		}
+		entries := r.count(1)
+		if r.err == nil && uint64(uint32(offset))+uint64(entries) > uint64(m.tableMin) {
+			return fmt.Errorf("%w: an element segment past the table's end", ErrTableInUse)
+		}
+		var funcs []uint32
+		for j := range entries {
+			slot := uint32(offset) + j
+			if !exprs {
+				funcs = append(funcs, r.u32())
+				m.slots[slot] = funcs[len(funcs)-1]
+				continue
+			}
+			switch r.byte() { // an expression: ref.func f or ref.null func
+			case 0xd2:
+				funcs = append(funcs, r.u32())
+				m.slots[slot] = funcs[len(funcs)-1]
+			case 0xd0:
+				r.byte()
+				delete(m.slots, slot)
+			default:
+				return fmt.Errorf("%w: an element expression other than ref.func or ref.null", ErrTableInUse)
+			}
+			if r.byte() != 0x0b {
+				r.fail("element expression not ended")
+			}
+		}
+		if r.err != nil {
+			return r.err
+		}
+		out = append(out, 3, 0x00) // declarative, of function indices
+		out = binary.AppendUvarint(out, uint64(len(funcs)))
+		for _, f := range funcs {
+			out = binary.AppendUvarint(out, uint64(f))
+		}
+	}
+	m.elements = out
+	return r.done()
+}
+
+// skipElementSegment reads past a passive or declarative segment after its
+// flags.
+func (r *reader) skipElementSegment(flags uint32) {
+	if flags > 7 {
+		r.fail(fmt.Sprintf("element segment flags %d", flags))
+		return
+	}
+	r.byte() // element kind or reference type
+	for n := r.count(1); n > 0 && r.err == nil; n-- {
+		if flags&4 == 0 {
+			r.u32()
+		} else {
+			r.constExpr()
+		}
+	}
+}
+
+// fillType returns the index of a (i32) -> () type and the type section
+// body that has it.
+func (m *lazyTableModule) fillType() (uint32, []byte) {
+	var body []byte
+	for _, s := range m.secs {
+		if s.ID == TypeID {
+			body = s.Body
+		}
+	}
+	for i, t := range m.types {
+		if string(t.params) == "\x7f" && len(t.results) == 0 {
+			return uint32(i), body
+		}
+	}
+	if body == nil {
+		m.secs = insertSection(m.secs, Section{ID: TypeID, Body: []byte{0}})
+		body = []byte{0}
+	}
+	body, _ = appendVecEntry(body, []byte{0x60, 1, 0x7f, 0})
+	return uint32(len(m.types)), body
+}
+
+// maxLazySpan bounds fill's br_table, which has a label per slot between
+// the lowest and highest filled ones, against a sparse hostile table.
+const maxLazySpan = 1 << 20
+
+// span is the number of slots from the lowest filled one to the highest.
+func (m *lazyTableModule) span() uint32 {
+	low, high := uint32(1<<32-1), uint32(0)
+	for s := range m.slots {
+		low, high = min(low, s), max(high, s)
+	}
+	return high - low + 1
+}
+
+// fillBody is fill(i): a br_table over the slots from the lowest filled
+// one, each case storing its function; a slot no segment fills, or one
+// outside that range, returns with the table unchanged.
+func (m *lazyTableModule) fillBody() []byte {
+	slots := make([]uint32, 0, len(m.slots))
+	for s := range m.slots {
+		slots = append(slots, s)
+	}
+	slices.Sort(slots)
+	low, span := slots[0], slots[len(slots)-1]-slots[0]+1
+	body := []byte{0} // no locals
+	for range span + 1 {
+		body = append(body, 0x02, 0x40) // block
+	}
+	body = append(body, 0x20, 0, 0x41)              // local.get 0; i32.const
+	body = append(body, sleb32(int32(low))...)      //   low
+	body = append(body, 0x6b, 0x0e)                 // i32.sub; br_table
+	body = binary.AppendUvarint(body, uint64(span)) //   span labels
+	for k := range span {
+		label := span // a slot no segment fills: the default
+		if _, ok := m.slots[low+k]; ok {
+			label = k
+		}
+		body = binary.AppendUvarint(body, uint64(label))
+	}
+	body = binary.AppendUvarint(body, uint64(span)) //   default
+	for k := range span {
+		body = append(body, 0x0b) // end of case k's block
+		f, ok := m.slots[low+k]
+		if !ok {
+			continue // unreachable: its label is the default
+		}
+		body = append(body, 0x41) // i32.const slot; ref.func f; table.set 0; return
+		body = append(body, sleb32(int32(low+k))...)
+		body = append(body, 0xd2)
+		body = binary.AppendUvarint(body, uint64(f))
+		body = append(body, 0x26, 0, 0x0f)
+	}
+	return append(body, 0x0b, 0x0b) // the default block's end, the function's
+}
+
+// guardIndirectCalls copies function i's body, code, to out with every
+// indirect call first filling its slot, through a new local.
+func (m *lazyTableModule) guardIndirectCalls(out, code []byte, i, fill uint32) ([]byte, error) {
+	if int(i) >= len(m.funcTypes) || int(m.funcTypes[i]) >= len(m.types) {
+		return nil, fmt.Errorf("%w: function %d has no type", ErrMalformed, i)
+	}
+	r := &reader{b: code}
+	groups := r.count(2)
+	groupsEnd := r.off
+	locals := uint64(len(m.types[m.funcTypes[i]].params))
+	for range groups {
+		locals += uint64(r.u32())
+		r.byte()
+	}
+	if r.err != nil {
+		return nil, r.err
+	}
+	if locals >= 50000 { // wazero's own limit is lower; past it the module is not one it runs
+		return nil, fmt.Errorf("%w: function %d has %d locals", ErrMalformed, i, locals)
+	}
+	body := r.off
+	t := binary.AppendUvarint(nil, locals)
+	guard := append([]byte{0x22}, t...)
+	guard = append(guard, 0x25, 0, 0xd1, 0x04, 0x40, 0x20)
+	guard = append(guard, t...)
+	guard = append(append(guard, 0x10), binary.AppendUvarint(nil, uint64(fill))...)
+	guard = append(append(guard, 0x0b, 0x20), t...)
+
+	start := len(out)
+	out = binary.AppendUvarint(out, uint64(groups)+1)
+	out = append(out, code[groupsEnd:body]...)
+	out = append(out, 1, 0x7f) // t
+	guarded := false
+	for r.off < len(r.b) && r.err == nil {
+		at := r.off
+		op := r.byte()
+		switch {
+		case op == 0x25 || op == 0x26:
+			return nil, fmt.Errorf("%w: table.get or table.set in function %d", ErrTableInUse, i)
+		case op == 0xfc && r.off < len(r.b):
+			if sub, _ := binary.Uvarint(r.b[r.off:]); sub == 12 || sub == 14 || sub == 15 || sub == 17 {
+				return nil, fmt.Errorf("%w: a table instruction (0xfc %d) in function %d", ErrTableInUse, sub, i)
+			}
+		case op == 0x11 || op == 0x13:
+			out = append(out, guard...)
+			guarded = true
+		}
+		if err := skipImmediates(r, op); err != nil {
+			return nil, err
+		}
+		out = append(out, code[at:r.off]...)
+	}
+	if r.err != nil {
+		return nil, r.err
+	}
+	if !guarded { // no indirect call: the body as it was, without t
+		return append(out[:start], code...), nil
+	}
+	return out, nil
+}
+
+// mapFuncs rewrites every function body of a code section with f, which
+// appends function i's new body (without its size) to out.
+func mapFuncs(body []byte, f func(i uint32, code, out []byte) ([]byte, error)) ([]byte, error) {
+	r := &reader{b: body}
+	n := r.count(1)
+	out := binary.AppendUvarint(make([]byte, 0, len(body)+len(body)/8), uint64(n))
+	var fn []byte
+	for i := uint32(0); i < n && r.err == nil; i++ {
+		code := r.bytes(r.u32())
+		if r.err != nil {
+			break
+		}
+		var err error
+		if fn, err = f(i, code, fn[:0]); err != nil {
+			return nil, fmt.Errorf("function %d: %w", i, err)
+		}
+		out = binary.AppendUvarint(out, uint64(len(fn)))
+		out = append(out, fn...)
+	}
+	if err := r.done(); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// sized prefixes b with its length, as code section entries are.
+func sized(b []byte) []byte {
+	return append(binary.AppendUvarint(nil, uint64(len(b))), b...)
+}
+
+// decodeTypes parses a type section body (function types only).
+func decodeTypes(body []byte) ([]funcType, error) {
+	r := &reader{b: body}
+	n := r.count(3)
+	out := make([]funcType, 0, n)
+	for range n {
+		if r.byte() != 0x60 {
+			r.fail("not a function type")
+		}
+		out = append(out, funcType{params: r.bytes(r.u32()), results: r.bytes(r.u32())})
+		if r.err != nil {
+			return nil, r.err
+		}
+	}
+	return out, r.done()
+}
