@@ -80,9 +80,10 @@ type resumable struct {
 
 // resumableRewrite exports the mutable globals, and the functions entry
 // names (Options.Entry) where the module's name section has them all, and
-// empties the active data segments (what they held is in every image).
+// empties the active data segments (what they held is in every image),
+// removing them where the code cannot refer to them.
 func resumableRewrite(entry []string) rewrite[resumableMeta] {
-	name := "resumable-2"
+	name := "resumable-3"
 	if len(entry) > 0 {
 		sum := sha256.Sum256([]byte(strings.Join(entry, "\x00")))
 		name += fmt.Sprintf("-entry%x", sum[:4])
@@ -177,8 +178,7 @@ func LoadResumableFrom(ctx context.Context, digest string, read func() ([]byte, 
 		}
 		// The data section is as the rewrite found it: its segments
 		// need none of the rest of the rewrite.
-		_, segments, err := wasmbin.DropActiveData(wasm)
-		return segments, err
+		return wasmbin.ActiveData(wasm)
 	})
 	loadedMu.Lock()
 	if m.snap == nil {

@@ -148,6 +148,54 @@ func TestDropActiveData(t *testing.T) {
 	if b, _ := inst.Memory().Read(16, 5); !bytes.Equal(b, make([]byte, 5)) {
 		t.Fatalf("data segment still applied: %q", b)
 	}
+	// No memory.init or data.drop: the emptied segments go, and the data
+	// count follows.
+	if data, count := dataSections(t, mod); data != string(vec(cat([]byte{1}, name("passive")))) || count != "\x01" {
+		t.Errorf("data section %q, count %q", data, count)
+	}
+}
+
+// With a memory.init in the code, segment indices stay: the active
+// segments become empty passive ones.
+func TestDropActiveDataKeepsIndicesTheCodeUses(t *testing.T) {
+	secs, _ := Sections(testModule())
+	for i, s := range secs {
+		if s.ID == CodeID { // get: i32.const 0 (x3); memory.init 1; global.get 1
+			secs[i].Body = vec(cat([]byte{14, 0}, []byte{0x41, 0, 0x41, 0, 0x41, 0, 0xfc, 8, 1, 0, 0x23, 1, 0x0b}))
+		}
+	}
+	mod, segs, err := DropActiveData(Encode(secs))
+	if err != nil || len(segs) != 2 {
+		t.Fatalf("segments %d, err %v", len(segs), err)
+	}
+	if data, count := dataSections(t, mod); data != string(vec([]byte{1, 0}, cat([]byte{1}, name("passive")), []byte{1, 0})) || count != "\x03" {
+		t.Errorf("data section %q, count %q", data, count)
+	}
+	inst, err := runtimeWithEnv(t).Instantiate(context.Background(), mod)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res, err := inst.ExportedFunction("get").Call(context.Background()); err != nil || res[0] != 7 {
+		t.Fatalf("get() = %v, %v", res, err)
+	}
+}
+
+// dataSections returns the bodies of mod's data and data count sections.
+func dataSections(t *testing.T, mod []byte) (data, count string) {
+	t.Helper()
+	secs, err := Sections(mod)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range secs {
+		switch s.ID {
+		case DataID:
+			data = string(s.Body)
+		case DataCountID:
+			count = string(s.Body)
+		}
+	}
+	return data, count
 }
 
 // runtimeWithEnv is a runtime where testModule's import resolves: a tiny
