@@ -60,33 +60,39 @@ def _airlock_setup():
 
     def run_one():
         header = read_exact(24)
-        name_len, env_len, code_len = (int(header[i : i + 8], 16) for i in (0, 8, 16))
+        name_len = int(header[:8], 16)
+        env_len = int(header[8:16], 16)
+        code_len = int(header[16:], 16)
         # One read for the rest: each is a host call.
         rest = read_exact(name_len + env_len + code_len)
         name = rest[:name_len].decode("utf-8", "surrogateescape")
-        env = rest[name_len : name_len + env_len].decode("utf-8", "surrogateescape")
+        env_block = rest[name_len : name_len + env_len]
         source = rest[name_len + env_len :]
 
         # The run's environment travels in the frame as well as through
         # WASI: an interpreter restored from a snapshot read its environ
-        # long ago. Only the differences are applied: each change costs a
-        # putenv.
-        run_env = {}
-        for item in env.split("\0"):
-            key, sep, value = item.partition("=")
-            if sep:
-                run_env[key] = value
+        # long ago. A first call whose environment is the image's (or, in
+        # a fresh interpreter, the one it started with) has nothing to
+        # apply; otherwise only the differences are: each costs a putenv.
+        if state["calls"] == 0 and env_block == state["env_block"]:
+            run_env = state["env"]
+        else:
+            run_env = {}
+            for item in env_block.decode("utf-8", "surrogateescape").split("\0"):
+                key, sep, value = item.partition("=")
+                if sep:
+                    run_env[key] = value
+            # A session's code may have changed os.environ since the last call.
+            applied = state["env"]
+            if state["calls"] > 0:
+                applied = dict(os.environ)
+            for key in [k for k in applied if k not in run_env]:
+                os.environ.pop(key, None)
+            for key, value in run_env.items():
+                if applied.get(key) != value:
+                    os.environ[key] = value
+            state["env"] = run_env
         session = run_env.get("AIRLOCK_SESSION") == "1"
-        # A session's code may have changed os.environ since the last call.
-        applied = state["env"]
-        if applied is None or state["calls"] > 0:
-            applied = dict(os.environ)
-        for key in [k for k in applied if k not in run_env]:
-            os.environ.pop(key, None)
-        for key, value in run_env.items():
-            if applied.get(key) != value:
-                os.environ[key] = value
-        state["env"] = run_env
         _airlock_packages(run_env)
         if run_env.get("AIRLOCK_NET") == "1":
             # HTTP(S) through the host, under the run's allow-list.
@@ -190,6 +196,8 @@ def _airlock_setup():
     # runs have one variable fewer to remove (a putenv, ~14k instructions).
     snapshot = os.environ.pop("AIRLOCK_SNAPSHOT", None) == "1"
     state["env"] = dict(os.environ)
+    # As the host frames it (python.Stdin), to tell an unchanged one at a glance.
+    state["env_block"] = "\0".join("%s=%s" % kv for kv in os.environ.items()).encode("utf-8", "surrogateescape")
     prelude = types.ModuleType("_airlock_prelude")
     prelude.call = call
     sys.modules["_airlock_prelude"] = prelude
