@@ -1,6 +1,7 @@
 package engine_test
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -12,6 +13,9 @@ import (
 	"github.com/airlock-sandbox/airlock/internal/engine"
 	"github.com/airlock-sandbox/airlock/internal/engine/enginetest"
 	"github.com/airlock-sandbox/airlock/internal/python"
+	"github.com/airlock-sandbox/airlock/internal/wasi"
+	"github.com/airlock-sandbox/airlock/internal/wasi/memfs"
+	"github.com/airlock-sandbox/airlock/internal/wasmbin"
 )
 
 func sha(b []byte) string {
@@ -154,4 +158,38 @@ func TestKeptRewritesMatchTheRewrites(t *testing.T) {
 // back end's tests run it on wasmtime).
 func TestLoadFromTheCacheReadsNoBytes(t *testing.T) {
 	enginetest.LoadFromTheCache(t, engine.EngineWazero)
+}
+
+// A module the wazero rewrites refuse (SIMD: neither decodes it) still
+// loads and runs, its table filled at instantiation as wazero does: _start
+// calls slot 0 indirectly, a function returning a v128 lane, and exits
+// with it.
+func TestUnrewritableModuleRuns(t *testing.T) {
+	ctx := context.Background()
+	sections := []wasmbin.Section{
+		{ID: wasmbin.TypeID, Body: []byte{3, 0x60, 1, 0x7f, 0, 0x60, 0, 0, 0x60, 0, 1, 0x7f}},
+		{ID: wasmbin.ImportID, Body: append(append([]byte{1, 22}, "wasi_snapshot_preview1"...), append(append([]byte{9}, "proc_exit"...), 0, 0)...)},
+		{ID: wasmbin.FunctionID, Body: []byte{2, 1, 2}},
+		{ID: wasmbin.TableID, Body: []byte{1, 0x70, 0, 1}},
+		{ID: 5, Body: []byte{1, 0, 1}},
+		{ID: wasmbin.ExportID, Body: wasmbin.EncodeExports([]wasmbin.Export{{Name: "memory", Kind: wasmbin.KindMemory}, {Name: "_start", Kind: wasmbin.KindFunc, Index: 1}})},
+		{ID: wasmbin.ElementID, Body: []byte{1, 0, 0x41, 0, 0x0b, 1, 2}},
+	}
+	start := []byte{0, 0x41, 0, 0x11, 2, 0, 0x10, 0, 0x0b}        // call_indirect (type 2) slot 0; call proc_exit
+	lane := append([]byte{0, 0xfd, 0x0c, 7}, make([]byte, 15)...) // v128.const i32x4 7 0 0 0
+	lane = append(lane, 0xfd, 0x1b, 0, 0x0b)                      // i32x4.extract_lane 0
+	code := append(append([]byte{2, byte(len(start))}, start...), byte(len(lane)))
+	sections = append(sections, wasmbin.Section{ID: wasmbin.CodeID, Body: append(code, lane...)})
+	m, err := engine.Load(ctx, wasmbin.Encode(sections), engine.Options{})
+	if err != nil {
+		t.Fatalf("a module with SIMD does not load: %v", err)
+	}
+	defer m.Close(ctx)
+	if engine.LoopChecked(m) {
+		t.Error("the loop budget rewrite took a module with SIMD")
+	}
+	o, err := m.Run(ctx, engine.RunSpec{WASI: wasi.NewState(wasi.Config{FS: memfs.New(memfs.Options{})}), MemoryLimit: 1 << 20})
+	if err != nil || o.ExitCode != 7 {
+		t.Fatalf("run: %+v, %v; want exit code 7", o, err)
+	}
 }

@@ -118,11 +118,10 @@ var budgetRewrite = rewrite[budgetMeta]{
 		if instrumented, err := wasmbin.AddInterruptCheck(wasm, interruptExport, wasi.ModuleName, "sched_yield", interruptPeriod); err == nil {
 			wasm, meta.Interrupt = instrumented, true
 		}
-		switch lazy, err := wasmbin.LazyTable(wasm); {
-		case err == nil:
+		// A module either rewrite refuses (SIMD, a table in use beyond
+		// indirect calls) runs without it, as wazero compiles it.
+		if lazy, err := wasmbin.LazyTable(wasm); err == nil {
 			wasm, meta.LazyTable = lazy, true
-		case !errors.Is(err, wasmbin.ErrTableInUse):
-			return nil, budgetMeta{}, fmt.Errorf("engine: lazy table: %w", err)
 		}
 		return wasm, meta, nil
 	},
