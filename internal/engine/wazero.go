@@ -108,7 +108,7 @@ func loadWazero(ctx context.Context, src source, opts Options) (Code, error) {
 // wazero would fill all of it at every instantiation; wasmtime fills
 // tables lazily itself).
 var budgetRewrite = rewrite[budgetMeta]{
-	name: "budget-2",
+	name: "budget-3",
 	apply: func(wasm []byte) ([]byte, budgetMeta, error) {
 		wasm, err := wasmbin.StripDebug(wasm)
 		if err != nil {

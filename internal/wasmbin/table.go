@@ -31,24 +31,39 @@ var ErrTableInUse = errors.New("wasmbin: the function table is used beyond indir
 // The active segments become declarative ones (so ref.func of their
 // functions stays valid and the table starts empty), a new function
 // fill(i) stores the function the segments put at slot i, and every
-// call_indirect and return_call_indirect first does
+// call_indirect (and return_call_indirect) of type T first does
 //
-//	local.tee t; table.get 0; ref.is_null; if; local.get t; call fill; end; local.get t
+//	local.tee t; table.get 0; ref.is_null
+//	if (result i32) local.get t; global.set pending; i32.const trampoline(T)
+//	else local.get t end
 //
-// with t a new i32 local of the calling function. A slot no segment fills
-// stays null and the call traps as before; so does a slot past the table's
-// end, at the table.get. Element segment indices are kept.
+// with t a new i32 local of the calling function: a filled slot is called
+// as before; an empty one calls, with the same arguments, T's trampoline,
+// which fills slot pending and calls it. The trampolines (one per type
+// called indirectly) sit in new slots past the table's end, filled at
+// instantiation. The calling function makes no call of its own for this,
+// so what it keeps live across the check stays in registers: a guard that
+// called fill itself made CPython's evaluation loop spill more, and deep
+// recursion ran out of wazero's stack before CPython's limit stopped it.
+//
+// A slot no segment fills stays null and the call traps as before, in the
+// trampoline; so does a slot past the table's end, at the table.get.
+// Element segment indices are kept.
 //
 // # Errors
 // ErrMalformed for bytes that do not decode; ErrTableInUse for a module
 // whose table is used other than above, which the caller keeps as it is;
 // an error naming the opcode for an instruction outside the supported set.
 func LazyTable(wasm []byte) ([]byte, error) {
+	globals, err := Globals(wasm)
+	if err != nil {
+		return nil, err
+	}
 	secs, err := Sections(wasm)
 	if err != nil {
 		return nil, err
 	}
-	m := lazyTableModule{secs: secs}
+	m := lazyTableModule{secs: secs, pending: uint32(len(globals)), trampolines: map[uint32]uint32{}}
 	if err := m.decode(); err != nil {
 		return nil, err
 	}
@@ -58,30 +73,82 @@ func LazyTable(wasm []byte) ([]byte, error) {
 	if m.span() > maxLazySpan {
 		return nil, fmt.Errorf("%w: filled slots spread over %d", ErrTableInUse, m.span())
 	}
-	fill := m.importedFuncs + uint32(len(m.funcTypes))
+	m.fill = m.importedFuncs + uint32(len(m.funcTypes))
+	// The code first: it names the types called indirectly, each of which
+	// gets a trampoline, a function and a slot.
+	var code []byte
+	for _, s := range m.secs {
+		if s.ID == CodeID {
+			code, err = mapFuncs(s.Body, m.guardIndirectCalls)
+		}
+	}
+	if err != nil {
+		return nil, err
+	}
+	k := uint64(len(m.order))
+	if uint64(m.tableMin)+k > maxLazySlots || m.hasMax && uint64(m.tableMax)+k > maxLazySlots {
+		return nil, fmt.Errorf("%w: no room for %d trampolines", ErrTableInUse, k)
+	}
 	fillType, typeBody := m.fillType()
+	funcs := binary.AppendUvarint(nil, uint64(fillType))
+	bodies := [][]byte{m.fillBody()}
+	tramps := binary.AppendUvarint(nil, k)
+	for i, t := range m.order {
+		funcs = binary.AppendUvarint(funcs, uint64(t))
+		bodies = append(bodies, m.trampolineBody(t))
+		tramps = binary.AppendUvarint(tramps, uint64(m.fill)+1+uint64(i))
+	}
+	pending := []byte{0x7f, 1, 0x41, 0, 0x0b} // mutable i32 = 0
+	hasGlobals := false
 	for i := range m.secs {
-		s := &m.secs[i]
-		switch s.ID {
+		sec := &m.secs[i]
+		switch sec.ID {
 		case TypeID:
-			s.Body = typeBody
+			sec.Body = typeBody
 		case FunctionID:
-			s.Body, err = appendVecEntry(s.Body, binary.AppendUvarint(nil, uint64(fillType)))
+			sec.Body, err = appendVecEntries(sec.Body, funcs, 1+len(m.order))
+		case TableID:
+			sec.Body = m.tableSection(uint32(k))
+		case GlobalID:
+			hasGlobals = true
+			sec.Body, err = appendVecEntry(sec.Body, pending)
 		case ElementID:
-			s.Body = m.elements
+			sec.Body = m.elements
+			if k > 0 { // active, past the old end
+				seg := append([]byte{0, 0x41}, sleb32(int32(m.tableMin))...)
+				sec.Body, err = appendVecEntry(sec.Body, append(append(seg, 0x0b), tramps...))
+			}
 		case CodeID:
-			s.Body, err = mapFuncs(s.Body, func(i uint32, code, out []byte) ([]byte, error) {
-				return m.guardIndirectCalls(out, code, i, fill)
-			})
-			if err == nil {
-				s.Body, err = appendVecEntry(s.Body, sized(m.fillBody()))
+			sec.Body = code
+			for _, b := range bodies {
+				if err == nil {
+					sec.Body, err = appendVecEntry(sec.Body, sized(b))
+				}
 			}
 		}
 		if err != nil {
 			return nil, err
 		}
 	}
+	if !hasGlobals {
+		m.secs = insertSection(m.secs, Section{ID: GlobalID, Body: append([]byte{1}, pending...)})
+	}
 	return Encode(m.secs), nil
+}
+
+// maxLazySlots bounds the table LazyTable leaves (wazero's own limit is
+// 10,000,000 elements).
+const maxLazySlots = 10_000_000
+
+// appendVecEntries adds n encoded entries to a section body that is a vector.
+func appendVecEntries(body, entries []byte, n int) ([]byte, error) {
+	count, k := binary.Uvarint(body)
+	if k <= 0 || count+uint64(n) >= 1<<32 {
+		return nil, fmt.Errorf("%w: vector count", ErrMalformed)
+	}
+	out := binary.AppendUvarint(nil, count+uint64(n))
+	out = append(out, body[k:]...)
+	return append(out, entries...), nil
 }
 
 // lazyTableModule is what LazyTable reads of a module.
@@ -89,10 +156,16 @@ type lazyTableModule struct {
 	secs          []Section
 	types         []funcType
 	importedFuncs uint32
-	funcTypes     []uint32          // type index of each defined function
-	tableMin      uint32            // the table's initial size
+	funcTypes     []uint32 // type index of each defined function
+	tableMin      uint32   // the table's initial size
+	tableMax      uint32   // and its maximum, if hasMax
+	hasMax        bool
 	slots         map[uint32]uint32 // table slot -> function the segments put there
 	elements      []byte            // the element section, active segments made declarative
+	fill          uint32            // fill's function index; the trampolines follow
+	pending       uint32            // the global a guard leaves the slot in for a trampoline
+	trampolines   map[uint32]uint32 // type index -> trampoline number
+	order         []uint32          // the trampolines' types, by number
 }
 
 type funcType struct{ params, results []byte }
@@ -127,7 +200,7 @@ func (m *lazyTableModule) decode() error {
 				if r.byte() != 0x70 {
 					return fmt.Errorf("%w: a table that does not hold functions", ErrTableInUse)
 				}
-				m.tableMin = r.tableLimits()
+				m.tableMin, m.tableMax, m.hasMax = r.tableLimits()
 				tables++
 			}
 			err = r.done()
@@ -160,17 +233,47 @@ func (m *lazyTableModule) decode() error {
 	return nil
 }
 
-// tableLimits reads a table's limits and returns its minimum.
-func (r *reader) tableLimits() uint32 {
+// tableLimits reads a table's limits.
+func (r *reader) tableLimits() (min, max uint32, hasMax bool) {
 	flags := r.byte()
 	if flags > 1 {
 		r.fail("table limits other than 32-bit")
 	}
-	min := r.u32()
-	if flags&1 != 0 {
-		r.u32()
+	min = r.u32()
+	if hasMax = flags&1 != 0; hasMax {
+		max = r.u32()
 	}
-	return min
+	return min, max, hasMax
+}
+
+// tableSection is the table section with room for k more slots.
+func (m *lazyTableModule) tableSection(k uint32) []byte {
+	body := []byte{1, 0x70, 0}
+	if m.hasMax {
+		body[2] = 1
+	}
+	body = binary.AppendUvarint(body, uint64(m.tableMin+k))
+	if m.hasMax {
+		body = binary.AppendUvarint(body, uint64(m.tableMax+k))
+	}
+	return body
+}
+
+// trampolineBody is the trampoline of type t: fill slot pending, then
+// call it with the trampoline's own arguments.
+func (m *lazyTableModule) trampolineBody(t uint32) []byte {
+	g := binary.AppendUvarint(nil, uint64(m.pending))
+	body := append([]byte{0, 0x23}, g...) // no locals; global.get pending
+	body = append(body, 0x10)
+	body = binary.AppendUvarint(body, uint64(m.fill)) // call fill
+	for j := range len(m.types[t].params) {
+		body = append(body, 0x20)
+		body = binary.AppendUvarint(body, uint64(j))
+	}
+	body = append(append(body, 0x23), g...)
+	body = append(body, 0x11)
+	body = binary.AppendUvarint(body, uint64(t))
+	return append(body, 0, 0x0b) // call_indirect t, table 0; end
 }
 
 // decodeElements records what the active segments put in the table, and
@@ -337,9 +440,9 @@ func (m *lazyTableModule) fillBody() []byte {
 	return append(body, 0x0b, 0x0b) // the default block's end, the function's
 }
 
-// guardIndirectCalls copies function i's body, code, to out with every
-// indirect call first filling its slot, through a new local.
-func (m *lazyTableModule) guardIndirectCalls(out, code []byte, i, fill uint32) ([]byte, error) {
+// guardIndirectCalls appends function i's body, code, to out with every
+// indirect call guarded (LazyTable), through a new local.
+func (m *lazyTableModule) guardIndirectCalls(i uint32, code, out []byte) ([]byte, error) {
 	if int(i) >= len(m.funcTypes) || int(m.funcTypes[i]) >= len(m.types) {
 		return nil, fmt.Errorf("%w: function %d has no type", ErrMalformed, i)
 	}
@@ -359,11 +462,7 @@ func (m *lazyTableModule) guardIndirectCalls(out, code []byte, i, fill uint32) (
 	}
 	body := r.off
 	t := binary.AppendUvarint(nil, locals)
-	guard := append([]byte{0x22}, t...)
-	guard = append(guard, 0x25, 0, 0xd1, 0x04, 0x40, 0x20)
-	guard = append(guard, t...)
-	guard = append(append(guard, 0x10), binary.AppendUvarint(nil, uint64(fill))...)
-	guard = append(append(guard, 0x0b, 0x20), t...)
+	g := binary.AppendUvarint(nil, uint64(m.pending))
 
 	start := len(out)
 	out = binary.AppendUvarint(out, uint64(groups)+1)
@@ -381,7 +480,21 @@ func (m *lazyTableModule) guardIndirectCalls(out, code []byte, i, fill uint32) (
 				return nil, fmt.Errorf("%w: a table instruction (0xfc %d) in function %d", ErrTableInUse, sub, i)
 			}
 		case op == 0x11 || op == 0x13:
-			out = append(out, guard...)
+			typ, k := binary.Uvarint(r.b[r.off:])
+			if k <= 0 || typ >= uint64(len(m.types)) {
+				return nil, fmt.Errorf("%w: call_indirect of type %d in function %d", ErrMalformed, typ, i)
+			}
+			out = append(out, 0x22)
+			out = append(out, t...)
+			out = append(out, 0x25, 0, 0xd1, 0x04, 0x7f, 0x20) // table.get 0; ref.is_null; if (result i32); local.get
+			out = append(out, t...)
+			out = append(out, 0x24) // global.set
+			out = append(out, g...)
+			out = append(out, 0x41) // i32.const
+			out = append(out, sleb32(int32(m.tableMin+m.trampoline(uint32(typ))))...)
+			out = append(out, 0x05, 0x20) // else; local.get
+			out = append(out, t...)
+			out = append(out, 0x0b) // end
 			guarded = true
 		}
 		if err := skipImmediates(r, op); err != nil {
@@ -396,6 +509,17 @@ func (m *lazyTableModule) guardIndirectCalls(out, code []byte, i, fill uint32) (
 		return append(out[:start], code...), nil
 	}
 	return out, nil
+}
+
+// trampoline returns the number of type t's trampoline, giving it one.
+func (m *lazyTableModule) trampoline(t uint32) uint32 {
+	n, ok := m.trampolines[t]
+	if !ok {
+		n = uint32(len(m.order))
+		m.trampolines[t] = n
+		m.order = append(m.order, t)
+	}
+	return n
 }
 
 // mapFuncs rewrites every function body of a code section with f, which
