@@ -14,11 +14,22 @@ import (
 // permissions perm. On any error the target is left as it was and the
 // temporary file removed.
 func Write(path string, perm os.FileMode, write func(io.Writer) error) error {
+	return put(path, perm, write, os.Rename)
+}
+
+// Create is Write for a path that must not exist: where another writer
+// got there first, it leaves that file and returns an error satisfying
+// errors.Is(err, fs.ErrExist).
+func Create(path string, perm os.FileMode, write func(io.Writer) error) error {
+	return put(path, perm, write, os.Link) // a link, unlike a rename, never replaces
+}
+
+func put(path string, perm os.FileMode, write func(io.Writer) error, place func(tmp, path string) error) error {
 	f, err := os.CreateTemp(filepath.Dir(path), filepath.Base(path)+".part-*")
 	if err != nil {
 		return err
 	}
-	defer os.Remove(f.Name()) // after a successful rename, nothing to remove
+	defer os.Remove(f.Name()) // after a rename nothing to remove; after a link, the second name
 	w := bufio.NewWriterSize(f, 1<<20)
 	err = write(w)
 	if err == nil {
@@ -34,7 +45,7 @@ func Write(path string, perm os.FileMode, write func(io.Writer) error) error {
 		err = os.Chmod(f.Name(), perm) // CreateTemp makes 0600
 	}
 	if err == nil {
-		err = os.Rename(f.Name(), path)
+		err = place(f.Name(), path)
 	}
 	return err
 }

@@ -3,6 +3,7 @@ package atomicfile
 import (
 	"errors"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"testing"
@@ -29,6 +30,28 @@ func TestWrite(t *testing.T) {
 	st, _ := os.Stat(path)
 	if got, _ := os.ReadFile(path); string(got) != "new" || st.Mode().Perm() != 0o600 {
 		t.Fatalf("after a write: %q %v", got, st.Mode())
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 1 {
+		t.Fatalf("left behind: %v", entries)
+	}
+}
+
+// Create stores a new file whole, and leaves one that is there.
+func TestCreate(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "f")
+	put := func(s string) error {
+		return Create(path, 0o644, func(w io.Writer) error { _, err := w.Write([]byte(s)); return err })
+	}
+	if err := put("first"); err != nil {
+		t.Fatal(err)
+	}
+	if err := put("second"); !errors.Is(err, fs.ErrExist) {
+		t.Fatalf("second create: %v, want fs.ErrExist", err)
+	}
+	st, _ := os.Stat(path)
+	if got, _ := os.ReadFile(path); string(got) != "first" || st.Mode().Perm() != 0o644 {
+		t.Fatalf("after two creates: %q %v", got, st.Mode())
 	}
 	if entries, _ := os.ReadDir(dir); len(entries) != 1 {
 		t.Fatalf("left behind: %v", entries)

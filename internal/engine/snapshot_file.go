@@ -69,6 +69,17 @@ func (e *ImageError) Unwrap() error { return e.Err }
 // WriteImageFile stores img under key at path, atomically (write, then
 // rename).
 func WriteImageFile(path string, key ImageKey, img *Image) error {
+	return storeImage(path, key, img, atomicfile.Write)
+}
+
+// CreateImageFile is WriteImageFile where no file is at path: when another
+// process stored one first, it is left, and the error satisfies
+// errors.Is(err, fs.ErrExist).
+func CreateImageFile(path string, key ImageKey, img *Image) error {
+	return storeImage(path, key, img, atomicfile.Create)
+}
+
+func storeImage(path string, key ImageKey, img *Image, write func(string, os.FileMode, func(io.Writer) error) error) error {
 	if len(img.Globals) > maxGlobals || len(img.Memory)%65536 != 0 || img.base != nil {
 		return fmt.Errorf("engine: image not storable (%d globals, %d bytes)", len(img.Globals), len(img.Memory))
 	}
@@ -90,7 +101,7 @@ func WriteImageFile(path string, key ImageKey, img *Image) error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return fmt.Errorf("engine: store image: %w", err)
 	}
-	err := atomicfile.Write(path, 0o644, func(w io.Writer) error {
+	err := write(path, 0o644, func(w io.Writer) error {
 		if _, err := w.Write(head); err != nil {
 			return err
 		}

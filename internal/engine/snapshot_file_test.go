@@ -3,6 +3,7 @@ package engine
 import (
 	"bytes"
 	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"testing"
@@ -31,6 +32,18 @@ func TestImageFileRoundTrip(t *testing.T) {
 	}
 	if _, err := ReadImageFile(filepath.Join(t.TempDir(), "none"), key); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("missing file: err = %v", err)
+	}
+	// Where a file is, CreateImageFile leaves it: the first process to
+	// store an image is the one every process then uses.
+	other := NewImage(bytes.Repeat([]byte("other!!!"), 65536/8), nil, 0)
+	defer other.Close()
+	if err := CreateImageFile(path, key, other); !errors.Is(err, fs.ErrExist) {
+		t.Fatalf("CreateImageFile over a stored image: %v, want fs.ErrExist", err)
+	}
+	if again, err := ReadImageFile(path, key); err != nil || !bytes.Equal(again.Memory, img.Memory) {
+		t.Fatalf("the stored image changed: %v", err)
+	} else {
+		again.Close()
 	}
 }
 

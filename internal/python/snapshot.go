@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -424,18 +425,31 @@ func loadOrCapture(ctx context.Context, mod *engine.Module, spec ImageSpec, cach
 			return img, nil
 		}
 		var bad *engine.ImageError
-		if errors.As(err, &bad) && notice != nil {
-			fmt.Fprintf(notice, "airlock: %v; capturing a new one\n", err)
+		if errors.As(err, &bad) {
+			if notice != nil {
+				fmt.Fprintf(notice, "airlock: %v; capturing a new one\n", err)
+			}
+			os.Remove(path) // replaced below, by whichever process stores first
 		}
 	}
 	img, err := Capture(ctx, mod, spec)
 	if err != nil {
 		return nil, err
 	}
-	if path != "" {
-		if err := engine.WriteImageFile(path, key, img); err != nil && notice != nil {
-			fmt.Fprintf(notice, "airlock: %v\n", err)
+	if path == "" {
+		return img, nil
+	}
+	// Processes sharing a cache must share the image too (a session saved
+	// in one loads only in a process with the same image), so the first
+	// one stored wins: a process that captured at the same time takes it.
+	switch err := engine.CreateImageFile(path, key, img); {
+	case errors.Is(err, fs.ErrExist):
+		if theirs, rerr := engine.ReadImageFile(path, key); rerr == nil {
+			img.Close()
+			return theirs, nil
 		}
+	case err != nil && notice != nil:
+		fmt.Fprintf(notice, "airlock: %v\n", err)
 	}
 	return img, nil
 }
