@@ -7,6 +7,8 @@ import (
 	"os"
 	"regexp"
 	"runtime"
+	"strconv"
+	"strings"
 	"sync"
 
 	"github.com/tetratelabs/wazero"
@@ -31,6 +33,8 @@ type wzCode struct {
 	// interrupt: the code checks the interruptExport global in every loop
 	// (interrupt.go); otherwise wazero closes the instance on ctx done.
 	interrupt bool
+	// addedFuncs: where the rewrite's own functions start (budgetMeta).
+	addedFuncs uint32
 	// cacheDir and marker: where the compiled code is kept, and the record
 	// naming its file (wazero_cache.go); "" without a cache.
 	cacheDir, marker string
@@ -94,7 +98,7 @@ func loadWazero(ctx context.Context, src source, opts Options) (Code, error) {
 	if marker != "" {
 		writeCacheRecord(opts.CacheDir, marker, cached)
 	}
-	c := &wzCode{runtime: r, compiled: compiled, interrupt: budget.Interrupt, cacheDir: opts.CacheDir, marker: marker}
+	c := &wzCode{runtime: r, compiled: compiled, interrupt: budget.Interrupt, addedFuncs: budget.AddedFuncs, cacheDir: opts.CacheDir, marker: marker}
 	for _, mem := range compiled.ExportedMemories() {
 		c.minMem = uint64(mem.Min()) * PageSize
 	}
@@ -108,7 +112,7 @@ func loadWazero(ctx context.Context, src source, opts Options) (Code, error) {
 // wazero would fill all of it at every instantiation; wasmtime fills
 // tables lazily itself).
 var budgetRewrite = rewrite[budgetMeta]{
-	name: "budget-3",
+	name: "budget-4",
 	apply: func(wasm []byte) ([]byte, budgetMeta, error) {
 		wasm, err := wasmbin.StripDebug(wasm)
 		if err != nil {
@@ -120,8 +124,12 @@ var budgetRewrite = rewrite[budgetMeta]{
 		}
 		// A module either rewrite refuses (SIMD, a table in use beyond
 		// indirect calls) runs without it, as wazero compiles it.
+		funcs, err := wasmbin.FuncCount(wasm)
+		if err != nil {
+			return nil, budgetMeta{}, err
+		}
 		if lazy, err := wasmbin.LazyTable(wasm); err == nil {
-			wasm, meta.LazyTable = lazy, true
+			wasm, meta.LazyTable, meta.AddedFuncs = lazy, true, funcs
 		}
 		return wasm, meta, nil
 	},
@@ -131,6 +139,10 @@ var budgetRewrite = rewrite[budgetMeta]{
 type budgetMeta struct {
 	Interrupt bool `json:"interrupt"`
 	LazyTable bool `json:"lazy_table"`
+	// AddedFuncs, when not 0, is the index of the first function the
+	// rewrite added (LazyTable's fill and trampolines): not the guest's,
+	// so left out of a trap's frames.
+	AddedFuncs uint32 `json:"added_funcs,omitempty"`
 }
 
 func exists(path string) bool {
@@ -236,9 +248,16 @@ func (c *wzCode) TrapCause(err error) error { return err }
 // "\t<module>.<function>(<params>) <results>"; the module's name may have
 // dots ("python.wasm"), C names have none, an unnamed function is
 // "$<index>". The engine is the one place that knows this format.
+// The functions the rewrite added ("$<index>" past AddedFuncs) are left
+// out: a guest's first call through a table slot passes a trampoline.
 func (c *wzCode) TrapFrames(err error) []string {
 	var frames []string
 	for _, m := range traceFrame.FindAllStringSubmatch(err.Error(), -1) {
+		if n, ok := strings.CutPrefix(m[1], "$"); ok && c.addedFuncs > 0 {
+			if i, err := strconv.ParseUint(n, 10, 32); err == nil && uint32(i) >= c.addedFuncs {
+				continue
+			}
+		}
 		frames = append(frames, m[1])
 	}
 	return frames

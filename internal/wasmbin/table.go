@@ -136,6 +136,40 @@ func LazyTable(wasm []byte) ([]byte, error) {
 	return Encode(m.secs), nil
 }
 
+// FuncCount is the number of functions a module imports and defines.
+//
+// # Errors
+// ErrMalformed, as Sections, or for an import or function section that
+// does not parse.
+func FuncCount(wasm []byte) (uint32, error) {
+	secs, err := Sections(wasm)
+	if err != nil {
+		return 0, err
+	}
+	n := uint32(0)
+	for _, s := range secs {
+		switch s.ID {
+		case ImportID:
+			imports, err := decodeImports(s.Body)
+			if err != nil {
+				return 0, err
+			}
+			for _, e := range imports {
+				if e.Kind == KindFunc {
+					n++
+				}
+			}
+		case FunctionID:
+			r := &reader{b: s.Body}
+			n += r.count(1)
+			if r.err != nil {
+				return 0, r.err
+			}
+		}
+	}
+	return n, nil
+}
+
 // maxLazySlots bounds the table LazyTable leaves (wazero's own limit is
 // 10,000,000 elements).
 const maxLazySlots = 10_000_000
