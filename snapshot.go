@@ -45,7 +45,7 @@ func WithSnapshots(on bool) Option { return func(c *config) { c.snapshots = &on 
 // WithInstancePool(false) makes every run resumed from the snapshot
 // instantiate its module on the run's own path. By default, on wazero, a
 // few instances of each image are made ahead in the background, so that
-// instantiation (~0.4 ms, a third or more of a small run) leaves the
+// instantiation (~0.2 ms, a quarter of a small run) leaves the
 // run's latency; each is used by one run, which sees nothing another did.
 // Off, no idle instances are held.
 func WithInstancePool(on bool) Option { return func(c *config) { c.unpooled = !on } }

@@ -8,10 +8,9 @@ import (
 	"github.com/tetratelabs/wazero/experimental"
 )
 
-// Instances made ahead. Instantiating the own build costs ~0.4 ms on
-// wazero, mostly filling its function table (5,137 entries, each a
-// constant expression evaluated with an allocation), a third or more of
-// a small resumed run. A pool keeps a few instances of the module made
+// Instances made ahead. Instantiating the own build costs ~0.2 ms on
+// wazero now that its function table fills on first use (2.5 ms before:
+// wasmbin.LazyTable), still a quarter of a small resumed run. A pool keeps a few instances of the module made
 // from one full image at one memory cap, instantiated in the background
 // while other runs go, so a run takes one ready instead. Each pooled
 // instance is used by one run and closed after it, as an inline one is:
