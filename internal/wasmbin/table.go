@@ -47,8 +47,11 @@ var ErrTableInUse = errors.New("wasmbin: the function table is used beyond indir
 // recursion ran out of wazero's stack before CPython's limit stopped it.
 //
 // A slot no segment fills stays null and the call traps as before, in the
-// trampoline; so does a slot past the table's end, at the table.get.
-// Element segment indices are kept.
+// trampoline; so does a slot past the table's end, at the table.get. A
+// call through a trampoline's own slot (past the old end: no pointer the
+// guest made holds one) reaches the guest's own function of that type
+// that pending names, as a stray pointer reaches some function: nothing
+// outside the module. Element segment indices are kept.
 //
 // # Errors
 // ErrMalformed for bytes that do not decode; ErrTableInUse for a module
