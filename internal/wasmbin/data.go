@@ -15,15 +15,14 @@ type Segment struct {
 // what they held. An instance of the result starts with zeroed memory; a
 // host that restores memory from an image anyway skips writing the
 // segments on every instantiation. Segments the code can refer to (it has
-// a data count section and a memory.init or data.drop) become empty
-// passive ones, keeping every index valid; otherwise the active segments
-// are removed: wazero makes a slice entry per segment at every
+// a data count section and a memory.init or data.drop, or code this
+// package cannot decode) become empty passive ones, keeping every index
+// valid; otherwise the active segments are removed: wazero makes a slice entry per segment at every
 // instantiation, ~10,400 of them for the own build.
 //
 // # Errors
 // ErrMalformed for a data section that does not parse, or an active segment
-// whose offset is not a constant (a relocatable module); an error naming
-// the opcode for an instruction outside the supported set.
+// whose offset is not a constant (a relocatable module).
 func DropActiveData(wasm []byte) ([]byte, []Segment, error) {
 	secs, err := Sections(wasm)
 	if err != nil {
@@ -32,9 +31,9 @@ func DropActiveData(wasm []byte) ([]byte, []Segment, error) {
 	keepIndices := false
 	for _, s := range secs {
 		if s.ID == DataCountID {
-			if keepIndices, err = codeUsesDataSegments(secs); err != nil {
-				return nil, nil, err
-			}
+			// Code this package cannot decode (SIMD) may refer to them.
+			uses, err := codeUsesDataSegments(secs)
+			keepIndices = uses || err != nil
 		}
 	}
 	var segs []Segment

@@ -180,6 +180,27 @@ func TestDropActiveDataKeepsIndicesTheCodeUses(t *testing.T) {
 	}
 }
 
+// Code the package cannot decode (SIMD) might use the segments: their
+// indices stay, and the module is still edited.
+func TestDropActiveDataKeepsIndicesPastUndecodableCode(t *testing.T) {
+	secs, _ := Sections(testModule())
+	for i, s := range secs {
+		if s.ID == CodeID { // get: v128.const 0; drop; global.get 1
+			secs[i].Body = vec(cat([]byte{23, 0, 0xfd, 0x0c}, make([]byte, 16), []byte{0x1a, 0x23, 1, 0x0b}))
+		}
+	}
+	mod, segs, err := DropActiveData(Encode(secs))
+	if err != nil || len(segs) != 2 {
+		t.Fatalf("segments %d, err %v", len(segs), err)
+	}
+	if data, count := dataSections(t, mod); data != string(vec([]byte{1, 0}, cat([]byte{1}, name("passive")), []byte{1, 0})) || count != "\x03" {
+		t.Errorf("data section %q, count %q", data, count)
+	}
+	if _, err := runtimeWithEnv(t).CompileModule(context.Background(), mod); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // dataSections returns the bodies of mod's data and data count sections.
 func dataSections(t *testing.T, mod []byte) (data, count string) {
 	t.Helper()
