@@ -124,12 +124,8 @@ var budgetRewrite = rewrite[budgetMeta]{
 		}
 		// A module either rewrite refuses (SIMD, a table in use beyond
 		// indirect calls) runs without it, as wazero compiles it.
-		funcs, err := wasmbin.FuncCount(wasm)
-		if err != nil {
-			return nil, budgetMeta{}, err
-		}
-		if lazy, err := wasmbin.LazyTable(wasm); err == nil {
-			wasm, meta.LazyTable, meta.AddedFuncs = lazy, true, funcs
+		if lazy, added, err := wasmbin.LazyTable(wasm); err == nil {
+			wasm, meta.LazyTable, meta.AddedFuncs = lazy, true, added
 		}
 		return wasm, meta, nil
 	},

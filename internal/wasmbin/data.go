@@ -17,8 +17,9 @@ type Segment struct {
 // segments on every instantiation. Segments the code can refer to (it has
 // a data count section and a memory.init or data.drop, or code this
 // package cannot decode) become empty passive ones, keeping every index
-// valid; otherwise the active segments are removed: wazero makes a slice entry per segment at every
-// instantiation, ~10,400 of them for the own build.
+// valid; otherwise the active segments are removed: wazero makes a slice
+// entry per segment at every instantiation, ~10,400 of them for the own
+// build.
 //
 // # Errors
 // ErrMalformed for a data section that does not parse, or an active segment
@@ -128,23 +129,22 @@ func codeUsesDataSegments(secs []Section) (bool, error) {
 		if s.ID != CodeID {
 			continue
 		}
-		_, err := mapFuncs(s.Body, func(_ uint32, code, out []byte) ([]byte, error) {
+		err := eachFunc(s.Body, func(_ uint32, code []byte) error {
 			r := &reader{b: code}
-			for n := r.count(2); n > 0 && r.err == nil; n-- {
-				r.u32()
-				r.byte()
-			}
-			for r.off < len(r.b) && r.err == nil && !uses {
+			r.localDecls(r.count(2))
+			for r.off < len(r.b) && r.err == nil {
 				op := r.byte()
 				if op == 0xfc && r.off < len(r.b) {
-					sub, _ := binary.Uvarint(r.b[r.off:])
-					uses = sub == 8 || sub == 9
+					if sub, _ := binary.Uvarint(r.b[r.off:]); sub == 8 || sub == 9 {
+						uses = true
+						return errStop
+					}
 				}
 				if err := skipImmediates(r, op); err != nil {
-					return nil, err
+					return err
 				}
 			}
-			return out, r.err
+			return r.err
 		})
 		if err != nil {
 			return false, err

@@ -152,7 +152,13 @@ func Globals(wasm []byte) ([]GlobalType, error) {
 	if err != nil {
 		return nil, err
 	}
+	return globalsOf(secs)
+}
+
+// globalsOf is Globals of a module's sections.
+func globalsOf(secs []Section) ([]GlobalType, error) {
 	var out []GlobalType
+	var err error
 	for _, s := range secs {
 		switch s.ID {
 		case ImportID:

@@ -28,11 +28,11 @@ const CodeID = 10
 // for an instruction outside the supported set; a name that collides
 // with an existing export.
 func AddInterruptCheck(wasm []byte, exportName, yieldModule, yieldName string, period int32) ([]byte, error) {
-	globals, err := Globals(wasm)
+	secs, err := Sections(wasm)
 	if err != nil {
 		return nil, err
 	}
-	secs, err := Sections(wasm)
+	globals, err := globalsOf(secs)
 	if err != nil {
 		return nil, err
 	}
@@ -97,13 +97,7 @@ func AddInterruptCheck(wasm []byte, exportName, yieldModule, yieldName string, p
 
 // appendVecEntry adds one encoded entry to a section body that is a vector.
 func appendVecEntry(body, entry []byte) ([]byte, error) {
-	n, k := binary.Uvarint(body)
-	if k <= 0 || n >= 1<<32-1 {
-		return nil, fmt.Errorf("%w: vector count", ErrMalformed)
-	}
-	out := binary.AppendUvarint(nil, n+1)
-	out = append(out, body[k:]...)
-	return append(out, entry...), nil
+	return appendVecEntries(body, entry, 1)
 }
 
 // instrumentCode inserts check after the block type of every loop in
@@ -116,11 +110,7 @@ func instrumentCode(body, check []byte) ([]byte, error) {
 
 func instrumentFunc(out, code, check []byte) ([]byte, error) {
 	r := &reader{b: code}
-	locals := r.count(2)
-	for range locals {
-		r.u32()
-		r.byte()
-	}
+	r.localDecls(r.count(2))
 	if r.err != nil {
 		return nil, r.err
 	}

@@ -51,30 +51,31 @@ var ErrTableInUse = errors.New("wasmbin: the function table is used beyond indir
 // call through a trampoline's own slot (past the old end: no pointer the
 // guest made holds one) reaches the guest's own function of that type
 // that pending names, as a stray pointer reaches some function: nothing
-// outside the module. Element segment indices are kept.
+// outside the module. Element segment indices are kept. added is the index
+// of fill, the first function the rewrite adds (the trampolines follow).
 //
 // # Errors
 // ErrMalformed for bytes that do not decode; ErrTableInUse for a module
 // whose table is used other than above, which the caller keeps as it is;
 // an error naming the opcode for an instruction outside the supported set.
-func LazyTable(wasm []byte) ([]byte, error) {
-	globals, err := Globals(wasm)
-	if err != nil {
-		return nil, err
-	}
+func LazyTable(wasm []byte) (out []byte, added uint32, err error) {
 	secs, err := Sections(wasm)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
+	}
+	globals, err := globalsOf(secs)
+	if err != nil {
+		return nil, 0, err
 	}
 	m := lazyTableModule{secs: secs, pending: uint32(len(globals)), trampolines: map[uint32]uint32{}}
 	if err := m.decode(); err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	if len(m.slots) == 0 {
-		return nil, fmt.Errorf("%w: no active element segment", ErrTableInUse)
+		return nil, 0, fmt.Errorf("%w: no active element segment", ErrTableInUse)
 	}
 	if m.span() > maxLazySpan {
-		return nil, fmt.Errorf("%w: filled slots spread over %d", ErrTableInUse, m.span())
+		return nil, 0, fmt.Errorf("%w: filled slots spread over %d", ErrTableInUse, m.span())
 	}
 	m.fill = m.importedFuncs + uint32(len(m.funcTypes))
 	// The code first: it names the types called indirectly, each of which
@@ -86,11 +87,11 @@ func LazyTable(wasm []byte) ([]byte, error) {
 		}
 	}
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	k := uint64(len(m.order))
 	if uint64(m.tableMin)+k > maxLazySlots || m.hasMax && uint64(m.tableMax)+k > maxLazySlots {
-		return nil, fmt.Errorf("%w: no room for %d trampolines", ErrTableInUse, k)
+		return nil, 0, fmt.Errorf("%w: no room for %d trampolines", ErrTableInUse, k)
 	}
 	fillType, typeBody := m.fillType()
 	funcs := binary.AppendUvarint(nil, uint64(fillType))
@@ -130,47 +131,13 @@ func LazyTable(wasm []byte) ([]byte, error) {
 			}
 		}
 		if err != nil {
-			return nil, err
+			return nil, 0, err
 		}
 	}
 	if !hasGlobals {
 		m.secs = insertSection(m.secs, Section{ID: GlobalID, Body: append([]byte{1}, pending...)})
 	}
-	return Encode(m.secs), nil
-}
-
-// FuncCount is the number of functions a module imports and defines.
-//
-// # Errors
-// ErrMalformed, as Sections, or for an import or function section that
-// does not parse.
-func FuncCount(wasm []byte) (uint32, error) {
-	secs, err := Sections(wasm)
-	if err != nil {
-		return 0, err
-	}
-	n := uint32(0)
-	for _, s := range secs {
-		switch s.ID {
-		case ImportID:
-			imports, err := decodeImports(s.Body)
-			if err != nil {
-				return 0, err
-			}
-			for _, e := range imports {
-				if e.Kind == KindFunc {
-					n++
-				}
-			}
-		case FunctionID:
-			r := &reader{b: s.Body}
-			n += r.count(1)
-			if r.err != nil {
-				return 0, r.err
-			}
-		}
-	}
-	return n, nil
+	return Encode(m.secs), m.fill, nil
 }
 
 // maxLazySlots bounds the table LazyTable leaves (wazero's own limit is
@@ -486,11 +453,7 @@ func (m *lazyTableModule) guardIndirectCalls(i uint32, code, out []byte) ([]byte
 	r := &reader{b: code}
 	groups := r.count(2)
 	groupsEnd := r.off
-	locals := uint64(len(m.types[m.funcTypes[i]].params))
-	for range groups {
-		locals += uint64(r.u32())
-		r.byte()
-	}
+	locals := uint64(len(m.types[m.funcTypes[i]].params)) + r.localDecls(groups)
 	if r.err != nil {
 		return nil, r.err
 	}
@@ -562,26 +525,55 @@ func (m *lazyTableModule) trampoline(t uint32) uint32 {
 // mapFuncs rewrites every function body of a code section with f, which
 // appends function i's new body (without its size) to out.
 func mapFuncs(body []byte, f func(i uint32, code, out []byte) ([]byte, error)) ([]byte, error) {
+	n, _ := binary.Uvarint(body) // eachFunc checks it
+	out := binary.AppendUvarint(make([]byte, 0, len(body)+len(body)/8), n)
+	var fn []byte
+	err := eachFunc(body, func(i uint32, code []byte) error {
+		var err error
+		if fn, err = f(i, code, fn[:0]); err != nil {
+			return err
+		}
+		out = binary.AppendUvarint(out, uint64(len(fn)))
+		out = append(out, fn...)
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// eachFunc calls f with every function body of a code section, in order,
+// until f returns an error (errStop ends the walk without one).
+func eachFunc(body []byte, f func(i uint32, code []byte) error) error {
 	r := &reader{b: body}
 	n := r.count(1)
-	out := binary.AppendUvarint(make([]byte, 0, len(body)+len(body)/8), uint64(n))
-	var fn []byte
 	for i := uint32(0); i < n && r.err == nil; i++ {
 		code := r.bytes(r.u32())
 		if r.err != nil {
 			break
 		}
-		var err error
-		if fn, err = f(i, code, fn[:0]); err != nil {
-			return nil, fmt.Errorf("function %d: %w", i, err)
+		if err := f(i, code); errors.Is(err, errStop) {
+			return nil
+		} else if err != nil {
+			return fmt.Errorf("function %d: %w", i, err)
 		}
-		out = binary.AppendUvarint(out, uint64(len(fn)))
-		out = append(out, fn...)
 	}
-	if err := r.done(); err != nil {
-		return nil, err
+	return r.done()
+}
+
+// errStop, from eachFunc's f, ends the walk early.
+var errStop = errors.New("wasmbin: stop")
+
+// localDecls reads a function body's local declarations after their
+// count, groups, and returns how many locals they declare.
+func (r *reader) localDecls(groups uint32) uint64 {
+	var n uint64
+	for range groups {
+		n += uint64(r.u32())
+		r.byte()
 	}
-	return out, nil
+	return n
 }
 
 // sized prefixes b with its length, as code section entries are.

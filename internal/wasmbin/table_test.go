@@ -57,9 +57,9 @@ func replace(id byte, body []byte) func([]Section) []Section {
 // fills a new instance's table again.
 func TestLazyTableCallsThroughTheSegments(t *testing.T) {
 	ctx := context.Background()
-	lazy, err := LazyTable(tableModule())
-	if err != nil {
-		t.Fatal(err)
+	lazy, added, err := LazyTable(tableModule())
+	if err != nil || added != 5 {
+		t.Fatalf("LazyTable: fill at %d, %v; want 5 (after the module's own five)", added, err)
 	}
 	r := wazero.NewRuntimeWithConfig(ctx, wazero.NewRuntimeConfig().WithCoreFeatures(api.CoreFeaturesV2|experimental.CoreFeaturesTailCall))
 	defer r.Close(ctx)
@@ -137,18 +137,18 @@ func TestLazyTableRefusals(t *testing.T) {
 		"two tables": twoTables, "exported": exported, "global offset": globalOffset,
 		"past the end": pastTheEnd, "table.get": tableGet, "table.grow": tableGrow, "imported": imported, "no active segment": noElements,
 	} {
-		if _, err := LazyTable(tableModule(edit)); !errors.Is(err, ErrTableInUse) {
+		if _, _, err := LazyTable(tableModule(edit)); !errors.Is(err, ErrTableInUse) {
 			t.Errorf("%s: %v, want ErrTableInUse", name, err)
 		}
 	}
 	whole := tableModule()
 	for i := range len(whole) {
-		if _, err := LazyTable(whole[:i]); err == nil {
+		if _, _, err := LazyTable(whole[:i]); err == nil {
 			t.Errorf("truncated at %d: no error", i)
 		}
 	}
 	simd := replace(CodeID, vec(fn(0xfd, 0x0c, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x1a)))
-	if _, err := LazyTable(tableModule(simd)); err == nil || !strings.Contains(err.Error(), "unsupported opcode 0xfd") {
+	if _, _, err := LazyTable(tableModule(simd)); err == nil || !strings.Contains(err.Error(), "unsupported opcode 0xfd") {
 		t.Errorf("SIMD: %v, want an unsupported-opcode error", err)
 	}
 }
@@ -156,7 +156,7 @@ func TestLazyTableRefusals(t *testing.T) {
 func FuzzLazyTable(f *testing.F) {
 	f.Add(tableModule())
 	f.Fuzz(func(t *testing.T, wasm []byte) {
-		out, err := LazyTable(wasm) // must not panic
+		out, _, err := LazyTable(wasm) // must not panic
 		if err == nil {
 			if _, err := Sections(out); err != nil {
 				t.Fatalf("rewritten module does not parse: %v", err)
