@@ -107,12 +107,27 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) (int
 	fs.StringVar(&po.nativePython, "native-python", "python3", "with --peers or --compute: the native CPython to run as a subprocess")
 	compute := fs.Bool("compute", false, "time pure-Python workloads inside the interpreter, natively and on each python.wasm (own build, npm fallback)")
 	reps := fs.Int("reps", 5, "with --compute: timed repetitions of each workload (after one untimed)")
-	workloads := fs.String("workloads", "", "with --compute: only these workloads (comma-separated)")
+	workloads := fs.String("workloads", "", "only these workloads (comma-separated, as the report names them)")
 	if stop, code, err := flagResult(fs, stderr, parseFlags(fs, args)); stop {
 		return code, err
 	}
 	if *runs < 1 {
 		return exitUsage, usageError{"--runs must be at least 1"}
+	}
+	var names []string
+	for _, w := range bench.Workloads {
+		names = append(names, w.Name)
+	}
+	if *compute {
+		names = names[:0]
+		for _, w := range bench.ComputeWorkloads {
+			names = append(names, w.Name)
+		}
+	}
+	for _, name := range strings.Split(*workloads, ",") {
+		if name != "" && !slices.Contains(names, name) {
+			return exitUsage, usageError{fmt.Sprintf("--workloads: no workload %q (there are %s)", name, strings.Join(names, ", "))}
+		}
 	}
 	if *compute {
 		if *reps < 1 {
@@ -138,7 +153,7 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) (int
 			if *phases && mode.name == "fresh" {
 				continue // no snapshot, no phases
 			}
-			rows, idle, err := benchEngineMode(ctx, common, eng, mode, *runs, *phases, stderr)
+			rows, idle, err := benchEngineMode(ctx, common, eng, mode, *runs, *phases, *workloads, stderr)
 			if err != nil {
 				return 1, err
 			}
@@ -187,7 +202,8 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) (int
 
 // benchEngineMode measures every workload on one engine in one mode, on
 // its own Sandbox. engine "" is the default ($AIRLOCK_ENGINE, else wazero).
-func benchEngineMode(ctx context.Context, common commonFlags, engine string, mode benchMode, runs int, phases bool, stderr io.Writer) ([]benchRow, *idleRow, error) {
+// only names the workloads to run (comma-separated), "" all of them.
+func benchEngineMode(ctx context.Context, common commonFlags, engine string, mode benchMode, runs int, phases bool, only string, stderr io.Writer) ([]benchRow, *idleRow, error) {
 	common.engine = engine
 	sb, err := common.sandbox(ctx, stderr, mode.opts...)
 	if err != nil {
@@ -196,6 +212,9 @@ func benchEngineMode(ctx context.Context, common commonFlags, engine string, mod
 	defer sb.Close(context.Background())
 	var rows []benchRow
 	for _, w := range bench.Workloads {
+		if only != "" && !slices.Contains(strings.Split(only, ","), w.Name) {
+			continue
+		}
 		for _, workers := range []int{1, 2} {
 			st, err := bench.Measure(ctx, sb, w, runs, workers)
 			if err != nil {

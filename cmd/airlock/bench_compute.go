@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -107,7 +108,7 @@ func cmdBenchCompute(ctx context.Context, o computeOptions, stdout, stderr io.Wr
 	}
 
 	for _, w := range bench.ComputeWorkloads {
-		if o.only != "" && !strings.Contains(","+o.only+",", ","+w.Name+",") {
+		if o.only != "" && !slices.Contains(strings.Split(o.only, ","), w.Name) {
 			continue
 		}
 		for _, r := range runners {

@@ -224,7 +224,7 @@ func TestBenchJSON(t *testing.T) {
 // --phases reports where resumed runs' time went, and every report says
 // what the snapshot Sandboxes held idle after their runs.
 func TestBenchPhasesJSON(t *testing.T) {
-	code, stdout, stderr := cli(t, "", "bench", "--phases", "--mode", "snapshot", "--runs", "3", "--json")
+	code, stdout, stderr := cli(t, "", "bench", "--phases", "--mode", "snapshot", "--runs", "3", "--workloads", "pass,json_re", "--json")
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
@@ -249,8 +249,12 @@ func TestBenchPhasesJSON(t *testing.T) {
 	if err := json.Unmarshal([]byte(stdout), &rep); err != nil {
 		t.Fatal(err)
 	}
-	if len(rep.Workloads) == 0 {
-		t.Fatal("no workloads")
+	var names []string
+	for _, w := range rep.Workloads {
+		names = append(names, w.Name)
+	}
+	if want := []string{"pass", "pass", "json_re", "json_re"}; !slices.Equal(names, want) { // one and two workers
+		t.Fatalf("workloads %q, want %q", names, want)
 	}
 	for _, w := range rep.Workloads {
 		p := w.Phases
@@ -263,6 +267,14 @@ func TestBenchPhasesJSON(t *testing.T) {
 	if len(rep.Idle) != 1 || rep.Idle[0].Mode != "snapshot" || (wazero && rep.Idle[0].Regions == 0) ||
 		(runtime.GOOS == "linux" && len(rep.Idle[0].PrivateBytes) != rep.Idle[0].Regions) {
 		t.Fatalf("idle memory %+v", rep.Idle)
+	}
+}
+
+// A workload bench does not have is a usage error that names those it has.
+func TestBenchUnknownWorkload(t *testing.T) {
+	code, _, stderr := cli(t, "", "bench", "--workloads", "pass,nosuch")
+	if code != exitUsage || !strings.Contains(stderr, `no workload "nosuch"`) || !strings.Contains(stderr, "json_re") {
+		t.Fatalf("exit %d, stderr %q", code, stderr)
 	}
 }
 
