@@ -168,6 +168,31 @@ func TestSnapshotRunsStartAtTheEntryPoint(t *testing.T) {
 	}
 }
 
+// The objects in the image are immortal, so that runs do not write to
+// the image's pages just to count references to them; a run's own
+// objects are counted and freed as usual, and code that drops or
+// replaces image objects still works.
+func TestSnapshotImageObjectsAreImmortal(t *testing.T) {
+	snapshotSandbox(t)
+	const code = `import sys, json, collections
+immortal = sys.getrefcount(None)
+mine = object()
+print(sys.getrefcount(json) == immortal, sys.getrefcount(json.dumps) == immortal,
+      sys.getrefcount(collections.OrderedDict) == immortal, sys.getrefcount(mine) < 10)
+del sys.modules["json"], json
+import json
+sys.modules["collections"].OrderedDict = None
+print(json.dumps({"a": [1, 2]}), len(list(range(100000))))`
+	want := "True True True True\n{\"a\": [1, 2]} 100000\n"
+	if out := mustRun(t, airlock.Request{Code: code}); out != want {
+		t.Fatalf("a run from the image: %q, want %q", out, want)
+	}
+	// The next run gets the image again, not what the last one changed.
+	if out := mustRun(t, airlock.Request{Code: "import collections; print(collections.OrderedDict)"}); out != "<class 'collections.OrderedDict'>\n" {
+		t.Fatalf("after a run that changed an image object: %q", out)
+	}
+}
+
 func TestSnapshotManyConcurrentRuns(t *testing.T) {
 	snapshotSandbox(t)
 	const runs, workers = 48, 6

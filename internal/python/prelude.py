@@ -260,9 +260,10 @@ def _flush():
 def _airlock_warm():
     # Only when the host snapshots the interpreter: work done here is paid
     # once per image instead of once per run. Import what programs commonly
-    # use, run the compiler once (its first use costs ~25 ms), then move
-    # every object so far out of the collector's reach, so runs neither
-    # traverse nor write to the image's heap (gc.freeze, meant for fork).
+    # use, run the compiler once (its first use costs ~25 ms), then make
+    # every object so far immortal and move it out of the collector's
+    # reach, so runs neither count references to the image's objects nor
+    # traverse them (gc.freeze, meant for fork).
     import base64, collections, dataclasses, datetime, decimal, fractions  # noqa: F401
     import functools, hashlib, heapq, itertools, json, math, random, re  # noqa: F401
     import statistics, string, textwrap, typing  # noqa: F401
@@ -271,7 +272,42 @@ def _airlock_warm():
     _airlock_packages(os.environ)
     import gc
     gc.collect()
+    _airlock_immortalise(gc)
     gc.freeze()
+
+
+def _airlock_immortalise(gc):
+    # Every Py_INCREF and Py_DECREF writes the object's count, and so its
+    # page: most of the image pages a run of `pass` wrote held nothing it
+    # changed but counts. An immortal object's count is never written
+    # (CPython 3.12 on), nor is the object freed. The host marks each
+    # object alive now as it is named (python.immortaliser), so none can
+    # be freed between naming and marking; a capture without the device
+    # (set-up's trace of the pause path) leaves counts as they are.
+    try:
+        fd = os.open("/dev/airlock-immortal", os.O_WRONLY)
+    except OSError:
+        return
+    import array
+    try:
+        immortal = sys.getrefcount(None)
+        refcount = sys.getrefcount
+        # The tracked objects, then everything they refer to (strings,
+        # numbers, code, untracked tuples and dicts), to the end: an
+        # object already immortal has been seen (or is one of CPython's
+        # own), so no set of them all grows the image.
+        frontier = gc.get_objects()
+        while frontier:
+            fresh = [obj for obj in frontier if refcount(obj) != immortal]
+            for i in range(0, len(fresh), 16384):
+                words = array.array("I", [immortal])
+                words.extend(map(id, fresh[i : i + 16384]))
+                data = words.tobytes()
+                if os.write(fd, data) != len(data):
+                    raise OSError("airlock: short write to /dev/airlock-immortal")
+            frontier = gc.get_referents(*fresh)
+    finally:
+        os.close(fd)
 
 
 def _airlock_packages(env):

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
+	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -25,6 +26,7 @@ import (
 	"github.com/airlock-sandbox/airlock/internal/atomicfile"
 	"github.com/airlock-sandbox/airlock/internal/engine"
 	"github.com/airlock-sandbox/airlock/internal/wasi"
+	"github.com/airlock-sandbox/airlock/internal/wasi/errno"
 	"github.com/airlock-sandbox/airlock/internal/wasi/memfs"
 )
 
@@ -486,7 +488,7 @@ func Capture(ctx context.Context, mod *engine.Module, spec ImageSpec) (*engine.I
 	var stderr bytes.Buffer
 	var entry entryReport
 	state := wasi.NewState(wasi.Config{Args: Args(), Env: spec.env(), FS: fs, Stdout: &stderr, Stderr: &stderr,
-		Devices: map[string]wasi.Device{entryDevice: &entry}})
+		Devices: map[string]wasi.Device{entryDevice: &entry, immortalDevice: &immortaliser{}}})
 	defer state.Close()
 	img, err := mod.Capture(ctx, engine.RunSpec{WASI: state, MemoryLimit: SnapshotMemory, PauseWhen: LoopRead})
 	if err != nil {
@@ -515,3 +517,50 @@ func (d *entryReport) Write(_ context.Context, p []byte) (int, error) {
 }
 
 func (d *entryReport) Read(context.Context, []byte) (int, error) { return 0, nil }
+
+// immortalDevice is where, at a capture, the prelude names the objects
+// alive in the image, for the host to make immortal (immortaliser).
+const immortalDevice = "/dev/airlock-immortal"
+
+// immortaliser makes the objects the prelude names immortal, in the
+// guest's memory as it names them: CPython (3.12 on) neither counts
+// references to an immortal object nor frees it, so a run no longer
+// writes to an image page just to count a reference to something on it.
+// Marking the objects from the guest's own code is not possible
+// (CPython has no call for it); marking them in the image after the
+// capture is not safe, since an object named may have been freed by
+// then and its memory reused.
+//
+// Each write is one little-endian 32-bit word after another: the
+// immortal count (the prelude's sys.getrefcount(None)), then the
+// addresses (id()) of objects, whose count is their first word
+// (PyObject.ob_refcnt on a 32-bit build). A write that names a place
+// outside memory, a misaligned one, or one holding a count of zero (no
+// live object) changes nothing and answers EINVAL.
+type immortaliser struct{}
+
+func (immortaliser) WriteMemory(_ context.Context, mem, p []byte) (int, error) {
+	if len(p) < 8 || len(p)%4 != 0 {
+		return 0, errno.EINVAL
+	}
+	words := make([]uint32, len(p)/4) // p is guest memory, which the loop below changes
+	for i := range words {
+		words[i] = binary.LittleEndian.Uint32(p[4*i:])
+	}
+	immortal, addrs := words[0], words[1:]
+	if immortal == 0 {
+		return 0, errno.EINVAL
+	}
+	for _, a := range addrs {
+		if a%4 != 0 || uint64(a)+4 > uint64(len(mem)) || binary.LittleEndian.Uint32(mem[a:]) == 0 {
+			return 0, errno.EINVAL
+		}
+	}
+	for _, a := range addrs {
+		binary.LittleEndian.PutUint32(mem[a:], immortal)
+	}
+	return len(p), nil
+}
+
+func (immortaliser) Write(context.Context, []byte) (int, error) { return 0, errno.EINVAL }
+func (immortaliser) Read(context.Context, []byte) (int, error)  { return 0, nil }

@@ -31,6 +31,17 @@ type Device interface {
 	Read(ctx context.Context, p []byte) (int, error)
 }
 
+// A MemoryDevice is a Device whose writes also get the guest's whole
+// linear memory, for a host that must change the guest's heap in step
+// with the guest: a snapshot capture marking the image's objects
+// immortal (internal/python) cannot do it after the capture, when some of
+// those objects may have been freed and their memory reused. p aliases
+// mem.
+type MemoryDevice interface {
+	Device
+	WriteMemory(ctx context.Context, mem, p []byte) (int, error)
+}
+
 // installDevices creates each configured device path as an empty regular
 // file (so stat and exists work) and remembers its inode. A path that
 // cannot be created is skipped: opening it then fails as for any missing

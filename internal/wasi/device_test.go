@@ -120,3 +120,36 @@ func TestDevice(t *testing.T) {
 	}
 	must(errno.ESUCCESS, "fd_close", fd)
 }
+
+// patchDevice is a MemoryDevice: each write names an offset in the
+// guest's memory, where it stores 0xff.
+type patchDevice struct{ plain int }
+
+func (d *patchDevice) WriteMemory(_ context.Context, mem, p []byte) (int, error) {
+	mem[binary.LittleEndian.Uint32(p)] = 0xff
+	return len(p), nil
+}
+func (d *patchDevice) Write(context.Context, []byte) (int, error) { d.plain++; return 0, errno.EINVAL }
+func (d *patchDevice) Read(context.Context, []byte) (int, error)  { return 0, nil }
+
+// A MemoryDevice's writes get the guest's memory, and go nowhere else.
+func TestMemoryDevice(t *testing.T) {
+	dev := &patchDevice{}
+	s := wasi.NewState(wasi.Config{Devices: map[string]wasi.Device{"/dev/patch": dev}})
+	mem := make([]byte, 1<<16)
+	path := "dev/patch"
+	copy(mem[100:], path)
+	if got, err := devCall(t, s, mem, "path_open", 3, 0, 100, uint64(len(path)), 0, 1<<6, 0, 0, 200); got != errno.ESUCCESS || err != nil {
+		t.Fatalf("path_open = %v, %v", got, err)
+	}
+	fd := uint64(binary.LittleEndian.Uint32(mem[200:]))
+	binary.LittleEndian.PutUint32(mem[1000:], 5000) // the offset to patch
+	binary.LittleEndian.PutUint32(mem[300:], 1000)
+	binary.LittleEndian.PutUint32(mem[304:], 4)
+	if got, err := devCall(t, s, mem, "fd_write", fd, 300, 1, 400); got != errno.ESUCCESS || err != nil {
+		t.Fatalf("fd_write = %v, %v", got, err)
+	}
+	if mem[5000] != 0xff || binary.LittleEndian.Uint32(mem[400:]) != 4 || dev.plain != 0 {
+		t.Fatalf("after the write: mem[5000]=%#x, nwritten %d, plain writes %d", mem[5000], binary.LittleEndian.Uint32(mem[400:]), dev.plain)
+	}
+}

@@ -437,7 +437,11 @@ func fdWrite(ctx context.Context, s *State, m memory, p []uint64) errno.Errno {
 			}
 		}
 	case f.kind == kindDevice:
-		if total, e = s.deviceIO(ctx, f.dev.Write, bufs); e != errno.ESUCCESS {
+		write := f.dev.Write
+		if md, ok := f.dev.(MemoryDevice); ok {
+			write = func(ctx context.Context, p []byte) (int, error) { return md.WriteMemory(ctx, m, p) }
+		}
+		if total, e = s.deviceIO(ctx, write, bufs); e != errno.ESUCCESS {
 			return e
 		}
 	case f.kind != kindFile:
