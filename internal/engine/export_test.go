@@ -26,3 +26,11 @@ func RewriteCheck(wasm []byte, entry []string) ([]KeptRewrite, error) {
 		{budgetRewrite.name, prepared.digest, budgeted.digest},
 	}, nil
 }
+
+// SetTrimAbove sets how many private pages a pooled region may hold
+// before its reset trims it, until the returned function puts it back.
+func SetTrimAbove(pages int) func() {
+	old := trimAbove
+	trimAbove = pages
+	return func() { trimAbove = old }
+}

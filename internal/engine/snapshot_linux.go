@@ -3,6 +3,7 @@
 package engine
 
 import (
+	"bytes"
 	"encoding/binary"
 	"fmt"
 	"os"
@@ -69,18 +70,55 @@ func (b *backing) reserve(size uint64) ([]byte, func([]byte), bool) {
 // pages swapped out) from /proc/self/pagemap and copies the image back
 // over those only. A region reused this way stops faulting once it holds
 // private copies of the pages runs commonly write; the rest stays shared.
-// It reports false when pagemap cannot be read; the region must then be
-// unmapped.
+//
+// Copying back costs every later run of the region as much as the most
+// any run wrote, so a region holding more than trimAbove private pages
+// is trimmed: a page the run just ended did not change goes back to the
+// image's shared page (MADV_DONTNEED) instead, and the region keeps
+// what its last run wrote.
+//
+// It reports false when pagemap cannot be read or a page cannot be
+// dropped; the region must then be unmapped.
 func (b *backing) restore(buf, image []byte) bool {
 	buf = buf[:cap(buf)]
 	if len(image) != b.size || len(buf) < b.size {
 		return false
 	}
 	page := os.Getpagesize()
-	return written(buf[:b.size], page, func(i int) {
-		copy(buf[i*page:(i+1)*page], image[i*page:(i+1)*page])
-	})
+	held := pageLists.Get().(*[]int)
+	defer pageLists.Put(held)
+	*held = (*held)[:0]
+	if !written(buf[:b.size], page, func(i int) { *held = append(*held, i) }) {
+		return false
+	}
+	trim := len(*held) > trimAbove
+	start, end := -1, -1 // the run of pages being dropped: [start, end)
+	drop := func() bool {
+		if start < 0 {
+			return true
+		}
+		err := unix.Madvise(buf[start*page:end*page], unix.MADV_DONTNEED)
+		start, end = -1, -1
+		return err == nil
+	}
+	for _, i := range *held {
+		mine, theirs := buf[i*page:(i+1)*page], image[i*page:(i+1)*page]
+		if trim && bytes.Equal(mine, theirs) {
+			if i != end && !drop() {
+				return false
+			}
+			if start < 0 {
+				start = i
+			}
+			end = i + 1
+			continue
+		}
+		copy(mine, theirs)
+	}
+	return drop()
 }
+
+var pageLists = sync.Pool{New: func() any { return new([]int) }}
 
 // written calls fn with the index of each page of mem (page bytes each)
 // that the kernel holds neither as its file mapping nor as never touched:

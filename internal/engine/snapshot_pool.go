@@ -28,6 +28,12 @@ import (
 // background when the pool runs dry. Either way the memory a run grew past
 // the image is released on reset (MADV_DONTNEED), so it reads as zeros.
 
+// trimAbove is how many private pages of the image a region may hold
+// before its reset trims it (backing.restore): 2 MiB, twice what the
+// benchmark's workloads leave (a run of pass or print ~100 pages, json
+// and re ~250). A variable for tests.
+var trimAbove = 512
+
 // regionPool keeps reset regions of one size for one image.
 type regionPool struct {
 	img  *Image

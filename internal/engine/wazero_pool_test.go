@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"os"
 	"sync"
 	"testing"
 	"time"
@@ -149,5 +150,45 @@ func TestIdleRegionsPrivateMemory(t *testing.T) {
 	_, after := largest()
 	if before >= 15<<20 || after < 15<<20 {
 		t.Fatalf("after a run wrote 16 MiB, the largest idle region holds %d MiB privately, before %d MiB", after>>20, before>>20)
+	}
+}
+
+// A region a run wrote much of the image in is trimmed when it comes back
+// from the next, light run: later runs do not pay for copying back what
+// one heavy run wrote.
+func TestIdleRegionTrimmedAfterAHeavyRun(t *testing.T) {
+	m := resumable(t)
+	ctx := context.Background()
+	img := captureLoop(t, m)
+	run := func(code string) int64 {
+		t.Helper()
+		var out bytes.Buffer
+		if o, err := m.Resume(ctx, img, engine.RunSpec{WASI: resumed([]byte(code), &out), MemoryLimit: 256 << 20, Unpooled: true}); err != nil || o.ExitCode != 0 {
+			t.Fatalf("%q: %v %+v %q", code, err, o, out.String())
+		}
+		private, ok := engine.PrivateBytes(m.IdleRegions(img))
+		if !ok {
+			t.Skip("no /proc/self/pagemap here")
+		}
+		var most int64
+		for _, p := range private {
+			most = max(most, p)
+		}
+		return most
+	}
+	var light int64
+	for range 3 {
+		light = run("pass")
+	}
+	// The test's image is smaller than the own build's: trim above what
+	// its light runs leave, plus 0.5 MiB.
+	defer engine.SetTrimAbove((int(light) + 512<<10) / os.Getpagesize())()
+	// A full collection writes the collector's header of every object in
+	// the image.
+	heavy := run("import gc\ngc.unfreeze()\ngc.collect()")
+	again := run("pass")
+	if heavy < light+(1<<20) || again > light+(256<<10) {
+		t.Fatalf("largest idle region's private MiB: %.1f after light runs, %.1f after a heavy one, %.1f after a light one again",
+			float64(light)/(1<<20), float64(heavy)/(1<<20), float64(again)/(1<<20))
 	}
 }
