@@ -47,22 +47,28 @@ func Read(path string) ([]byte, string, error) {
 	if _, err := io.ReadFull(f, data); err != nil {
 		return nil, "", fmt.Errorf("read %s: %w", path, err)
 	}
-	// Stat again after reading: a writer that changed the file meanwhile
-	// leaves other times, and the stamp is then neither trusted nor kept.
+	return data, stampedSum(f, path, st, data), nil
+}
+
+// stampedSum is the sha256 of data, f's bytes when it had st, from the
+// stamp when it still describes the file. f is stat'ed again after
+// reading: a writer that changed the file meanwhile leaves other times,
+// and the stamp is then neither trusted nor kept.
+func stampedSum(f *os.File, path string, st os.FileInfo, data []byte) string {
 	after, err := f.Stat()
 	if err != nil {
-		return nil, "", err
+		return sum(data)
 	}
 	id, ok := identity(st)
 	if after2, ok2 := identity(after); !ok || !ok2 || id != after2 {
-		return data, sum(data), nil
+		return sum(data)
 	}
 	if s, found := readStamp(path, id); found {
-		return data, s, nil
+		return s
 	}
 	s := sum(data)
 	writeStamp(path, id, s)
-	return data, s, nil
+	return s
 }
 
 // Sum returns path's sha256 in hex without keeping its bytes.

@@ -129,3 +129,38 @@ func TestMissingFile(t *testing.T) {
 		t.Fatalf("Sum of a missing file: %v, want not-exist", err)
 	}
 }
+
+// Map gives the file's bytes and sum as Read does, through the same
+// stamp; an empty file, which cannot be mapped, is read.
+func TestMap(t *testing.T) {
+	settleNow(t)
+	dir := t.TempDir()
+	path := filepath.Join(dir, "f.zip")
+	data := []byte(strings.Repeat("stdlib ", 3000))
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	got, s, release, err := Map(path)
+	if err != nil || string(got) != string(data) || s != hexSum(data) {
+		t.Fatalf("Map = %d bytes, %s, %v; want %d bytes, %s", len(got), s, err, len(data), hexSum(data))
+	}
+	release()
+	if _, err := os.Stat(path + StampSuffix); err != nil {
+		t.Fatalf("no stamp after Map: %v", err)
+	}
+	if _, s2, err := Read(path); err != nil || s2 != s {
+		t.Fatalf("Read after Map: %s, %v", s2, err)
+	}
+	empty := filepath.Join(dir, "empty")
+	if err := os.WriteFile(empty, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if got, s, release, err := Map(empty); err != nil || len(got) != 0 || s != hexSum(nil) {
+		t.Fatalf("Map of an empty file = %d bytes, %s, %v", len(got), s, err)
+	} else {
+		release()
+	}
+	if _, _, _, err := Map(filepath.Join(dir, "missing")); !os.IsNotExist(err) {
+		t.Fatalf("Map of a missing file: %v", err)
+	}
+}

@@ -117,11 +117,11 @@ func LoadOwn(dir string) (*Artifact, error) {
 	} else if got != rec.PythonWasmSHA256 {
 		return nil, &ChecksumError{Path: wasmPath, Got: got, Want: rec.PythonWasmSHA256}
 	}
-	zip, zipSHA, err := readChecked(filepath.Join(dir, OwnStdlib), rec.StdlibZipSHA256)
+	zip, err := mapStdlib(filepath.Join(dir, OwnStdlib), rec.StdlibZipSHA256)
 	if err != nil {
 		return nil, err
 	}
-	art, err := ownArtifact(&rec, meta, nil, rec.PythonWasmSHA256, zip, zipSHA, wasmPath)
+	art, err := ownArtifact(&rec, meta, nil, rec.PythonWasmSHA256, zip, rec.StdlibZipSHA256, wasmPath)
 	if err != nil {
 		return nil, err
 	}
@@ -149,6 +149,37 @@ func ownArtifact(rec *BuildRecord, meta, wasm []byte, wasmSHA string, zip []byte
 		Record:     rec,
 		recordJSON: meta, stdlibZip: zip,
 	}, nil
+}
+
+// mappedStdlibs are the stdlib zips this process mapped, by sha256: one
+// mapping each, however many Sandboxes load the build.
+var (
+	mappedMu      sync.Mutex
+	mappedStdlibs = map[string][]byte{}
+)
+
+// mapStdlib maps the stdlib zip at path, whose sha256 must be want, and
+// returns the process's mapping of those bytes (its first). It is
+// mapped, not read: a process holds only the pages of the modules it
+// imports (most are in the snapshot image already), shared with every
+// other process through the page cache.
+func mapStdlib(path, want string) ([]byte, error) {
+	zip, got, release, err := filehash.Map(path)
+	if err != nil {
+		return nil, fmt.Errorf("python: own build: %w", err)
+	}
+	if got != want {
+		release()
+		return nil, &ChecksumError{Path: path, Got: got, Want: want}
+	}
+	mappedMu.Lock()
+	defer mappedMu.Unlock()
+	if mine, ok := mappedStdlibs[want]; ok {
+		release()
+		return mine, nil
+	}
+	mappedStdlibs[want] = zip
+	return zip, nil
 }
 
 func readChecked(path, want string) ([]byte, string, error) {
