@@ -2,11 +2,18 @@ package engine
 
 import (
 	"bytes"
+	"encoding/hex"
 	"errors"
 	"io/fs"
 	"os"
 	"path/filepath"
+	"runtime"
+	"strings"
 	"testing"
+	"time"
+	"unsafe"
+
+	"github.com/airlock-sandbox/airlock/internal/filehash"
 )
 
 func testImage() *Image {
@@ -42,6 +49,40 @@ func TestImageFileRoundTrip(t *testing.T) {
 	}
 	if again, err := ReadImageFile(path, key); err != nil || !bytes.Equal(again.Memory, img.Memory) {
 		t.Fatalf("the stored image changed: %v", err)
+	} else {
+		again.Close()
+	}
+}
+
+// A stored image verified once is not hashed again while its stamp (its
+// checksum, internal/filehash) still describes the file; on Linux its
+// memory is a view of the memfd the runs map, not a copy in the heap.
+func TestImageFileStamped(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "x.img")
+	key := ImageKey{4}
+	img := testImage()
+	defer img.Close()
+	if err := WriteImageFile(path, key, img); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(2100 * time.Millisecond) // a file is stamped once it has settled
+	got, err := ReadImageFile(path, key)
+	if err != nil || !bytes.Equal(got.Memory, img.Memory) {
+		t.Fatalf("ReadImageFile: %v", err)
+	}
+	if runtime.GOOS == "linux" && (got.backing == nil || unsafe.SliceData(got.backing.view) != unsafe.SliceData(got.Memory)) {
+		t.Fatal("the image's memory is not the view of its memfd")
+	}
+	got.Close()
+	head, _ := os.ReadFile(path)
+	stamp, err := os.ReadFile(path + filehash.StampSuffix)
+	if err != nil || !strings.Contains(string(stamp), "sha256="+hex.EncodeToString(head[64:96])) {
+		t.Fatalf("stamp %q (%v), want the image's checksum", stamp, err)
+	}
+	// A stamp naming another sum is not trusted: the image is checked.
+	os.WriteFile(path+filehash.StampSuffix, bytes.Replace(stamp, []byte(hex.EncodeToString(head[64:96])), []byte(strings.Repeat("0", 64)), 1), 0o644)
+	if again, err := ReadImageFile(path, key); err != nil || !bytes.Equal(again.Memory, img.Memory) {
+		t.Fatalf("ReadImageFile with a foreign stamp: %v", err)
 	} else {
 		again.Close()
 	}

@@ -20,6 +20,7 @@ import (
 type backing struct {
 	fd   int
 	size int
+	view []byte // a read-only mapping of the memfd that is the Image's Memory, or nil
 }
 
 // newBacking copies mem into a sealed memfd.
@@ -44,7 +45,12 @@ func newBacking(mem []byte) (*backing, error) {
 	return &backing{fd: fd, size: len(mem)}, nil
 }
 
-func (b *backing) close() { unix.Close(b.fd) }
+func (b *backing) close() {
+	if b.view != nil {
+		_ = unix.Munmap(b.view)
+	}
+	unix.Close(b.fd)
+}
 
 // reserve maps size bytes: the image copy-on-write, then anonymous memory.
 func (b *backing) reserve(size uint64) ([]byte, func([]byte), bool) {

@@ -135,3 +135,28 @@ func writeStamp(path, id, s string) {
 	}
 	_ = atomicfile.WriteBytes(path+StampSuffix, 0o644, []byte(stampVersion+" "+id+" sha256="+s+"\n"))
 }
+
+// Stamped returns the sum path's stamp holds while the stamp still
+// describes f, opened from path (st is f's Stat), without reading f.
+// With Remember, it serves files whose own check is not their sha256.
+func Stamped(path string, st os.FileInfo) (string, bool) {
+	id, ok := identity(st)
+	if !ok {
+		return "", false
+	}
+	return readStamp(path, id)
+}
+
+// Remember stamps path with sum, a sha256 in hex the caller computed
+// over f's bytes while f had st (f.Stat before reading), unless f has
+// changed since.
+func Remember(f *os.File, path string, st os.FileInfo, sum string) {
+	after, err := f.Stat()
+	if err != nil {
+		return
+	}
+	id, ok := identity(st)
+	if after2, ok2 := identity(after); ok && ok2 && id == after2 {
+		writeStamp(path, id, sum)
+	}
+}
