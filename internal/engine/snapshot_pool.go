@@ -43,6 +43,10 @@ type regionPool struct {
 	free [][]byte
 	// pending counts regions being prepared; free+pending stays <= max.
 	pending int
+	// growing is the goroutines preparing them, which read the image's
+	// memory: close waits for them, as the image's memory may be a
+	// mapping its Close unmaps.
+	growing sync.WaitGroup
 	max     int
 	closed  bool
 	used    uint64 // img.poolClock when last asked for; under img.poolMu
@@ -143,8 +147,10 @@ func (p *regionPool) grow() {
 		return
 	}
 	p.pending++
+	p.growing.Add(1)
 	p.mu.Unlock()
 	go func() {
+		defer p.growing.Done()
 		buf, ok := reservePoolable(p.size)
 		p.mu.Lock()
 		p.pending--
@@ -159,6 +165,9 @@ func (p *regionPool) grow() {
 func (p *regionPool) close() {
 	p.mu.Lock()
 	p.closed = true
+	p.mu.Unlock()
+	p.growing.Wait() // each puts its region, which closed unmaps
+	p.mu.Lock()
 	free := p.free
 	p.free = nil
 	p.mu.Unlock()
