@@ -1,8 +1,8 @@
-//go:build !unix
+//go:build !linux
 
 package filehash
 
-// Map reads path where files cannot be mapped (see the unix version).
+// Map reads path off Linux (see the Linux version).
 func Map(path string) (data []byte, sum string, release func(), err error) {
 	data, sum, err = Read(path)
 	return data, sum, func() {}, err

@@ -159,10 +159,10 @@ var (
 )
 
 // mapStdlib maps the stdlib zip at path, whose sha256 must be want, and
-// returns the process's mapping of those bytes (its first). It is
-// mapped, not read: a process holds only the pages of the modules it
-// imports (most are in the snapshot image already), shared with every
-// other process through the page cache.
+// returns the process's mapping of those bytes (its first): a copy in a
+// sealed memfd (filehash.Map), not in the heap, of which the process's
+// resident memory counts only the pages of modules it imports (most are
+// in the snapshot image already).
 func mapStdlib(path, want string) ([]byte, error) {
 	zip, got, release, err := filehash.Map(path)
 	if err != nil {
