@@ -432,6 +432,7 @@ func loadOrCapture(ctx context.Context, mod *engine.Module, spec ImageSpec, cach
 				fmt.Fprintf(notice, "airlock: %v; capturing a new one\n", err)
 			}
 			os.Remove(path) // replaced below, by whichever process stores first
+			filehash.Forget(path)
 		}
 	}
 	img, err := Capture(ctx, mod, spec)
