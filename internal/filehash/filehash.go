@@ -137,8 +137,9 @@ func writeStamp(path, id, s string) {
 }
 
 // Stamped returns the sum path's stamp holds while the stamp still
-// describes f, opened from path (st is f's Stat), without reading f.
-// With Remember, it serves files whose own check is not their sha256.
+// describes the file as st (from the caller's open file) does, without
+// reading it. With Remember, it serves files whose own check is not
+// their sha256 (an image's checksum covers parts of the file only).
 func Stamped(path string, st os.FileInfo) (string, bool) {
 	id, ok := identity(st)
 	if !ok {
