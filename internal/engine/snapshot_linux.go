@@ -11,6 +11,8 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/airlock-sandbox/airlock/internal/memfd"
 )
 
 // backing is an image's memory in a sealed memfd. Each run maps it
@@ -25,22 +27,9 @@ type backing struct {
 
 // newBacking copies mem into a sealed memfd.
 func newBacking(mem []byte) (*backing, error) {
-	fd, err := unix.MemfdCreate("airlock-image", unix.MFD_CLOEXEC|unix.MFD_ALLOW_SEALING)
+	fd, err := memfd.FromBytes("airlock-image", mem)
 	if err != nil {
-		return nil, fmt.Errorf("engine: memfd_create: %w", err)
-	}
-	for off := 0; off < len(mem); {
-		n, err := unix.Pwrite(fd, mem[off:], int64(off))
-		if err != nil {
-			unix.Close(fd)
-			return nil, fmt.Errorf("engine: write image to memfd: %w", err)
-		}
-		off += n
-	}
-	seals := unix.F_SEAL_WRITE | unix.F_SEAL_GROW | unix.F_SEAL_SHRINK | unix.F_SEAL_SEAL
-	if _, err := unix.FcntlInt(uintptr(fd), unix.F_ADD_SEALS, seals); err != nil {
-		unix.Close(fd)
-		return nil, fmt.Errorf("engine: seal memfd: %w", err)
+		return nil, fmt.Errorf("engine: image backing: %w", err)
 	}
 	return &backing{fd: fd, size: len(mem)}, nil
 }
