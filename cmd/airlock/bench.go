@@ -124,17 +124,22 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) (int
 			names = append(names, w.Name)
 		}
 	}
+	var chosen []string // nil: all of them
 	for _, name := range strings.Split(*workloads, ",") {
-		if name != "" && !slices.Contains(names, name) {
+		if name == "" {
+			continue
+		}
+		if !slices.Contains(names, name) {
 			return exitUsage, usageError{fmt.Sprintf("--workloads: no workload %q (there are %s)", name, strings.Join(names, ", "))}
 		}
+		chosen = append(chosen, name)
 	}
 	if *compute {
 		if *reps < 1 {
 			return exitUsage, usageError{"--reps must be at least 1"}
 		}
 		return cmdBenchCompute(ctx, computeOptions{common: common, reps: *reps, asJSON: *asJSON,
-			nativePython: po.nativePython, only: *workloads}, stdout, stderr)
+			nativePython: po.nativePython, only: chosen}, stdout, stderr)
 	}
 	if *sessions {
 		return cmdBenchSessions(ctx, &common, *runs, *asJSON, stdout, stderr)
@@ -153,7 +158,7 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) (int
 			if *phases && mode.name == "fresh" {
 				continue // no snapshot, no phases
 			}
-			rows, idle, err := benchEngineMode(ctx, common, eng, mode, *runs, *phases, *workloads, stderr)
+			rows, idle, err := benchEngineMode(ctx, common, eng, mode, *runs, *phases, chosen, stderr)
 			if err != nil {
 				return 1, err
 			}
@@ -202,8 +207,8 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) (int
 
 // benchEngineMode measures every workload on one engine in one mode, on
 // its own Sandbox. engine "" is the default ($AIRLOCK_ENGINE, else wazero).
-// only names the workloads to run (comma-separated), "" all of them.
-func benchEngineMode(ctx context.Context, common commonFlags, engine string, mode benchMode, runs int, phases bool, only string, stderr io.Writer) ([]benchRow, *idleRow, error) {
+// only names the workloads to run, nil for all of them.
+func benchEngineMode(ctx context.Context, common commonFlags, engine string, mode benchMode, runs int, phases bool, only []string, stderr io.Writer) ([]benchRow, *idleRow, error) {
 	common.engine = engine
 	sb, err := common.sandbox(ctx, stderr, mode.opts...)
 	if err != nil {
@@ -212,7 +217,7 @@ func benchEngineMode(ctx context.Context, common commonFlags, engine string, mod
 	defer sb.Close(context.Background())
 	var rows []benchRow
 	for _, w := range bench.Workloads {
-		if only != "" && !slices.Contains(strings.Split(only, ","), w.Name) {
+		if only != nil && !slices.Contains(only, w.Name) {
 			continue
 		}
 		for _, workers := range []int{1, 2} {

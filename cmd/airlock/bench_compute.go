@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"slices"
-	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -20,7 +19,7 @@ type computeOptions struct {
 	reps         int
 	asJSON       bool
 	nativePython string
-	only         string
+	only         []string // nil: every workload
 }
 
 type computeRunner struct {
@@ -108,7 +107,7 @@ func cmdBenchCompute(ctx context.Context, o computeOptions, stdout, stderr io.Wr
 	}
 
 	for _, w := range bench.ComputeWorkloads {
-		if o.only != "" && !slices.Contains(strings.Split(o.only, ","), w.Name) {
+		if o.only != nil && !slices.Contains(o.only, w.Name) {
 			continue
 		}
 		for _, r := range runners {
