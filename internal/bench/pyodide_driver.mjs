@@ -2,7 +2,7 @@
 // stdin, one JSON reply per line on stdout.
 //   {"fresh": true,  "code": "..."}  loadPyodide() for this run, then run code
 //   {"fresh": false, "code": "..."}  run code in the one warm instance
-// Reply: {"ok": true, "heap": <wasm memory bytes>, "stdout": "..."} or
+// Reply: {"ok": true, "memory": <wasm memory bytes>, "stdout": "..."} or
 // {"ok": false, "error": "..."}. The module is loaded from the folder
 // named by PYODIDE_DIR (where the bench's set-up ran npm install).
 import { createRequire } from "node:module";
@@ -28,7 +28,7 @@ for await (const line of rl) {
     let out = "";
     py.setStdout({ batched: (s) => { out += s + "\n"; } });
     py.runPython(req.code, { globals: py.toPy({}) });
-    reply = { ok: true, heap: py._module.HEAP8.length, stdout: out };
+    reply = { ok: true, memory: py._module.HEAP8.length, stdout: out };
   } catch (e) {
     reply = { ok: false, error: String(e) };
   }
