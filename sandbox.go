@@ -201,9 +201,10 @@ func (sb *Sandbox) enter(ctx context.Context) (context.Context, func(), bool) {
 		return nil, nil, false
 	}
 	sb.runs.Add(1)
+	underWay := engine.RunUnderWay() // a lone run's instance closes after it returns
 	ctx, cancel := context.WithCancelCause(ctx)
 	stop := context.AfterFunc(sb.life, func() { cancel(ErrClosed) })
-	return ctx, func() { stop(); cancel(nil); sb.runs.Done() }, true
+	return ctx, func() { stop(); cancel(nil); underWay(); sb.runs.Done() }, true
 }
 
 // Engine names the WebAssembly engine the Sandbox runs on.

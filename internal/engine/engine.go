@@ -75,6 +75,9 @@ type Module struct {
 	minMem uint64
 	refs   int
 	snap   *resumable // set by LoadResumable (snapshot.go)
+	// closes are the instances of Resume calls still closing in the
+	// background (close_later.go); the last Close waits for them.
+	closes pendingCloses
 }
 
 var (
@@ -132,6 +135,7 @@ func (m *Module) Close(ctx context.Context) error {
 		return nil
 	}
 	delete(loaded, m.key)
+	m.closes.stop()
 	return m.code.Close(ctx)
 }
 

@@ -34,3 +34,7 @@ func SetTrimAbove(pages int) func() {
 	trimAbove = pages
 	return func() { trimAbove = old }
 }
+
+// BackgroundCloses is how many resumed instances are closing in the
+// background now, process wide.
+func BackgroundCloses() int32 { return backgroundCloses.Load() }

@@ -6,6 +6,7 @@ package engine
 // they share the image's unchanged pages, and PrivateBytes tells what each
 // holds of its own.
 func (m *Module) IdleRegions(img *Image) [][]byte {
+	img.closes.wait() // the regions runs just ended give back
 	var out [][]byte
 	img.poolMu.Lock()
 	pools := make([]*regionPool, 0, len(img.pools))

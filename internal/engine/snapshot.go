@@ -218,6 +218,9 @@ type Image struct {
 	pools     map[uint64]*regionPool // by reservation size (snapshot_pool.go)
 	poolClock uint64                 // counts poolFor calls, for regionPool.used
 	closed    bool
+	// closes are the instances resumed from the image still closing in
+	// the background (close_later.go); Close waits for them first.
+	closes pendingCloses
 	// closeHooks run first in Close: instance pools made from the image
 	// (wazero_pool.go) stop reading it.
 	closeHooks []func()
@@ -363,6 +366,7 @@ func NewImage(memory []byte, globals []uint64, unwindBuffer uint32) *Image {
 // Close releases the image's pooled regions and copy-on-write backing. It
 // must not race with runs resumed from the image.
 func (img *Image) Close() {
+	img.closes.stop()
 	img.poolMu.Lock()
 	img.closed = true
 	hooks := img.closeHooks
@@ -428,7 +432,7 @@ func (m *Module) Resume(ctx context.Context, img *Image, spec RunSpec) (Outcome,
 	out, err = r.classify(m.code, inst, out, err)
 	closing := time.Now()
 	closed = true
-	inst.Close()
+	m.closeLater(img, inst)
 	out.Phases = Phases{Start: started.Sub(began), Close: time.Since(closing), Pooled: pooled(inst)}
 	if p.fired {
 		out.Phases.Restore = p.rewound.Sub(started)
@@ -454,7 +458,8 @@ type Phases struct {
 	// Guest: the run's own work, from that read to the guest's exit or
 	// pause (a session's image taken after it is not included).
 	Guest time.Duration
-	// Close: the instance closed, its memory region reset for reuse.
+	// Close: the instance closed, its memory region reset for reuse, as
+	// far as the run waits for it: mostly in the background (closeLater).
 	Close  time.Duration
 	Pooled bool
 }

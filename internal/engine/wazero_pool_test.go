@@ -192,3 +192,22 @@ func TestIdleRegionTrimmedAfterAHeavyRun(t *testing.T) {
 			float64(light)/(1<<20), float64(heavy)/(1<<20), float64(again)/(1<<20))
 	}
 }
+
+// A resumed run's instance is closed after Resume returns. Closing the
+// image right after its runs waits for those closes: none is left to give
+// a region back to a pool the image's Close took apart.
+func TestImageCloseWaitsForBackgroundCloses(t *testing.T) {
+	m := resumable(t)
+	ctx := context.Background()
+	img := captureLoop(t, m)
+	for i := range 8 {
+		var out bytes.Buffer
+		if o, err := m.Resume(ctx, img, engine.RunSpec{WASI: resumed([]byte("pass"), &out), MemoryLimit: 256 << 20, Unpooled: i%2 == 0}); err != nil || o.ExitCode != 0 {
+			t.Fatalf("run %d: %v %+v %q", i, err, o, out.String())
+		}
+	}
+	img.Close()
+	if n := engine.BackgroundCloses(); n != 0 {
+		t.Fatalf("%d instances still closing after the image's Close", n)
+	}
+}
