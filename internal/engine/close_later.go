@@ -58,18 +58,16 @@ func (m *Module) closeLater(img *Image, inst Instance) {
 	if img.base != nil {
 		owner = img.base
 	}
-	backgroundCloses.Add(1)
 	if !owner.closes.add() {
-		backgroundCloses.Add(-1)
 		inst.Close()
 		return
 	}
 	if !m.closes.add() { // closed under a running Resume: a caller's bug, but no crash
 		owner.closes.done()
-		backgroundCloses.Add(-1)
 		inst.Close()
 		return
 	}
+	backgroundCloses.Add(1)
 	go func() {
 		inst.Close()
 		m.closes.done()

@@ -459,7 +459,8 @@ type Phases struct {
 	// pause (a session's image taken after it is not included).
 	Guest time.Duration
 	// Close: the instance closed, its memory region reset for reuse, as
-	// far as the run waits for it: mostly in the background (closeLater).
+	// far as the run waits for it: a lone run's on wazero closes in the
+	// background (closeLater).
 	Close  time.Duration
 	Pooled bool
 }
