@@ -183,8 +183,11 @@ func (c *commonFlags) register(fs *flag.FlagSet) {
 	fs.BoolVar(&c.fuelMetering, "fuel-metering", true, "on wasmtime, meter fuel so runs report it and accept --fuel; false runs interpreter-bound code ~20% faster")
 }
 
+// sandbox makes a Sandbox from the flags, then extra: a later option wins,
+// so what a command asks for itself (bench --peers' wasmtime peer) is not
+// overridden by a flag's default.
 func (c *commonFlags) sandbox(ctx context.Context, stderr io.Writer, extra ...airlock.Option) (*airlock.Sandbox, error) {
-	opts := append([]airlock.Option{airlock.WithNotice(stderr)}, extra...)
+	opts := []airlock.Option{airlock.WithNotice(stderr)}
 	if c.python != "" {
 		opts = append(opts, airlock.WithPython(c.python))
 	}
@@ -197,7 +200,7 @@ func (c *commonFlags) sandbox(ctx context.Context, stderr io.Writer, extra ...ai
 	if !c.fuelMetering {
 		opts = append(opts, airlock.WithFuelMetering(false))
 	}
-	return airlock.New(ctx, opts...)
+	return airlock.New(ctx, append(opts, extra...)...)
 }
 
 // packageFlags give a long-lived Sandbox (serve, mcp, repl) its packages:
