@@ -49,7 +49,7 @@ func (m *linearMemory) Free() {
 
 // allocator hands out linearMemory reservations capped at limits.maxBytes.
 // With an image, the reservation starts as the image's memory (see
-// reserveImage).
+// ImageRegion).
 type allocator struct {
 	limits *runLimits
 	image  *Image
@@ -59,13 +59,9 @@ func (a allocator) Allocate(_, max uint64) experimental.LinearMemory {
 	size := min(a.limits.maxBytes, max)
 	var buf []byte
 	var free func([]byte)
-	switch {
-	case a.image != nil && a.image.base != nil:
-		buf, free = reserveImage(a.image.base, size)
-		a.image.applyDelta(buf)
-	case a.image != nil:
-		buf, free = reserveImage(a.image, size)
-	default:
+	if a.image != nil {
+		buf, free = ImageRegion(a.image, size, false)
+	} else {
 		buf, free = reserve(size)
 	}
 	a.limits.region = buf

@@ -19,8 +19,10 @@ import (
 type Code interface {
 	// Start makes a fresh instance for run r, its linear memory capped at
 	// limit bytes. With img, the memory holds img's once grown to its
-	// size (wazero maps it as it reserves the memory; wasmtime grows and
-	// maps it at once). On error nothing is left to release.
+	// size (both take a pooled region that reads as the image,
+	// ImageRegion; wasmtime, before it knows the size its memory
+	// reserves, grows the memory and maps the image in). On error nothing
+	// is left to release.
 	Start(ctx context.Context, r *RunState, spec RunSpec, limit uint64, img *Image) (Instance, error)
 	ExportsFunction(name string) bool
 	// MinMemory is the memory the module declares it needs, in bytes.

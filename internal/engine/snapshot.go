@@ -215,8 +215,8 @@ type Image struct {
 	pages []deltaPage
 
 	poolMu    sync.Mutex
-	pools     map[uint64]*regionPool // by reservation size (snapshot_pool.go)
-	poolClock uint64                 // counts poolFor calls, for regionPool.used
+	pools     map[regionKey]*regionPool // by reservation size (snapshot_pool.go)
+	poolClock uint64                    // counts poolFor calls, for regionPool.used
 	closed    bool
 	// closes are the instances resumed from the image still closing in
 	// the background (close_later.go); Close waits for them first.

@@ -35,7 +35,7 @@ func TestDeltaImageRoundTrip(t *testing.T) {
 	}
 	// Restoring: the base's region with the delta applied, as Allocate does.
 	for range 3 {
-		buf, free := reserveImage(base, uint64(len(mem)+65536))
+		buf, free := reserveImage(base, regionKey{size: uint64(len(mem) + 65536)})
 		img.applyDelta(buf)
 		if !bytes.Equal(buf[:len(mem)], mem) {
 			t.Fatal("restored region differs from the delta image")
@@ -64,7 +64,7 @@ func TestCaptureDeltaSharesUnchangedPages(t *testing.T) {
 	}
 	mem[3] ^= 1 // inside it
 	prev := NewDeltaImage(base, mem, nil, 0)
-	buf, free := reserveImage(base, uint64(len(mem)))
+	buf, free := reserveImage(base, regionKey{size: uint64(len(mem))})
 	defer free(buf[:len(mem)])
 	prev.applyDelta(buf)
 	buf[len(base.Memory)] = 2 // the run changes one page

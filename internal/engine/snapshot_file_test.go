@@ -133,8 +133,8 @@ func TestCopyOnWriteReservation(t *testing.T) {
 	if img.backing == nil {
 		t.Skip("no copy-on-write backing on this platform")
 	}
-	a, freeA := reserveImage(img, 8*65536)
-	b, freeB := reserveImage(img, 8*65536)
+	a, freeA := reserveImage(img, regionKey{size: 8 * 65536})
+	b, freeB := reserveImage(img, regionKey{size: 8 * 65536})
 	defer freeA(a)
 	defer freeB(b)
 	if !bytes.Equal(a[:len(img.Memory)], img.Memory) || a[len(img.Memory)] != 0 || a[len(a)-1] != 0 {

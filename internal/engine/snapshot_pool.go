@@ -37,7 +37,7 @@ var trimAbove = 512
 // regionPool keeps reset regions of one size for one image.
 type regionPool struct {
 	img  *Image
-	size uint64
+	key  regionKey
 	cow  bool // regions are backing mappings, reset by backing.restore
 	mu   sync.Mutex
 	free [][]byte
@@ -64,17 +64,25 @@ const maxPoolSizes = 4
 // to start a run while the previous ones are being torn down.
 func poolMax() int { return max(2*runtime.GOMAXPROCS(0), 4) }
 
-func (img *Image) poolFor(size uint64) *regionPool {
+// regionKey tells pools apart: by reservation size, and whether the
+// regions go to an engine that makes the pages past a run's memory
+// inaccessible (ImageRegion), which wazero's regions must never be.
+type regionKey struct {
+	size    uint64
+	guarded bool
+}
+
+func (img *Image) poolFor(key regionKey) *regionPool {
 	img.poolMu.Lock()
 	if img.closed {
 		img.poolMu.Unlock()
 		return nil
 	}
 	if img.pools == nil {
-		img.pools = map[uint64]*regionPool{}
+		img.pools = map[regionKey]*regionPool{}
 	}
 	var evicted *regionPool
-	p := img.pools[size]
+	p := img.pools[key]
 	if p == nil {
 		if len(img.pools) >= maxPoolSizes {
 			for _, q := range img.pools {
@@ -82,10 +90,10 @@ func (img *Image) poolFor(size uint64) *regionPool {
 					evicted = q
 				}
 			}
-			delete(img.pools, evicted.size)
+			delete(img.pools, evicted.key)
 		}
-		p = &regionPool{img: img, size: size, max: poolMax(), cow: img.backing != nil && canRestore()}
-		img.pools[size] = p
+		p = &regionPool{img: img, key: key, max: poolMax(), cow: img.backing != nil && canRestore()}
+		img.pools[key] = p
 	}
 	img.poolClock++
 	p.used = img.poolClock
@@ -151,7 +159,7 @@ func (p *regionPool) grow() {
 	p.mu.Unlock()
 	go func() {
 		defer p.growing.Done()
-		buf, ok := reservePoolable(p.size)
+		buf, ok := reservePoolable(p.key.size)
 		p.mu.Lock()
 		p.pending--
 		p.mu.Unlock()
@@ -176,12 +184,30 @@ func (p *regionPool) close() {
 	}
 }
 
-// reserveImage reserves size bytes that start as img.Memory, the rest
+// ImageRegion reserves size bytes that read as img's memory (a delta
+// image: its base's with pages replaced), the rest zeros, for an instance
+// whose memory the host supplies: wazero's allocator, or package
+// wasmtime's memory creator, which asks for guarded ones: it makes the
+// pages past the run's memory inaccessible, so its regions are pooled
+// apart from wazero's, which must be readable throughout. free takes the
+// region back once no instance uses it, sliced to the length its run
+// used; the pages up to that length must be readable and writable.
+func ImageRegion(img *Image, size uint64, guarded bool) (buf []byte, free func([]byte)) {
+	if img.base != nil {
+		buf, free = reserveImage(img.base, regionKey{size, guarded})
+		img.applyDelta(buf)
+		return buf, free
+	}
+	return reserveImage(img, regionKey{size, guarded})
+}
+
+// reserveImage reserves key.size bytes that start as img.Memory, the rest
 // zero: a pooled region when one is ready, else a new copy-on-write
 // mapping of the image's backing (which joins the pool after its run),
 // else a plain copy.
-func reserveImage(img *Image, size uint64) ([]byte, func([]byte)) {
-	p := img.poolFor(size)
+func reserveImage(img *Image, key regionKey) ([]byte, func([]byte)) {
+	size := key.size
+	p := img.poolFor(key)
 	if p != nil {
 		if buf := p.get(); buf != nil {
 			return buf, p.put

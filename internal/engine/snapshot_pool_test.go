@@ -28,9 +28,9 @@ func TestPooledRegionsAreReset(t *testing.T) {
 }
 
 func testPoolReset(t *testing.T, img *Image, size int) {
-	p := img.poolFor(uint64(size))
+	p := img.poolFor(regionKey{size: uint64(size)})
 	for deadline := time.Now().Add(10 * time.Second); ; {
-		buf, free := reserveImage(img, uint64(size))
+		buf, free := reserveImage(img, regionKey{size: uint64(size)})
 		for i := range buf {
 			buf[i] = 0xee
 		}
@@ -47,7 +47,7 @@ func testPoolReset(t *testing.T, img *Image, size int) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	for range 3 {
-		buf, free := reserveImage(img, uint64(size))
+		buf, free := reserveImage(img, regionKey{size: uint64(size)})
 		if !bytes.Equal(buf[:len(img.Memory)], img.Memory) {
 			t.Fatal("a reused region does not start as the image")
 		}
@@ -67,16 +67,17 @@ func testPoolReset(t *testing.T, img *Image, size int) {
 func TestPoolSizesAreBounded(t *testing.T) {
 	img := &Image{Memory: testImage().Memory}
 	defer img.Close()
-	first := img.poolFor(uint64(len(img.Memory)) + 65536)
+	firstKey := regionKey{size: uint64(len(img.Memory)) + 65536}
+	first := img.poolFor(firstKey)
 	for i := range 3 * maxPoolSizes {
 		size := uint64(len(img.Memory)) + uint64(i+2)*65536
-		buf, free := reserveImage(img, size)
+		buf, free := reserveImage(img, regionKey{size: size})
 		free(buf)
-		img.poolFor(uint64(len(img.Memory)) + 65536) // first stays in use
+		img.poolFor(firstKey) // first stays in use
 	}
 	img.poolMu.Lock()
 	n := len(img.pools)
-	kept := img.pools[uint64(len(img.Memory))+65536] == first
+	kept := img.pools[firstKey] == first
 	img.poolMu.Unlock()
 	if n > maxPoolSizes || !kept {
 		t.Fatalf("%d pools (at most %d), the one in use kept: %v", n, maxPoolSizes, kept)
@@ -85,7 +86,7 @@ func TestPoolSizesAreBounded(t *testing.T) {
 	for i := range 3 * maxPoolSizes {
 		size := uint64(len(img.Memory)) + uint64(i+2)*65536
 		img.poolMu.Lock()
-		_, live := img.pools[size]
+		_, live := img.pools[regionKey{size: size}]
 		img.poolMu.Unlock()
 		if !live {
 			closed++
@@ -103,7 +104,7 @@ func TestRegionBackAfterImageClose(t *testing.T) {
 	if img.backing == nil || !canRestore() {
 		t.Skip("no copy-on-write backing or no pagemap here")
 	}
-	buf, free := reserveImage(img, uint64(len(img.Memory)+4*65536))
+	buf, free := reserveImage(img, regionKey{size: uint64(len(img.Memory) + 4*65536)})
 	img.Close()
 	free(buf[:len(img.Memory)])
 }

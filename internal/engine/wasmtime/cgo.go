@@ -12,7 +12,10 @@ package wasmtime
 //   - A memory creator, the counterpart of wazero's allocator (alloc.go): it
 //     enforces the run's memory cap itself, so the run learns that the guest
 //     asked for more (MemoryLimitHit) and how far memory grew, which
-//     wasmtime's store limiter keeps to itself.
+//     wasmtime's store limiter keeps to itself; and it makes the memory in
+//     the pooled region Go offers (engine.ImageRegion, wasmtime.go's
+//     offerRegion), which already reads as the snapshot image, rather
+//     than mapping a reservation per run.
 
 /*
 #include <stdint.h>
@@ -62,6 +65,14 @@ typedef struct {
 	size_t   size;      // the accessible bytes
 	size_t   capacity;  // bytes usable without moving
 	size_t   mapped;    // the whole mapping, guard included
+	size_t   wanted;    // the reservation and guard wasmtime asked for
+	// A region Go took for the run (engine.ImageRegion): the image's
+	// memory, then inaccessible pages. The memory is made in it when it is
+	// large enough; pooled then says so, and Go takes it back after the
+	// store is closed instead of it being unmapped.
+	uint8_t *offered;
+	size_t   offered_len;
+	int32_t  pooled;
 } airlock_run;
 
 static wasmtime_error_t *airlock_epoch(wasmtime_context_t *ctx, void *data, uint64_t *delta, wasmtime_update_deadline_kind_t *kind) {
@@ -116,7 +127,7 @@ static wasmtime_error_t *airlock_grow_memory(void *env, size_t new_size) {
 
 static void airlock_free_memory(void *env) {
 	airlock_run *r = env;
-	if (r->base != NULL) {
+	if (r->base != NULL && !r->pooled) {
 		munmap(r->base, r->mapped);
 		r->base = NULL;
 	}
@@ -143,12 +154,28 @@ static wasmtime_error_t *airlock_new_memory(void *env, const wasm_memorytype_t *
 		capacity = maximum;
 	}
 	size_t mapped = capacity + guard;
-	void *base = mmap(NULL, mapped, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-	if (base == MAP_FAILED) {
-		return wasmtime_error_new("airlock: cannot reserve memory");
+	r->wanted = mapped;
+	void *base;
+	if (r->offered != NULL && r->offered_len >= mapped) {
+		// Readable up to the image's end, which is at least the module's
+		// minimum; no guest code runs before Go grows the memory there.
+		base = r->offered;
+		mapped = r->offered_len;
+		r->offered = NULL;
+		r->pooled = 1;
+	} else {
+		base = mmap(NULL, mapped, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+		if (base == MAP_FAILED) {
+			return wasmtime_error_new("airlock: cannot reserve memory");
+		}
 	}
 	if (minimum > 0 && mprotect(base, minimum, PROT_READ | PROT_WRITE) != 0) {
-		munmap(base, mapped);
+		if (r->pooled) {
+			r->base = base; // Go takes it back
+			r->size = 0;
+		} else {
+			munmap(base, mapped);
+		}
 		return wasmtime_error_new("airlock: mprotect failed");
 	}
 	r->base = base;
@@ -187,7 +214,7 @@ func newCRun(limit uint64) cRun {
 }
 
 // free releases the state; the store must be closed first (its memory's
-// finalizer has then unmapped the reservation).
+// finalizer has then unmapped the reservation, unless it was offered).
 func (r cRun) free() {
 	C.airlock_free_memory(unsafe.Pointer(r.p))
 	C.free(unsafe.Pointer(r.p))
@@ -196,7 +223,21 @@ func (r cRun) free() {
 func (r cRun) stop()          { C.airlock_stop(r.p) }
 func (r cRun) hit() bool      { return r.p.hit != 0 }
 func (r cRun) peak() uint64   { return uint64(r.p.peak) }
+func (r cRun) size() int      { return int(r.p.size) }
 func (r cRun) memory() []byte { return unsafe.Slice((*byte)(unsafe.Pointer(r.p.base)), int(r.p.size)) }
+
+// offer has the memory made in region (mapped outside Go's heap) when it
+// is as large as wasmtime asks; pooled tells whether it was.
+func (r cRun) offer(region []byte) {
+	r.p.offered = (*C.uint8_t)(unsafe.Pointer(unsafe.SliceData(region)))
+	r.p.offered_len = C.size_t(len(region))
+}
+
+func (r cRun) pooled() bool { return r.p.pooled != 0 }
+
+// wanted is the reservation and guard wasmtime asked for, once the memory
+// was made: the size of region to offer the next run.
+func (r cRun) wanted() uint64 { return uint64(r.p.wanted) }
 
 // watchEpoch installs the epoch deadline callback on store.
 func (r cRun) watchEpoch(store *wasmtime.Store) {

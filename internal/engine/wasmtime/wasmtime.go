@@ -11,8 +11,10 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 
 	wasmtime "github.com/bytecodealliance/wasmtime-go/v39"
+	"golang.org/x/sys/unix"
 
 	"github.com/airlock-sandbox/airlock/internal/atomicfile"
 	"github.com/airlock-sandbox/airlock/internal/engine"
@@ -52,6 +54,10 @@ type wtCode struct {
 	minMem  uint64
 	metered bool // Options.Unmetered unset
 	exports map[string]bool
+	// regionSize is the reservation and guard the last instance's memory
+	// took (cRun.wanted): the size of pooled region a run resumed from an
+	// image is offered.
+	regionSize atomic.Uint64
 }
 
 func loadWasmtimeModule(ctx context.Context, digest string, read func() ([]byte, error), opts engine.Options) (engine.Code, error) {
@@ -239,6 +245,9 @@ func wtValTypes(ts []wasi.ValueType) []*wasmtime.ValType {
 // start makes a store and instance for one run.
 func (m *wtCode) Start(ctx context.Context, r *engine.RunState, spec engine.RunSpec, limit uint64, img *engine.Image) (engine.Instance, error) {
 	inst := &wtInstance{run: r, mem: newCRun(limit)}
+	if img != nil {
+		inst.offerRegion(m.regionSize.Load(), img)
+	}
 	inst.store = wasmtime.NewStoreWithData(m.engine, inst)
 	if err := inst.setFuel(m.metered, spec.Fuel); err != nil {
 		inst.Close()
@@ -254,6 +263,9 @@ func (m *wtCode) Start(ctx context.Context, r *engine.RunState, spec engine.RunS
 			return nil, fmt.Errorf("%w: %w", engine.ErrInterrupted, ctx.Err())
 		}
 		return nil, fmt.Errorf("engine: instantiate: %w", err)
+	}
+	if w := inst.mem.wanted(); w != 0 {
+		m.regionSize.Store(w)
 	}
 	if img != nil {
 		if err := inst.load(img); err != nil {
@@ -297,6 +309,34 @@ type wtInstance struct {
 	fuel    uint64 // given at the start, when metered
 	store   *wasmtime.Store
 	inst    *wasmtime.Instance
+	// region, when not nil, is the pooled region offered for the memory
+	// (offerRegion), given back with regionFree on close; imageLen is the
+	// image's length, the part of it left readable.
+	region     []byte
+	regionFree func([]byte)
+	imageLen   int
+}
+
+// offerRegion takes a region of size bytes that reads as img's memory
+// (engine.ImageRegion: pooled and reset like wazero's, so a run faults on
+// few pages and maps nothing) and offers it for the instance's memory. The
+// code wasmtime compiled for a static memory checks no bounds: an access
+// past the memory's size must fault, so the region past the image is made
+// inaccessible here, and growing the memory opens it page by page
+// (airlock_grow_memory). A size of 0 (no memory made yet, so not known)
+// offers none.
+func (i *wtInstance) offerRegion(size uint64, img *engine.Image) {
+	n := img.Len()
+	if size <= uint64(n) {
+		return
+	}
+	buf, free := engine.ImageRegion(img, size, true)
+	if err := unix.Mprotect(buf[n:], unix.PROT_NONE); err != nil {
+		free(buf[:n])
+		return
+	}
+	i.region, i.regionFree, i.imageLen = buf, free, n
+	i.mem.offer(buf)
 }
 
 // setFuel fills a metered store's tank: the cap, or more than the run
@@ -318,7 +358,8 @@ func (i *wtInstance) setFuel(metered bool, limit uint64) error {
 	return nil
 }
 
-// load grows the fresh instance's memory to img's size and fills it.
+// load grows the fresh instance's memory to img's size and fills it,
+// unless it is the offered region, which holds the image already.
 func (i *wtInstance) load(img *engine.Image) error {
 	pages := uint32(img.Len() / engine.PageSize)
 	if cur := uint32(len(i.Memory()) / engine.PageSize); cur < pages {
@@ -326,7 +367,9 @@ func (i *wtInstance) load(img *engine.Image) error {
 			return engine.ErrMemoryLimit
 		}
 	}
-	img.Fill(i.mem.memory())
+	if !i.mem.pooled() {
+		img.Fill(i.mem.memory())
+	}
 	return nil
 }
 
@@ -412,6 +455,16 @@ func (i *wtInstance) FuelExhausted() bool {
 
 func (i *wtInstance) Close() {
 	i.store.Close()
+	if i.region != nil {
+		// Readable and writable up to here: the image, and what the
+		// memory grew to.
+		used := i.imageLen
+		if i.mem.pooled() {
+			used = max(used, i.mem.size())
+		}
+		i.regionFree(i.region[:used])
+		i.region = nil
+	}
 	i.mem.free()
 }
 
