@@ -191,11 +191,15 @@ func (p *regionPool) close() {
 // pages past the run's memory inaccessible, so its regions are pooled
 // apart from wazero's, which must be readable throughout. free takes the
 // region back once no instance uses it, sliced to the length its run
-// used; the pages up to that length must be readable and writable.
+// used; the pages up to that length must be readable and writable. A
+// guarded region is always mapped memory, never the Go heap; buf is nil
+// when none can be mapped.
 func ImageRegion(img *Image, size uint64, guarded bool) (buf []byte, free func([]byte)) {
 	if img.base != nil {
 		buf, free = reserveImage(img.base, regionKey{size, guarded})
-		img.applyDelta(buf)
+		if buf != nil {
+			img.applyDelta(buf)
+		}
 		return buf, free
 	}
 	return reserveImage(img, regionKey{size, guarded})
@@ -231,6 +235,16 @@ func reserveImage(img *Image, key regionKey) ([]byte, func([]byte)) {
 	}
 	if p != nil {
 		p.grow()
+	}
+	if key.guarded {
+		// Never reserve's fallback to the Go heap: a guarded region's
+		// pages are made inaccessible.
+		buf, ok := reservePoolable(size)
+		if !ok {
+			return nil, nil
+		}
+		copy(buf, img.Memory)
+		return buf, unreserve
 	}
 	buf, free := reserve(size)
 	copy(buf, img.Memory)

@@ -331,6 +331,9 @@ func (i *wtInstance) offerRegion(size uint64, img *engine.Image) {
 		return
 	}
 	buf, free := engine.ImageRegion(img, size, true)
+	if buf == nil {
+		return // the instance maps its own
+	}
 	if err := unix.Mprotect(buf[n:], unix.PROT_NONE); err != nil {
 		free(buf[:n])
 		return
