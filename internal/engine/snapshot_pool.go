@@ -236,17 +236,19 @@ func reserveImage(img *Image, key regionKey) ([]byte, func([]byte)) {
 	if p != nil {
 		p.grow()
 	}
+	var buf []byte
+	var free func([]byte)
 	if key.guarded {
 		// Never reserve's fallback to the Go heap: a guarded region's
 		// pages are made inaccessible.
-		buf, ok := reservePoolable(size)
-		if !ok {
+		var ok bool
+		if buf, ok = reservePoolable(size); !ok {
 			return nil, nil
 		}
-		copy(buf, img.Memory)
-		return buf, unreserve
+		free = unreserve
+	} else {
+		buf, free = reserve(size)
 	}
-	buf, free := reserve(size)
 	copy(buf, img.Memory)
 	return buf, free
 }

@@ -62,7 +62,8 @@ typedef struct {
 	size_t   limit;     // the cap, bytes
 	size_t   peak;      // the largest size reached
 	uint8_t *base;      // the reservation
-	size_t   size;      // the accessible bytes
+	size_t   size;      // the memory's size
+	size_t   open;      // the bytes readable and writable, at least size
 	size_t   capacity;  // bytes usable without moving
 	size_t   mapped;    // the whole mapping, guard included
 	size_t   wanted;    // the reservation and guard wasmtime asked for
@@ -72,6 +73,7 @@ typedef struct {
 	// store is closed instead of it being unmapped.
 	uint8_t *offered;
 	size_t   offered_len;
+	size_t   offered_open; // readable and writable from its start: the image
 	int32_t  pooled;
 } airlock_run;
 
@@ -113,10 +115,15 @@ static wasmtime_error_t *airlock_grow_memory(void *env, size_t new_size) {
 	if (new_size > r->capacity) {
 		return wasmtime_error_new("airlock: memory reservation exhausted");
 	}
-	if (new_size > r->size) {
+	// An offered region's image part is open already: growing into it
+	// takes no mprotect (and no turn of the process's memory-map lock).
+	if (new_size > r->open) {
 		if (mprotect(r->base, new_size, PROT_READ | PROT_WRITE) != 0) {
 			return wasmtime_error_new("airlock: mprotect failed");
 		}
+		r->open = new_size;
+	}
+	if (new_size > r->size) {
 		r->size = new_size;
 	}
 	if (new_size > r->peak) {
@@ -156,11 +163,13 @@ static wasmtime_error_t *airlock_new_memory(void *env, const wasm_memorytype_t *
 	size_t mapped = capacity + guard;
 	r->wanted = mapped;
 	void *base;
+	size_t open = 0;
 	if (r->offered != NULL && r->offered_len >= mapped) {
-		// Readable up to the image's end, which is at least the module's
+		// Open up to the image's end, which is at least the module's
 		// minimum; no guest code runs before Go grows the memory there.
 		base = r->offered;
 		mapped = r->offered_len;
+		open = r->offered_open;
 		r->offered = NULL;
 		r->pooled = 1;
 	} else {
@@ -169,16 +178,17 @@ static wasmtime_error_t *airlock_new_memory(void *env, const wasm_memorytype_t *
 			return wasmtime_error_new("airlock: cannot reserve memory");
 		}
 	}
-	if (minimum > 0 && mprotect(base, minimum, PROT_READ | PROT_WRITE) != 0) {
-		if (r->pooled) {
-			r->base = base; // Go takes it back
-			r->size = 0;
-		} else {
-			munmap(base, mapped);
+	if (minimum > open) {
+		if (mprotect(base, minimum, PROT_READ | PROT_WRITE) != 0) {
+			if (!r->pooled) { // else Go takes the region back
+				munmap(base, mapped);
+			}
+			return wasmtime_error_new("airlock: mprotect failed");
 		}
-		return wasmtime_error_new("airlock: mprotect failed");
+		open = minimum;
 	}
 	r->base = base;
+	r->open = open;
 	r->size = minimum;
 	r->peak = minimum;
 	r->capacity = capacity;
@@ -223,14 +233,16 @@ func (r cRun) free() {
 func (r cRun) stop()          { C.airlock_stop(r.p) }
 func (r cRun) hit() bool      { return r.p.hit != 0 }
 func (r cRun) peak() uint64   { return uint64(r.p.peak) }
-func (r cRun) size() int      { return int(r.p.size) }
+func (r cRun) open() int      { return int(r.p.open) }
 func (r cRun) memory() []byte { return unsafe.Slice((*byte)(unsafe.Pointer(r.p.base)), int(r.p.size)) }
 
 // offer has the memory made in region (mapped outside Go's heap) when it
-// is as large as wasmtime asks; pooled tells whether it was.
-func (r cRun) offer(region []byte) {
+// is as large as wasmtime asks; its first open bytes are readable and
+// writable, the rest inaccessible. pooled tells whether it was taken.
+func (r cRun) offer(region []byte, open int) {
 	r.p.offered = (*C.uint8_t)(unsafe.Pointer(unsafe.SliceData(region)))
 	r.p.offered_len = C.size_t(len(region))
+	r.p.offered_open = C.size_t(open)
 }
 
 func (r cRun) pooled() bool { return r.p.pooled != 0 }

@@ -339,7 +339,7 @@ func (i *wtInstance) offerRegion(size uint64, img *engine.Image) {
 		return
 	}
 	i.region, i.regionFree, i.imageLen = buf, free, n
-	i.mem.offer(buf)
+	i.mem.offer(buf, n)
 }
 
 // setFuel fills a metered store's tank: the cap, or more than the run
@@ -463,7 +463,7 @@ func (i *wtInstance) Close() {
 		// memory grew to.
 		used := i.imageLen
 		if i.mem.pooled() {
-			used = max(used, i.mem.size())
+			used = max(used, i.mem.open())
 		}
 		i.regionFree(i.region[:used])
 		i.region = nil
