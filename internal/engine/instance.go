@@ -87,6 +87,10 @@ func (r *RunState) WASI() *wasi.State { return r.wasi }
 // gives it back.
 func (r *RunState) Trapped(err error) { r.hostErr = err }
 
+// HostTrapped tells whether a host function trapped since the last
+// CallError: the engine's own error for the call then goes unread.
+func (r *RunState) HostTrapped() bool { return r.hostErr != nil }
+
 // CallError is the error an export call that returned err reports, for
 // engines whose call error does not carry the host function's: that
 // error, wrapped as wazero returns it.

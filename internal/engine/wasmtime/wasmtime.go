@@ -378,38 +378,100 @@ func (i *wtInstance) load(img *engine.Image) error {
 
 func (i *wtInstance) Memory() []byte { return i.mem.memory() }
 
+// Every wasmtime-go object made here that holds C state is closed as soon
+// as it is used, not left to a finalizer: finalizers run on one goroutine
+// after a GC, a cgo call each, and the ~14 a run left made bursts of
+// thousands that held a core for milliseconds while two workers ran on two
+// (RATIONALE, "What a slow run waited for"). A Memory, Global or Func is a
+// plain value, valid once its Extern is closed.
+
+// export is the instance's export name, or nil; close it after use.
+func (i *wtInstance) export(name string) *wasmtime.Extern { return i.inst.GetExport(i.store, name) }
+
+// closeExtern closes ext unless it is nil (not found), which Close is not
+// safe for.
+func closeExtern(ext *wasmtime.Extern) {
+	if ext != nil {
+		ext.Close()
+	}
+}
+
 func (i *wtInstance) Grow(pages uint32) (uint32, bool) {
-	old, err := i.inst.GetExport(i.store, "memory").Memory().Grow(i.store, uint64(pages))
-	return uint32(old), err == nil
+	ext := i.export("memory")
+	defer ext.Close()
+	old, err := ext.Memory().Grow(i.store, uint64(pages))
+	return uint32(old), plainError(err) == nil
 }
 
 func (i *wtInstance) Global(name string) (uint64, error) {
-	ext := i.inst.GetExport(i.store, name)
+	ext := i.export(name)
 	if ext == nil || ext.Global() == nil {
+		closeExtern(ext)
 		return 0, fmt.Errorf("engine: no global %s", name)
 	}
+	defer ext.Close()
 	return wtGlobalBits(ext.Global().Get(i.store)), nil
 }
 
 func (i *wtInstance) SetGlobal(name string, v uint64) error {
-	ext := i.inst.GetExport(i.store, name)
+	ext := i.export(name)
 	if ext == nil || ext.Global() == nil {
+		closeExtern(ext)
 		return fmt.Errorf("engine: no global %s", name)
 	}
+	defer ext.Close()
 	g := ext.Global()
-	if err := g.Set(i.store, wtGlobalVal(g.Type(i.store).Content().Kind(), v)); err != nil {
+	ty := g.Type(i.store)
+	kind := ty.Content().Kind()
+	ty.Close()
+	if err := plainError(g.Set(i.store, wtGlobalVal(kind, v))); err != nil {
 		return fmt.Errorf("engine: global %s: %w", name, err)
 	}
 	return nil
 }
 
+// closeError frees a wasmtime-go error's C state.
+func closeError(err error) {
+	switch e := err.(type) {
+	case *wasmtime.Trap:
+		e.Close()
+	case *wasmtime.Error:
+		e.Close()
+	}
+}
+
+// plainError takes a wasmtime-go error's message and frees its C state:
+// a Trap's or Error's message is a cgo call each time it is read, and
+// nothing here needs more than the message.
+func plainError(err error) error {
+	switch e := err.(type) {
+	case *wasmtime.Trap:
+		msg := e.Message()
+		e.Close()
+		return wtError(msg)
+	case *wasmtime.Error:
+		msg := e.Error()
+		e.Close()
+		return wtError(msg)
+	}
+	return err
+}
+
+// wtError is a wasmtime error's message (plainError).
+type wtError string
+
+func (e wtError) Error() string { return string(e) }
+
 // Call runs an export of the instance with the run's context watched: when
 // it ends, the epoch advances and this run's callback stops the guest.
 func (i *wtInstance) Call(name string, args ...uint32) error {
-	f := i.inst.GetFunc(i.store, name)
-	if f == nil {
+	ext := i.export(name)
+	if ext == nil || ext.Func() == nil {
+		closeExtern(ext)
 		return fmt.Errorf("engine: no export %s", name)
 	}
+	f := ext.Func()
+	ext.Close()
 	done := make(chan struct{})
 	stop := context.AfterFunc(i.run.Context(), func() {
 		defer close(done)
@@ -425,8 +487,17 @@ func (i *wtInstance) Call(name string, args ...uint32) error {
 		}
 	}()
 	_, err := f.Call(i.store, i32Args(args)...)
-	return i.run.CallError(err)
+	if err != nil && i.run.HostTrapped() {
+		// CallError gives the host function's error instead; wasmtime's
+		// message, formatted with a backtrace on reading (~20 µs of a
+		// run's exit), goes unread.
+		closeError(err)
+		return i.run.CallError(errHostTrapped)
+	}
+	return i.run.CallError(plainError(err))
 }
+
+var errHostTrapped = wtError("a host function trapped")
 
 func i32Args(args []uint32) []any {
 	out := make([]any, len(args))
@@ -481,8 +552,10 @@ type wtCaller struct {
 func (w wtCaller) Memory() []byte { return w.inst.mem.memory() }
 
 func (w wtCaller) Grow(pages uint32) (uint32, bool) {
-	old, err := w.c.GetExport("memory").Memory().Grow(w.c, uint64(pages))
-	return uint32(old), err == nil
+	ext := w.c.GetExport("memory")
+	defer ext.Close()
+	old, err := ext.Memory().Grow(w.c, uint64(pages))
+	return uint32(old), plainError(err) == nil
 }
 
 func (w wtCaller) Global(name string) (uint64, error) { return w.inst.Global(name) }
@@ -493,10 +566,13 @@ func (w wtCaller) SetGlobal(name string, v uint64) error {
 func (w wtCaller) Call(name string, args ...uint32) error {
 	ext := w.c.GetExport(name)
 	if ext == nil || ext.Func() == nil {
+		closeExtern(ext)
 		return fmt.Errorf("engine: no export %s", name)
 	}
-	_, err := ext.Func().Call(w.c, i32Args(args)...)
-	return err
+	f := ext.Func()
+	ext.Close()
+	_, err := f.Call(w.c, i32Args(args)...)
+	return plainError(err)
 }
 
 func (w wtCaller) Figures() engine.Outcome { return w.inst.Figures() }
