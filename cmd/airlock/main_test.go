@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -228,17 +229,20 @@ func TestBenchPhasesJSON(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
+	type phases struct {
+		StartUS   float64 `json:"start_us"`
+		RestoreUS float64 `json:"restore_us"`
+		GuestUS   float64 `json:"guest_us"`
+		CloseUS   float64 `json:"close_us"`
+		HostUS    float64 `json:"host_us"`
+		Pooled    float64 `json:"pooled"`
+	}
 	var rep struct {
 		Workloads []struct {
-			Name   string `json:"name"`
-			Phases *struct {
-				StartUS   float64 `json:"start_us"`
-				RestoreUS float64 `json:"restore_us"`
-				GuestUS   float64 `json:"guest_us"`
-				CloseUS   float64 `json:"close_us"`
-				HostUS    float64 `json:"host_us"`
-				Pooled    float64 `json:"pooled"`
-			} `json:"phases"`
+			Name   string  `json:"name"`
+			P99MS  float64 `json:"p99_ms"`
+			Phases *phases `json:"phases"`
+			Tail   *phases `json:"tail"`
 		} `json:"workloads"`
 		Idle []struct {
 			Mode         string  `json:"mode"`
@@ -257,9 +261,16 @@ func TestBenchPhasesJSON(t *testing.T) {
 		t.Fatalf("workloads %q, want %q", names, want)
 	}
 	for _, w := range rep.Workloads {
-		p := w.Phases
-		if p == nil || p.StartUS <= 0 || p.RestoreUS <= 0 || p.GuestUS <= 0 || p.CloseUS <= 0 || p.Pooled < 0 || p.Pooled > 1 {
-			t.Fatalf("%s: phases %+v", w.Name, p)
+		for _, p := range []*phases{w.Phases, w.Tail} {
+			if p == nil || p.StartUS <= 0 || p.RestoreUS <= 0 || p.GuestUS <= 0 || p.CloseUS <= 0 || p.Pooled < 0 || p.Pooled > 1 {
+				t.Fatalf("%s: phases %+v, tail %+v", w.Name, w.Phases, w.Tail)
+			}
+		}
+		// With three runs the tail is the slowest alone: its phases add
+		// up to its time, p99.
+		tail := w.Tail
+		if sum := tail.StartUS + tail.RestoreUS + tail.GuestUS + tail.CloseUS + tail.HostUS; math.Abs(sum-1000*w.P99MS) > 0.01 {
+			t.Fatalf("%s: tail phases %+v add up to %.3f µs, not the p99 %.3f ms", w.Name, tail, sum, w.P99MS)
 		}
 	}
 	// wasmtime keeps no regions between runs; wazero pools them.

@@ -53,6 +53,9 @@ type Stats struct {
 	// fresh ones): airlock.Result.Phases, and Host, what Sandbox.Run took
 	// around the engine's phases (state, files, output, the audit).
 	Phases PhaseStats
+	// Tail is the same over the slowest runs, those at or above P99: which
+	// phase a slow run lost its time in.
+	Tail PhaseStats
 }
 
 // PhaseStats are per-phase medians, each over all runs; they need not
@@ -112,13 +115,23 @@ func Measure(ctx context.Context, sb *airlock.Sandbox, w Workload, runs, workers
 		return Stats{}, firstErr
 	}
 	ph := phaseStats(lat, phases)
-	slices.Sort(lat)
+	sorted := slices.Sorted(slices.Values(lat))
+	p99 := percentile(sorted, 99)
+	var tailLat []time.Duration
+	var tailPhases []airlock.Phases
+	for i, d := range lat {
+		if d >= p99 {
+			tailLat, tailPhases = append(tailLat, d), append(tailPhases, phases[i])
+		}
+	}
+	lat = sorted
 	return Stats{
 		Phases:    ph,
+		Tail:      phaseStats(tailLat, tailPhases),
 		Runs:      runs,
 		Workers:   workers,
 		P50:       percentile(lat, 50),
-		P99:       percentile(lat, 99),
+		P99:       p99,
 		RunsPerS:  float64(runs) / wall.Seconds(),
 		WallClock: wall,
 		FuelMin:   slices.Min(fuel),
