@@ -33,14 +33,16 @@ var benchModes = []benchMode{
 
 // benchRow is one line of `airlock bench --json`; the keys are stable.
 type benchRow struct {
-	Name     string  `json:"name"`
-	Engine   string  `json:"engine"`
-	Mode     string  `json:"mode"`
-	Workers  int     `json:"workers"`
-	Runs     int     `json:"runs"`
-	P50MS    float64 `json:"p50_ms"`
-	P99MS    float64 `json:"p99_ms"`
-	RunsPerS float64 `json:"runs_per_s"`
+	Name    string `json:"name"`
+	Engine  string `json:"engine"`
+	Mode    string `json:"mode"`
+	Workers int    `json:"workers"`
+	Runs    int    `json:"runs"`
+	// GOMAXPROCS is the Ps the runs had (procsFor).
+	GOMAXPROCS int     `json:"gomaxprocs"`
+	P50MS      float64 `json:"p50_ms"`
+	P99MS      float64 `json:"p99_ms"`
+	RunsPerS   float64 `json:"runs_per_s"`
 	// Fuel is what one run consumed (wasmtime only); FuelVaries tells that
 	// repeated runs of the workload did not all consume the same.
 	Fuel       int64 `json:"fuel,omitempty"`
@@ -187,7 +189,7 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) (int
 					row.which, row.ms, p.StartUS, p.RestoreUS, p.GuestUS, p.CloseUS, p.HostUS, 100*p.Pooled)
 			}
 		}
-		fmt.Fprintf(tw, "\nmedians per phase, over all runs and over the slowest (at or above p99); %s, %d CPUs, %s\n", report.Date, report.CPUs, report.GoVersion)
+		fmt.Fprintf(tw, "\nmedians per phase, over all runs and over the slowest (at or above p99); %s, %d CPUs, %s, %s\n", report.Date, report.CPUs, procsNote(report.Workloads), report.GoVersion)
 		if err := tw.Flush(); err != nil {
 			return 1, err
 		}
@@ -205,7 +207,7 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) (int
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%.2f\t%.2f\t%.1f\t%s\t\n", r.Name, r.Engine, r.Mode, r.Workers, r.Runs, r.P50MS, r.P99MS, r.RunsPerS, fuel)
 	}
-	fmt.Fprintf(tw, "\n%s, %d CPUs, %s\n", report.Date, report.CPUs, report.GoVersion)
+	fmt.Fprintf(tw, "\n%s, %d CPUs, %s, %s\n", report.Date, report.CPUs, procsNote(report.Workloads), report.GoVersion)
 	if err := tw.Flush(); err != nil {
 		return 1, err
 	}
@@ -234,7 +236,7 @@ func benchEngineMode(ctx context.Context, common commonFlags, engine string, mod
 				return nil, nil, err
 			}
 			row := benchRow{
-				Name: w.Name, Engine: sb.Engine(), Mode: mode.name, Workers: workers, Runs: st.Runs,
+				Name: w.Name, Engine: sb.Engine(), Mode: mode.name, Workers: workers, Runs: st.Runs, GOMAXPROCS: runtime.GOMAXPROCS(0),
 				P50MS: ms(st.P50), P99MS: ms(st.P99), RunsPerS: st.RunsPerS,
 				Fuel: st.FuelMax, FuelVaries: st.FuelMin != st.FuelMax,
 			}
@@ -252,6 +254,20 @@ func benchEngineMode(ctx context.Context, common commonFlags, engine string, mod
 	time.Sleep(200 * time.Millisecond)
 	m := sb.IdleMemory()
 	return rows, &idleRow{Engine: sb.Engine(), Mode: mode.name, Regions: m.Regions, PrivateBytes: m.Private}, nil
+}
+
+// procsNote says the GOMAXPROCS each engine's runs had: "GOMAXPROCS 2
+// (wazero), 3 (wasmtime)".
+func procsNote(rows []benchRow) string {
+	var parts []string
+	seen := map[string]bool{}
+	for _, r := range rows {
+		if !seen[r.Engine] {
+			seen[r.Engine] = true
+			parts = append(parts, fmt.Sprintf("%d (%s)", r.GOMAXPROCS, r.Engine))
+		}
+	}
+	return "GOMAXPROCS " + strings.Join(parts, ", ")
 }
 
 func newPhaseRow(p bench.PhaseStats) *phaseRow {

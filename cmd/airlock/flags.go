@@ -200,7 +200,12 @@ func (c *commonFlags) sandbox(ctx context.Context, stderr io.Writer, extra ...ai
 	if !c.fuelMetering {
 		opts = append(opts, airlock.WithFuelMetering(false))
 	}
-	return airlock.New(ctx, append(opts, extra...)...)
+	sb, err := airlock.New(ctx, append(opts, extra...)...)
+	if err != nil {
+		return nil, err
+	}
+	procsFor(sb.Engine())
+	return sb, nil
 }
 
 // packageFlags give a long-lived Sandbox (serve, mcp, repl) its packages:

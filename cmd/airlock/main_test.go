@@ -239,10 +239,12 @@ func TestBenchPhasesJSON(t *testing.T) {
 	}
 	var rep struct {
 		Workloads []struct {
-			Name   string  `json:"name"`
-			P99MS  float64 `json:"p99_ms"`
-			Phases *phases `json:"phases"`
-			Tail   *phases `json:"tail"`
+			Name       string  `json:"name"`
+			Engine     string  `json:"engine"`
+			GOMAXPROCS int     `json:"gomaxprocs"`
+			P99MS      float64 `json:"p99_ms"`
+			Phases     *phases `json:"phases"`
+			Tail       *phases `json:"tail"`
 		} `json:"workloads"`
 		Idle []struct {
 			Mode         string  `json:"mode"`
@@ -261,6 +263,10 @@ func TestBenchPhasesJSON(t *testing.T) {
 		t.Fatalf("workloads %q, want %q", names, want)
 	}
 	for _, w := range rep.Workloads {
+		// One P more than the cores on wasmtime (procsFor).
+		if want := defaultProcs + map[bool]int{true: 1}[w.Engine == airlock.EngineWasmtime]; os.Getenv("GOMAXPROCS") == "" && w.GOMAXPROCS != want {
+			t.Fatalf("%s on %s: GOMAXPROCS %d, want %d", w.Name, w.Engine, w.GOMAXPROCS, want)
+		}
 		for _, p := range []*phases{w.Phases, w.Tail} {
 			if p == nil || p.StartUS <= 0 || p.RestoreUS <= 0 || p.GuestUS <= 0 || p.CloseUS <= 0 || p.Pooled < 0 || p.Pooled > 1 {
 				t.Fatalf("%s: phases %+v, tail %+v", w.Name, w.Phases, w.Tail)
