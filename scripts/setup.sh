@@ -65,8 +65,9 @@ if [ -z "$importing" ] && [ -z "${AIRLOCK_WASM_OPT:-}" ] && ! command -v wasm-op
 	sudo=""
 	[ "$(id -u)" -eq 0 ] || sudo="sudo"
 	echo "setup: installing binaryen (wasm-opt) with apt-get" >&2
-	$sudo apt-get update -qq
-	$sudo apt-get install -y -qq binaryen >/dev/null
+	# Waits for a dpkg lock another install holds (apt's jobs at boot).
+	$sudo apt-get -o DPkg::Lock::Timeout=600 update -qq
+	$sudo apt-get -o DPkg::Lock::Timeout=600 install -y -qq binaryen >/dev/null
 fi
 
 # Not fatal: a host without the index still gets a sandbox whose network
