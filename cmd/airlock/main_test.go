@@ -279,9 +279,8 @@ func TestBenchPhasesJSON(t *testing.T) {
 			t.Fatalf("%s: tail phases %+v add up to %.3f µs, not the p99 %.3f ms", w.Name, tail, sum, w.P99MS)
 		}
 	}
-	// wasmtime keeps no regions between runs; wazero pools them.
-	wazero := os.Getenv("AIRLOCK_ENGINE") == "" || os.Getenv("AIRLOCK_ENGINE") == "wazero"
-	if len(rep.Idle) != 1 || rep.Idle[0].Mode != "snapshot" || (wazero && rep.Idle[0].Regions == 0) ||
+	// Both engines keep reset regions for the next runs.
+	if len(rep.Idle) != 1 || rep.Idle[0].Mode != "snapshot" || rep.Idle[0].Regions == 0 ||
 		(runtime.GOOS == "linux" && len(rep.Idle[0].PrivateBytes) != rep.Idle[0].Regions) {
 		t.Fatalf("idle memory %+v", rep.Idle)
 	}
