@@ -15,7 +15,8 @@ import (
 
 // entryGuest is captured in the interactive loop's read with a function f
 // whose address (id) it prints; f reads a command from stdin and exits,
-// returns, or returns with a file open.
+// returns, raises (PyObject_CallNoArgs then returns NULL), or returns with
+// a file open.
 const entryGuest = `import os, sys
 sys.ps1 = sys.ps2 = ''
 calls = []
@@ -25,6 +26,8 @@ def f():
     print('entered', calls, cmd.decode(), flush=True)
     if cmd == b'exit':
         os._exit(3)
+    if cmd == b'raise':
+        raise ValueError(cmd)
     if cmd == b'open':
         f.kept = open('/tmp/kept', 'w')
 print(id(f), flush=True)`
@@ -49,8 +52,10 @@ func captureEntry(t *testing.T, m *engine.Module) *engine.Image {
 
 // A resume at an image's entry point calls it on an empty stack: the
 // guest's own reads of stdin never pause it (the loop's stack is not
-// asyncify's to unwind there), a return pauses it when the run pauses,
-// and the image it pauses in resumes at the same entry point.
+// asyncify's to unwind there), a return pauses it when the run pauses and
+// otherwise ends the run with status 0 (an exit without the trap), a
+// return of NULL is an error, and the image a run pauses in resumes at
+// the same entry point.
 func TestResumeAtEntryPoint(t *testing.T) {
 	m := resumable(t)
 	if !m.Enters() {
@@ -80,8 +85,11 @@ func TestResumeAtEntryPoint(t *testing.T) {
 	if o2, err, s := run(o.Image, "exit", nil); err != nil || o2.ExitCode != 3 || s != "entered [0, 1] exit\n" {
 		t.Fatalf("resumed from the pause: %v %+v %q", err, o2, s)
 	}
-	if _, err, s := run(img, "back", nil); !errors.Is(err, engine.ErrEntryReturned) {
-		t.Fatalf("return in a run that does not pause: err = %v (%q)", err, s)
+	if o, err, s := run(img, "back", nil); err != nil || o.ExitCode != 0 || s != "entered [0] back\n" || o.Image != nil {
+		t.Fatalf("return in a run that does not pause: %v %+v %q", err, o, s)
+	}
+	if _, err, s := run(img, "raise", nil); !errors.Is(err, engine.ErrEntryReturned) {
+		t.Fatalf("return of NULL in a run that does not pause: err = %v (%q)", err, s)
 	}
 	if o, err, s := run(img, "open", always); !errors.Is(err, engine.ErrPausedWithOpenFiles) || o.Image != nil {
 		t.Fatalf("return with a file open: err = %v, image %v (%q)", err, o.Image != nil, s)

@@ -299,17 +299,26 @@ func (i wzCaller) SetGlobal(name string, v uint64) error {
 }
 
 func (i wzCaller) Call(name string, args ...uint32) error {
+	_, err := i.call(name, args)
+	return err
+}
+
+// call calls an export and gives back its first result, if any.
+func (i wzCaller) call(name string, args []uint32) (uint32, error) {
 	f := i.mod.ExportedFunction(name)
 	if f == nil {
-		return fmt.Errorf("engine: no export %s", name)
+		return 0, fmt.Errorf("engine: no export %s", name)
 	}
 	var stack [1]uint64
 	params := stack[:0]
 	for _, a := range args {
 		params = append(params, uint64(a))
 	}
-	_, err := f.Call(i.ctx, params...)
-	return err
+	results, err := f.Call(i.ctx, params...)
+	if err != nil || len(results) == 0 {
+		return 0, err
+	}
+	return uint32(results[0]), nil
 }
 
 func (wzCaller) Figures() Outcome    { return Outcome{} }
@@ -327,15 +336,20 @@ type wzInstance struct {
 func (i *wzInstance) Pooled() bool { return i.pooled }
 
 func (i *wzInstance) Call(name string, args ...uint32) error {
+	_, err := i.CallResult(name, args...)
+	return err
+}
+
+func (i *wzInstance) CallResult(name string, args ...uint32) (uint32, error) {
 	stop := i.code.watchInterrupt(i.ctx, i.mod)
-	err := i.wzCaller.Call(name, args...)
+	ret, err := i.wzCaller.call(name, args)
 	stop()
 	var sysExit *sys.ExitError
 	if errors.As(err, &sysExit) && i.ctx.Err() == nil {
 		// Closed from outside with a code; treat like an interruption.
-		return fmt.Errorf("%w: %w", ErrInterrupted, err)
+		return 0, fmt.Errorf("%w: %w", ErrInterrupted, err)
 	}
-	return err
+	return ret, err
 }
 
 func (i *wzInstance) Figures() Outcome {

@@ -467,7 +467,7 @@ func ImagePath(cacheDir string, key engine.ImageKey) string {
 // EntryFuncs are the functions a run resumed from an image calls, where
 // the build names them (engine.Options.Entry): the interpreter's thread
 // takes back the GIL, which the loop's read had released, then the
-// prelude's entry point (its function `call`) is called with no
+// prelude's entry point (its function `enter`) is called with no
 // arguments. The run then starts in the prelude at once, on an empty
 // stack: no rewind of asyncify's through the loop's read, and no
 // statement for the loop to compile (~0.1 ms, and 37% of the

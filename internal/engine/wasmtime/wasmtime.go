@@ -465,10 +465,17 @@ func (e wtError) Error() string { return string(e) }
 // Call runs an export of the instance with the run's context watched: when
 // it ends, the epoch advances and this run's callback stops the guest.
 func (i *wtInstance) Call(name string, args ...uint32) error {
+	_, err := i.CallResult(name, args...)
+	return err
+}
+
+// CallResult is Call that also gives back the export's i32 result, if it
+// has one.
+func (i *wtInstance) CallResult(name string, args ...uint32) (uint32, error) {
 	ext := i.export(name)
 	if ext == nil || ext.Func() == nil {
 		closeExtern(ext)
-		return fmt.Errorf("engine: no export %s", name)
+		return 0, fmt.Errorf("engine: no export %s", name)
 	}
 	f := ext.Func()
 	ext.Close()
@@ -486,15 +493,19 @@ func (i *wtInstance) Call(name string, args ...uint32) error {
 			<-done
 		}
 	}()
-	_, err := f.Call(i.store, i32Args(args)...)
+	ret, err := f.Call(i.store, i32Args(args)...)
 	if err != nil && i.run.HostTrapped() {
 		// CallError gives the host function's error instead; wasmtime's
 		// message, formatted with a backtrace on reading (~20 µs of a
 		// run's exit), goes unread.
 		closeError(err)
-		return i.run.CallError(errHostTrapped)
+		return 0, i.run.CallError(errHostTrapped)
 	}
-	return i.run.CallError(plainError(err))
+	if err != nil {
+		return 0, i.run.CallError(plainError(err))
+	}
+	v, _ := ret.(int32) // nil for an export with no result
+	return uint32(v), nil
 }
 
 var errHostTrapped = wtError("a host function trapped")
