@@ -38,6 +38,12 @@ type wzCode struct {
 	// cacheDir and marker: where the compiled code is kept, and the record
 	// naming its file (wazero_cache.go); "" without a cache.
 	cacheDir, marker string
+	// exports names the exported functions, read from the export section:
+	// wazero's CompiledModule.ExportedFunctions builds a definition of
+	// every function (21,000 objects, 3.2 MB of pointers for the own
+	// build), kept and marked by every GC for the code's life; ~40% of a
+	// GC's marking here (RATIONALE, "What a slow run waited for").
+	exports map[string]bool
 
 	poolMu sync.Mutex
 	pools  map[poolKey]*instancePool // instances made ahead (wazero_pool.go)
@@ -98,7 +104,18 @@ func loadWazero(ctx context.Context, src source, opts Options) (Code, error) {
 	if marker != "" {
 		writeCacheRecord(opts.CacheDir, marker, cached)
 	}
-	c := &wzCode{runtime: r, compiled: compiled, interrupt: budget.Interrupt, addedFuncs: budget.AddedFuncs, cacheDir: opts.CacheDir, marker: marker}
+	exports, err := wasmbin.Exports(wasm)
+	if err != nil { // wazero took the module: not expected
+		r.Close(ctx)
+		return nil, fmt.Errorf("engine: read exports: %w", err)
+	}
+	c := &wzCode{runtime: r, compiled: compiled, interrupt: budget.Interrupt, addedFuncs: budget.AddedFuncs, cacheDir: opts.CacheDir, marker: marker,
+		exports: map[string]bool{}}
+	for _, e := range exports {
+		if e.Kind == wasmbin.KindFunc {
+			c.exports[e.Name] = true
+		}
+	}
 	for _, mem := range compiled.ExportedMemories() {
 		c.minMem = uint64(mem.Min()) * PageSize
 	}
@@ -232,10 +249,7 @@ func (c *wzCode) instantiate(ctx context.Context) (mod api.Module, err error) {
 	return c.runtime.InstantiateModule(ctx, c.compiled, wazero.NewModuleConfig().WithName("").WithStartFunctions())
 }
 
-func (c *wzCode) ExportsFunction(name string) bool {
-	_, ok := c.compiled.ExportedFunctions()[name]
-	return ok
-}
+func (c *wzCode) ExportsFunction(name string) bool { return c.exports[name] }
 
 func (c *wzCode) MinMemory() uint64         { return c.minMem }
 func (c *wzCode) TrapCause(err error) error { return err }
