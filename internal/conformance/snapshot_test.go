@@ -142,13 +142,13 @@ func TestSnapshotRunWorld(t *testing.T) {
 
 // TestSnapshotRunsStartAtTheEntryPoint: on the own build (whose
 // functions are named, python.EntryFuncs) a run from the image starts in
-// the prelude, called by the host, with nothing under it: not in a
-// statement of the interpreter's loop, as on the npm build. A session's
+// the prelude's enter, called by the host, with nothing under it: not in
+// a statement of the interpreter's loop, as on the npm build. A session's
 // calls start there too.
 func TestSnapshotRunsStartAtTheEntryPoint(t *testing.T) {
 	snapshotSandbox(t)
 	const stack = "import sys\nf, names = sys._getframe(), []\nwhile f:\n    names.append(f.f_code.co_name)\n    f = f.f_back\nprint(names)"
-	want := "['<module>', 'run_one', 'call']\n"
+	want := "['<module>', 'run_one', 'call', 'enter']\n"
 	if sb.Info().Build == "npm" {
 		want = "['<module>', 'run_one', 'call', '<module>']\n" // the loop's statement
 	}
