@@ -20,10 +20,10 @@ var defaultProcs = runtime.GOMAXPROCS(0)
 // work: it leaves a P in a call alone only while another P is idle
 // (runtime.retake). With two workers on a 2-core VM that churn kept more
 // threads runnable than cores, and a run waited out another thread's time
-// slice: p99 3.2-4.5 ms, against 1.2-1.8 ms with one P more, which stays
-// idle, and 15-40% more runs/s (RATIONALE, "What a slow run waited
-// for"). A wazero run is Go code: a P more only shares the cores among
-// more threads (p99 2.1 -> 2.7 ms).
+// slice: a p99 of 3.5-4.0 ms (medians of six pairs), against 2.05-2.4 ms
+// with one P more, which stays idle, and 8-15% more runs/s (RATIONALE,
+// "What a slow run waited for"). A wazero run is Go code: a P more only
+// shares the cores among more threads (p99 2.1 -> 2.7 ms).
 func procsFor(engine string) {
 	if os.Getenv("GOMAXPROCS") != "" {
 		return
