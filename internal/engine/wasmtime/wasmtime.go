@@ -388,39 +388,59 @@ func (i *wtInstance) Memory() []byte { return i.mem.memory() }
 // export is the instance's export name, or nil; close it after use.
 func (i *wtInstance) export(name string) *wasmtime.Extern { return i.inst.GetExport(i.store, name) }
 
-// closeExtern closes ext unless it is nil (not found), which Close is not
-// safe for.
-func closeExtern(ext *wasmtime.Extern) {
-	if ext != nil {
-		ext.Close()
-	}
-}
-
-func (i *wtInstance) Grow(pages uint32) (uint32, bool) {
-	ext := i.export("memory")
-	defer ext.Close()
-	old, err := ext.Memory().Grow(i.store, uint64(pages))
-	return uint32(old), plainError(err) == nil
-}
-
-func (i *wtInstance) Global(name string) (uint64, error) {
-	ext := i.export(name)
-	if ext == nil || ext.Global() == nil {
-		closeExtern(ext)
-		return 0, fmt.Errorf("engine: no global %s", name)
+// funcOf is the function ext (the export name, nil when there is none)
+// is; it closes ext.
+func funcOf(ext *wasmtime.Extern, name string) (*wasmtime.Func, error) {
+	if ext == nil {
+		return nil, fmt.Errorf("engine: no export %s", name)
 	}
 	defer ext.Close()
-	return wtGlobalBits(ext.Global().Get(i.store)), nil
+	f := ext.Func()
+	if f == nil {
+		return nil, fmt.Errorf("engine: no export %s", name)
+	}
+	return f, nil
 }
 
-func (i *wtInstance) SetGlobal(name string, v uint64) error {
-	ext := i.export(name)
-	if ext == nil || ext.Global() == nil {
-		closeExtern(ext)
-		return fmt.Errorf("engine: no global %s", name)
+// globalOf is funcOf for a global.
+func globalOf(ext *wasmtime.Extern, name string) (*wasmtime.Global, error) {
+	if ext == nil {
+		return nil, fmt.Errorf("engine: no global %s", name)
 	}
 	defer ext.Close()
 	g := ext.Global()
+	if g == nil {
+		return nil, fmt.Errorf("engine: no global %s", name)
+	}
+	return g, nil
+}
+
+// growMemory grows the memory ext (the export "memory") is by pages, and
+// closes ext.
+func growMemory(ext *wasmtime.Extern, store wasmtime.Storelike, pages uint32) (uint32, bool) {
+	defer ext.Close()
+	old, err := ext.Memory().Grow(store, uint64(pages))
+	closeError(err)
+	return uint32(old), err == nil
+}
+
+func (i *wtInstance) Grow(pages uint32) (uint32, bool) {
+	return growMemory(i.export("memory"), i.store, pages)
+}
+
+func (i *wtInstance) Global(name string) (uint64, error) {
+	g, err := globalOf(i.export(name), name)
+	if err != nil {
+		return 0, err
+	}
+	return wtGlobalBits(g.Get(i.store)), nil
+}
+
+func (i *wtInstance) SetGlobal(name string, v uint64) error {
+	g, err := globalOf(i.export(name), name)
+	if err != nil {
+		return err
+	}
 	ty := g.Type(i.store)
 	kind := ty.Content().Kind()
 	ty.Close()
@@ -472,13 +492,10 @@ func (i *wtInstance) Call(name string, args ...uint32) error {
 // CallResult is Call that also gives back the export's i32 result, if it
 // has one.
 func (i *wtInstance) CallResult(name string, args ...uint32) (uint32, error) {
-	ext := i.export(name)
-	if ext == nil || ext.Func() == nil {
-		closeExtern(ext)
-		return 0, fmt.Errorf("engine: no export %s", name)
+	f, err := funcOf(i.export(name), name)
+	if err != nil {
+		return 0, err
 	}
-	f := ext.Func()
-	ext.Close()
 	done := make(chan struct{})
 	stop := context.AfterFunc(i.run.Context(), func() {
 		defer close(done)
@@ -563,10 +580,7 @@ type wtCaller struct {
 func (w wtCaller) Memory() []byte { return w.inst.mem.memory() }
 
 func (w wtCaller) Grow(pages uint32) (uint32, bool) {
-	ext := w.c.GetExport("memory")
-	defer ext.Close()
-	old, err := ext.Memory().Grow(w.c, uint64(pages))
-	return uint32(old), plainError(err) == nil
+	return growMemory(w.c.GetExport("memory"), w.c, pages)
 }
 
 func (w wtCaller) Global(name string) (uint64, error) { return w.inst.Global(name) }
@@ -575,14 +589,11 @@ func (w wtCaller) SetGlobal(name string, v uint64) error {
 }
 
 func (w wtCaller) Call(name string, args ...uint32) error {
-	ext := w.c.GetExport(name)
-	if ext == nil || ext.Func() == nil {
-		closeExtern(ext)
-		return fmt.Errorf("engine: no export %s", name)
+	f, err := funcOf(w.c.GetExport(name), name)
+	if err != nil {
+		return err
 	}
-	f := ext.Func()
-	ext.Close()
-	_, err := f.Call(w.c, i32Args(args)...)
+	_, err = f.Call(w.c, i32Args(args)...)
 	return plainError(err)
 }
 
