@@ -388,31 +388,17 @@ func (i *wtInstance) Memory() []byte { return i.mem.memory() }
 // export is the instance's export name, or nil; close it after use.
 func (i *wtInstance) export(name string) *wasmtime.Extern { return i.inst.GetExport(i.store, name) }
 
-// funcOf is the function ext (the export name, nil when there is none)
-// is; it closes ext.
-func funcOf(ext *wasmtime.Extern, name string) (*wasmtime.Func, error) {
-	if ext == nil {
-		return nil, fmt.Errorf("engine: no export %s", name)
+// exportAs is ext (the export name, nil when there is none) as a
+// function or global (as: Extern.Func or Extern.Global), or an error
+// saying there is no such what; it closes ext.
+func exportAs[T any](ext *wasmtime.Extern, what, name string, as func(*wasmtime.Extern) *T) (*T, error) {
+	if ext != nil {
+		defer ext.Close()
+		if v := as(ext); v != nil {
+			return v, nil
+		}
 	}
-	defer ext.Close()
-	f := ext.Func()
-	if f == nil {
-		return nil, fmt.Errorf("engine: no export %s", name)
-	}
-	return f, nil
-}
-
-// globalOf is funcOf for a global.
-func globalOf(ext *wasmtime.Extern, name string) (*wasmtime.Global, error) {
-	if ext == nil {
-		return nil, fmt.Errorf("engine: no global %s", name)
-	}
-	defer ext.Close()
-	g := ext.Global()
-	if g == nil {
-		return nil, fmt.Errorf("engine: no global %s", name)
-	}
-	return g, nil
+	return nil, fmt.Errorf("engine: no %s %s", what, name)
 }
 
 // growMemory grows the memory ext (the export "memory") is by pages, and
@@ -429,7 +415,7 @@ func (i *wtInstance) Grow(pages uint32) (uint32, bool) {
 }
 
 func (i *wtInstance) Global(name string) (uint64, error) {
-	g, err := globalOf(i.export(name), name)
+	g, err := exportAs(i.export(name), "global", name, (*wasmtime.Extern).Global)
 	if err != nil {
 		return 0, err
 	}
@@ -437,7 +423,7 @@ func (i *wtInstance) Global(name string) (uint64, error) {
 }
 
 func (i *wtInstance) SetGlobal(name string, v uint64) error {
-	g, err := globalOf(i.export(name), name)
+	g, err := exportAs(i.export(name), "global", name, (*wasmtime.Extern).Global)
 	if err != nil {
 		return err
 	}
@@ -492,7 +478,7 @@ func (i *wtInstance) Call(name string, args ...uint32) error {
 // CallResult is Call that also gives back the export's i32 result, if it
 // has one.
 func (i *wtInstance) CallResult(name string, args ...uint32) (uint32, error) {
-	f, err := funcOf(i.export(name), name)
+	f, err := exportAs(i.export(name), "export", name, (*wasmtime.Extern).Func)
 	if err != nil {
 		return 0, err
 	}
@@ -589,7 +575,7 @@ func (w wtCaller) SetGlobal(name string, v uint64) error {
 }
 
 func (w wtCaller) Call(name string, args ...uint32) error {
-	f, err := funcOf(w.c.GetExport(name), name)
+	f, err := exportAs(w.c.GetExport(name), "export", name, (*wasmtime.Extern).Func)
 	if err != nil {
 		return err
 	}
