@@ -167,9 +167,26 @@ type idleRelease struct {
 	mu    sync.Mutex
 	busy  int
 	gen   uint64
+	last  time.Time // when the last run ended, or the server was made
 	after time.Duration
 	done  func() // counts a release (metrics)
 }
+
+// idleFor is how long no run has been in progress; 0 while one is.
+func (r *idleRelease) idleFor() time.Duration {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.busy > 0 {
+		return 0
+	}
+	return time.Since(r.last)
+}
+
+// Idle is how long the server has had no run in progress (0 while one
+// is, queued ones included), counted from New if none ran yet: what a
+// server that should exit when unused waits on. Other requests (health,
+// metrics, session listings) do not count.
+func (s *Server) Idle() time.Duration { return s.idle.idleFor() }
 
 func (r *idleRelease) start() {
 	r.mu.Lock()
@@ -182,6 +199,7 @@ func (r *idleRelease) end() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.busy--
+	r.last = time.Now()
 	if r.busy > 0 || r.after <= 0 {
 		return
 	}

@@ -237,7 +237,7 @@ func New(cfg Config) (*Server, error) {
 	releases := prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "airlock_memory_releases_total", Help: "Times the idle server handed free heap memory back to the OS.",
 	})
-	s.idle = idleRelease{after: cfg.ReleaseIdle, done: releases.Inc}
+	s.idle = idleRelease{after: cfg.ReleaseIdle, done: releases.Inc, last: time.Now()}
 	// The build in use, as Prometheus' *_info convention has it: a
 	// constant 1 whose labels say which.
 	sb := cfg.Sandbox

@@ -357,6 +357,43 @@ func TestGracefulDrain(t *testing.T) {
 	}
 }
 
+// Idle counts from the last run's end, is 0 while one is in progress, and
+// does not move for requests that run nothing.
+func TestIdle(t *testing.T) {
+	url, s, _ := start(t, Config{})
+	if s.Idle() <= 0 {
+		t.Fatalf("a server that ran nothing: Idle %v", s.Idle())
+	}
+	done := make(chan response, 1)
+	go func() {
+		done <- post(t, url+"/v1/run", "", runJSON(t, "import time; time.sleep(0.5)", RunLimits{}))
+	}()
+	busy := false
+	for range 200 { // up to 2 s until the run is in progress
+		if busy = s.Idle() == 0; busy {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if !busy {
+		t.Fatal("Idle stayed above 0 during a run")
+	}
+	if r := <-done; r.status != 200 {
+		t.Fatalf("run: %d %s", r.status, r.body)
+	}
+	time.Sleep(100 * time.Millisecond)
+	before := s.Idle()
+	if before < 100*time.Millisecond || before > 5*time.Second {
+		t.Fatalf("100 ms after the run: Idle %v", before)
+	}
+	if r := do(t, "GET", url+"/metrics", "", ""); r.status != 200 {
+		t.Fatalf("metrics: %d", r.status)
+	}
+	if after := s.Idle(); after < before {
+		t.Errorf("a metrics request moved Idle back: %v, then %v", before, after)
+	}
+}
+
 // The fuel limit and the fuel consumed travel through the HTTP API; the
 // server's engine decides whether they apply (wasmtime meters, wazero
 // refuses a budget).
