@@ -8,6 +8,7 @@
 //	airlock test DIR                   unittest discovery in the sandbox
 //	airlock version
 //	airlock bench [--runs N] [--json]
+//	airlock warm status|stop           the background servers run leaves for later runs
 package main
 
 import (
@@ -38,6 +39,7 @@ const (
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	warmByDefault = true
 	code := dispatch(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
 	stop()
 	os.Exit(code)
@@ -55,6 +57,7 @@ commands:
   test      run a directory's unittest suite inside the sandbox
   version   print the Python version and the artifact's sha256 (also --version)
   bench     measure per-run latency and throughput of the standard workloads
+  warm      status or stop the background servers that take later runs (wazero; $AIRLOCK_WARM)
 
 Run 'airlock <command> -h' for a command's flags. Exit status: the program's own, or
 2 usage error, 124 timeout, 125 another limit, 126 Airlock itself failed.
@@ -140,6 +143,8 @@ func dispatch(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 		code, err = cmdVersion(ctx, args[1:], stdout, stderr)
 	case "bench":
 		code, err = cmdBench(ctx, args[1:], stdout, stderr)
+	case "warm":
+		code, err = cmdWarm(ctx, args[1:], stdout, stderr)
 	case "--version", "-V":
 		// The program's own version, which needs no build (`airlock
 		// version` says which Python it runs).

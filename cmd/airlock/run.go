@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/airlock-sandbox/airlock"
 	"github.com/airlock-sandbox/airlock/internal/python"
@@ -116,6 +117,21 @@ func cmdRun(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 	if *serverURL != "" {
 		return runRemote(ctx, *serverURL, req, *outDir, *asJSON, stdout, stderr)
 	}
+	var warm *warmTarget
+	if len(sbOpts) == 0 && len(req.Packages) == 0 && req.Network == nil && !watching(ctx) &&
+		req.Limits.Timeout > 0 && req.Limits.Timeout%time.Millisecond == 0 { // the API's timeout is in ms
+		switch warm, err = newWarmTarget(&common); {
+		case errors.Is(err, errNotWarm):
+			warm = nil
+		case err != nil:
+			return exitUsage, err
+		}
+	}
+	if warm != nil {
+		if code, served, err := warm.run(ctx, req, *outDir, *asJSON, stdout, stderr); served {
+			return code, err
+		}
+	}
 	sb, err := common.sandbox(ctx, stderr, sbOpts...)
 	if err != nil {
 		return 1, err
@@ -126,7 +142,11 @@ func cmdRun(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 		req.OnOutput = streamTo(stdout, stderr)
 	}
 	res, _ := sb.Run(ctx, req) // the error is res.Error, which report prints
-	return report(server.NewResult(res, server.PythonOf(sb), false), res.Files, outFiles{*outDir, python.Home}, *asJSON, !*asJSON, stdout, stderr), nil
+	status := report(server.NewResult(res, server.PythonOf(sb), false), res.Files, outFiles{*outDir, python.Home}, *asJSON, !*asJSON, stdout, stderr)
+	if warm != nil {
+		warm.start() // for the next run
+	}
+	return status, nil
 }
 
 // streamTo writes a run's output chunks to stdout and stderr as they come.
@@ -268,6 +288,13 @@ func (o outFiles) write(files []airlock.File, stderr io.Writer) bool {
 // as a local run would.
 func runRemote(ctx context.Context, url string, req airlock.Request, outDir string, asJSON bool, stdout, stderr io.Writer) (int, error) {
 	c := &server.Client{URL: url, Token: os.Getenv("AIRLOCK_TOKEN")}
+	return sendRun(ctx, c, req, outDir, asJSON, streamTo(stdout, stderr), stdout, stderr)
+}
+
+// sendRun sends req through c, onOutput getting the output as it comes
+// unless asJSON, and reports the result as a local run would.
+func sendRun(ctx context.Context, c *server.Client, req airlock.Request, outDir string, asJSON bool,
+	onOutput func(string, []byte), stdout, stderr io.Writer) (int, error) {
 	rich := req.RichOutput
 	in := server.RunRequest{
 		Code: req.Code, Filename: req.Filename, Files: req.Files, Stdin: req.Stdin,
@@ -280,7 +307,7 @@ func runRemote(ctx context.Context, url string, req airlock.Request, outDir stri
 	if asJSON {
 		res, err = c.Run(ctx, in)
 	} else {
-		res, err = c.RunStream(ctx, in, streamTo(stdout, stderr))
+		res, err = c.RunStream(ctx, in, onOutput)
 	}
 	if err != nil {
 		return 1, err

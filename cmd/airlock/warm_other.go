@@ -1,0 +1,31 @@
+//go:build !linux
+
+package main
+
+import (
+	"context"
+	"errors"
+	"io"
+
+	"github.com/airlock-sandbox/airlock"
+)
+
+// Warm servers need Linux: their socket's peer check is SO_PEERCRED.
+
+var warmByDefault bool
+
+var errNotWarm = errors.New("not a warm run")
+
+type warmTarget struct{}
+
+func newWarmTarget(*commonFlags) (*warmTarget, error) { return nil, errNotWarm }
+
+func (*warmTarget) run(context.Context, airlock.Request, string, bool, io.Writer, io.Writer) (int, bool, error) {
+	return 0, false, nil
+}
+
+func (*warmTarget) start() {}
+
+func cmdWarm(context.Context, []string, io.Writer, io.Writer) (int, error) {
+	return exitUsage, usageError{"warm servers need Linux"}
+}

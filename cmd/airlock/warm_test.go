@@ -1,0 +1,276 @@
+//go:build linux
+
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/airlock-sandbox/airlock"
+)
+
+// warmEnv is the environment of CLI processes that use warm servers,
+// their sockets in a directory of the test's own.
+func warmEnv(t *testing.T, idle string) []string {
+	t.Helper()
+	rt, err := os.MkdirTemp("", "rt") // short: a socket's path has ~100 bytes
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(rt) })
+	env := []string{"XDG_RUNTIME_DIR=" + rt, envWarm + "=" + idle}
+	t.Cleanup(func() { cliProcess(t, env, "", "warm", "stop") })
+	return env
+}
+
+// cliProcess runs the test binary as the airlock command, a process of its
+// own as a user's shell would start it.
+func cliProcess(t *testing.T, env []string, stdin string, args ...string) (int, string, string) {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], args...)
+	cmd.Env = append(append(os.Environ(), envExecMain+"=1"), env...)
+	cmd.Stdin = strings.NewReader(stdin)
+	var out, errOut bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	err := cmd.Run()
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatalf("airlock %v: %v", args, err)
+	}
+	return code, out.String(), errOut.String()
+}
+
+var warmRuns = regexp.MustCompile(`runs (\d+)`)
+
+// warmServed is how many runs the one warm server of env answered, -1
+// while there is none.
+func warmServed(t *testing.T, env []string) int {
+	t.Helper()
+	_, out, _ := cliProcess(t, env, "", "warm", "status")
+	m := warmRuns.FindAllStringSubmatch(out, -1)
+	switch len(m) {
+	case 0:
+		return -1
+	case 1:
+		n, _ := strconv.Atoi(m[0][1])
+		return n
+	}
+	t.Fatalf("more than one warm server:\n%s", out)
+	return 0
+}
+
+func waitUntil(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(2 * time.Minute)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("gave up waiting for %s", what)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+func TestWarmServerTakesLaterRuns(t *testing.T) {
+	env := warmEnv(t, "5m")
+	if code, out, errOut := cliProcess(t, env, "", "run", "-c", "print(6*7)"); code != 0 || out != "42\n" {
+		t.Fatalf("first run: status %d, stdout %q, stderr %q", code, out, errOut)
+	}
+	waitUntil(t, "a warm server", func() bool { return warmServed(t, env) == 0 })
+
+	dir := t.TempDir()
+	in := filepath.Join(dir, "in.txt")
+	if err := os.WriteFile(in, []byte("shout"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	outDir := filepath.Join(dir, "out")
+	// What a seeded run prints in a process of its own, for the same run
+	// on the server to match.
+	seeded := []string{"--deterministic", "--seed", "7", "-c", "import random, time; print(random.random(), time.time())"}
+	_, seededOut, _ := cliProcess(t, append(env, envWarm+"=off"), "", append([]string{"run"}, seeded...)...)
+	if seededOut == "" {
+		t.Fatal("a seeded run in-process printed nothing")
+	}
+	cases := []struct {
+		name       string
+		stdin      string
+		args       []string
+		status     int
+		out, inErr string
+	}{
+		{"exit status and both streams", "", []string{"-c", "import sys; print('out'); print('err', file=sys.stderr); sys.exit(3)"}, 3, "out\n", "err\n"},
+		{"an exception", "", []string{"-c", "1/0"}, 1, "", "ZeroDivisionError"},
+		{"timeout", "", []string{"--timeout", "1s", "-c", "while True: pass"}, exitTimeout, "", "timeout"},
+		{"memory limit", "", []string{"--memory", "32MiB", "-c", "x = bytearray(64 << 20)"}, exitLimit, "", "memory"},
+		{"stdin", "from the pipe", []string{"--stdin", "-", "-c", "import sys; print(sys.stdin.read().upper())"}, 0, "FROM THE PIPE\n", ""},
+		{"files in and out", "", []string{"--file", in, "--out", outDir, "-c",
+			"open('/home/user/loud.txt', 'w').write(open('/home/user/in.txt').read().upper())"}, 0, "", ""},
+		{"deterministic", "", seeded, 0, seededOut, ""},
+	}
+	for i, c := range cases {
+		code, out, errOut := cliProcess(t, env, c.stdin, append([]string{"run"}, c.args...)...)
+		if code != c.status || out != c.out || !strings.Contains(errOut, c.inErr) {
+			t.Errorf("%s: status %d, stdout %q, stderr %q; want %d, %q, stderr with %q", c.name, code, out, errOut, c.status, c.out, c.inErr)
+		}
+		if n := warmServed(t, env); n != i+1 {
+			t.Fatalf("%s: the warm server answered %d runs, want %d", c.name, n, i+1)
+		}
+	}
+	if b, err := os.ReadFile(filepath.Join(outDir, "loud.txt")); err != nil || string(b) != "SHOUT" {
+		t.Errorf("--out through the warm server: %q, %v", b, err)
+	}
+	code, out, _ := cliProcess(t, env, "", "run", "--json", "-c", "print(1)")
+	var res struct {
+		ExitCode int    `json:"exit_code"`
+		Stdout   string `json:"stdout"`
+		Python   struct {
+			Build string `json:"build"`
+		} `json:"python"`
+	}
+	if err := json.Unmarshal([]byte(out), &res); code != 0 || err != nil || res.Stdout != "1\n" || res.Python.Build != "own" {
+		t.Errorf("--json: status %d, %v, %+v", code, err, res)
+	}
+	served := len(cases) + 1
+	if n := warmServed(t, env); n != served {
+		t.Fatalf("after --json: %d runs served, want %d", n, served)
+	}
+
+	// A package is the invoking process's to load: that run is its own.
+	pkg := filepath.Join(dir, "pkg")
+	if err := os.MkdirAll(pkg, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(pkg, "localmod.py"), []byte("X = 5\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if code, out, errOut := cliProcess(t, env, "", "run", "--package", pkg, "-c", "import localmod; print(localmod.X)"); code != 0 || out != "5\n" {
+		t.Errorf("--package: status %d, stdout %q, stderr %q", code, out, errOut)
+	}
+	if n := warmServed(t, env); n != served {
+		t.Errorf("a --package run went to the warm server (%d runs served, want %d)", n, served)
+	}
+	// As does any run with the variable off.
+	if code, out, _ := cliProcess(t, append(env, envWarm+"=off"), "", "run", "-c", "print(2)"); code != 0 || out != "2\n" {
+		t.Errorf("%s=off: status %d, stdout %q", envWarm, code, out)
+	}
+	if n := warmServed(t, env); n != served {
+		t.Errorf("a run with %s=off went to the warm server (%d runs served, want %d)", envWarm, n, served)
+	}
+}
+
+func TestWarmServerExitsIdle(t *testing.T) {
+	env := warmEnv(t, "2s")
+	if code, _, errOut := cliProcess(t, env, "", "run", "-c", "pass"); code != 0 {
+		t.Fatalf("first run: status %d, %s", code, errOut)
+	}
+	waitUntil(t, "a warm server", func() bool { return warmServed(t, env) == 0 })
+	start := time.Now()
+	waitUntil(t, "the idle server to exit", func() bool { return warmServed(t, env) == -1 })
+	if waited := time.Since(start); waited > 30*time.Second {
+		t.Errorf("the server idle for 2 s exited after %v", waited)
+	}
+	socks, _ := filepath.Glob(filepath.Join(envValue(env, "XDG_RUNTIME_DIR"), "airlock", "*.sock"))
+	if len(socks) != 0 {
+		t.Errorf("the server left its socket: %v", socks)
+	}
+}
+
+// A changed python.wasm is for a new server to load: the old one answers
+// no more runs (they run in-process) and exits.
+func TestWarmServerLeavesWhenTheBuildChanges(t *testing.T) {
+	env := warmEnv(t, "5m")
+	if code, _, errOut := cliProcess(t, env, "", "run", "-c", "pass"); code != 0 {
+		t.Fatalf("first run: status %d, %s", code, errOut)
+	}
+	waitUntil(t, "a warm server", func() bool { return warmServed(t, env) == 0 })
+	sb, err := airlock.New(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	wasm := sb.Info().Path
+	sb.Close(context.Background())
+	fi, err := os.Stat(wasm)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The same times again: only the change time moves, as with any write.
+	if err := os.Chtimes(wasm, fi.ModTime(), fi.ModTime()); err != nil {
+		t.Fatal(err)
+	}
+	if code, out, errOut := cliProcess(t, env, "", "run", "-c", "print('still runs')"); code != 0 || out != "still runs\n" {
+		t.Fatalf("after the change: status %d, stdout %q, stderr %q", code, out, errOut)
+	}
+	// The stale server exits, and a run after that starts a new one (the
+	// run above did, unless the old one still held the lock), which serves
+	// from the changed build.
+	waitUntil(t, "a fresh warm server", func() bool {
+		n := warmServed(t, env)
+		if n == -1 {
+			cliProcess(t, env, "", "run", "-c", "pass")
+		}
+		return n == 0
+	})
+	if code, out, _ := cliProcess(t, env, "", "run", "-c", "print(3)"); code != 0 || out != "3\n" {
+		t.Fatalf("status %d, stdout %q", code, out)
+	}
+	if n := warmServed(t, env); n != 1 {
+		t.Errorf("the new server answered %d runs, want 1", n)
+	}
+}
+
+func TestWarmDirMustBePrivate(t *testing.T) {
+	rt := t.TempDir()
+	t.Setenv("XDG_RUNTIME_DIR", rt)
+	dir := filepath.Join(rt, "airlock")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := warmDir(); err == nil {
+		t.Error("a directory others may enter is taken for warm servers' sockets")
+	}
+	if err := os.Chmod(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := warmDir(); err != nil {
+		t.Errorf("a private directory: %v", err)
+	}
+	os.Remove(dir)
+	if err := os.Symlink(t.TempDir(), dir); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := warmDir(); err == nil {
+		t.Error("a symbolic link is taken for warm servers' directory")
+	}
+}
+
+func TestGoRunBinariesGetNoWarmServer(t *testing.T) {
+	for exe, want := range map[string]bool{
+		"/tmp/go-build200154856/b001/exe/airlock":  true, // go run's
+		"/tmp/go-build200154856/b001/airlock.test": false,
+		"/usr/local/bin/airlock":                   false,
+		"/home/me/exe/airlock":                     false,
+	} {
+		if got := goRunBinary(exe); got != want {
+			t.Errorf("goRunBinary(%q) = %v", exe, got)
+		}
+	}
+}
+
+func envValue(env []string, name string) string {
+	for _, kv := range env {
+		if v, ok := strings.CutPrefix(kv, name+"="); ok {
+			return v
+		}
+	}
+	return ""
+}
