@@ -43,6 +43,10 @@ type benchRow struct {
 	P50MS      float64 `json:"p50_ms"`
 	P99MS      float64 `json:"p99_ms"`
 	RunsPerS   float64 `json:"runs_per_s"`
+	// StealPct is the share of the machine's CPU time its hypervisor took
+	// during the runs (Linux; absent elsewhere, and for runs shorter than
+	// the kernel's clock tick, ~10 ms).
+	StealPct *float64 `json:"steal_pct,omitempty"`
 	// Fuel is what one run consumed (wasmtime only); FuelVaries tells that
 	// repeated runs of the workload did not all consume the same.
 	Fuel       int64 `json:"fuel,omitempty"`
@@ -177,7 +181,7 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) (int
 	}
 	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
 	if *phases {
-		fmt.Fprintln(tw, "workload\tengine\tmode\tworkers\truns\tover\tms\tstart µs\trestore µs\tguest µs\tclose µs\thost µs\tpooled\t")
+		fmt.Fprintln(tw, "workload\tengine\tmode\tworkers\truns\tover\tms\tstart µs\trestore µs\tguest µs\tclose µs\thost µs\tpooled\tsteal\t")
 		for _, r := range report.Workloads {
 			for _, row := range []struct {
 				which string
@@ -185,8 +189,8 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) (int
 				p     *phaseRow
 			}{{"all, p50", r.P50MS, r.Phases}, {"≥ p99", r.P99MS, r.Tail}} {
 				p := row.p
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%s\t%.2f\t%.0f\t%.0f\t%.0f\t%.0f\t%.0f\t%.0f%%\t\n", r.Name, r.Engine, r.Mode, r.Workers, r.Runs,
-					row.which, row.ms, p.StartUS, p.RestoreUS, p.GuestUS, p.CloseUS, p.HostUS, 100*p.Pooled)
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%s\t%.2f\t%.0f\t%.0f\t%.0f\t%.0f\t%.0f\t%.0f%%\t%s\t\n", r.Name, r.Engine, r.Mode, r.Workers, r.Runs,
+					row.which, row.ms, p.StartUS, p.RestoreUS, p.GuestUS, p.CloseUS, p.HostUS, 100*p.Pooled, stealText(r.StealPct))
 			}
 		}
 		fmt.Fprintf(tw, "\nmedians per phase, over all runs and over the slowest (at or above p99); %s, %d CPUs, %s, %s\n", report.Date, report.CPUs, procsNote(report.Workloads), report.GoVersion)
@@ -196,7 +200,7 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) (int
 		printIdle(stdout, report.Idle)
 		return 0, nil
 	}
-	fmt.Fprintln(tw, "workload\tengine\tmode\tworkers\truns\tp50 ms\tp99 ms\truns/s\tfuel\t")
+	fmt.Fprintln(tw, "workload\tengine\tmode\tworkers\truns\tp50 ms\tp99 ms\truns/s\tfuel\tsteal\t")
 	for _, r := range report.Workloads {
 		fuel := "-"
 		if r.Fuel != 0 {
@@ -205,7 +209,7 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) (int
 				fuel = "varies"
 			}
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%.2f\t%.2f\t%.1f\t%s\t\n", r.Name, r.Engine, r.Mode, r.Workers, r.Runs, r.P50MS, r.P99MS, r.RunsPerS, fuel)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%.2f\t%.2f\t%.1f\t%s\t%s\t\n", r.Name, r.Engine, r.Mode, r.Workers, r.Runs, r.P50MS, r.P99MS, r.RunsPerS, fuel, stealText(r.StealPct))
 	}
 	fmt.Fprintf(tw, "\n%s, %d CPUs, %s, %s\n", report.Date, report.CPUs, procsNote(report.Workloads), report.GoVersion)
 	if err := tw.Flush(); err != nil {
@@ -231,14 +235,16 @@ func benchEngineMode(ctx context.Context, common commonFlags, engine string, mod
 			continue
 		}
 		for _, workers := range []int{1, 2} {
+			ticks, ticksOK := readCPUTicks()
 			st, err := bench.Measure(ctx, sb, w, runs, workers)
 			if err != nil {
 				return nil, nil, err
 			}
+			steal := stealSince(ticks, ticksOK)
 			row := benchRow{
 				Name: w.Name, Engine: sb.Engine(), Mode: mode.name, Workers: workers, Runs: st.Runs, GOMAXPROCS: runtime.GOMAXPROCS(0),
 				P50MS: ms(st.P50), P99MS: ms(st.P99), RunsPerS: st.RunsPerS,
-				Fuel: st.FuelMax, FuelVaries: st.FuelMin != st.FuelMax,
+				Fuel: st.FuelMax, FuelVaries: st.FuelMin != st.FuelMax, StealPct: steal,
 			}
 			if phases {
 				row.Phases, row.Tail = newPhaseRow(st.Phases), newPhaseRow(st.Tail)
@@ -254,6 +260,14 @@ func benchEngineMode(ctx context.Context, common commonFlags, engine string, mod
 	time.Sleep(200 * time.Millisecond)
 	m := sb.IdleMemory()
 	return rows, &idleRow{Engine: sb.Engine(), Mode: mode.name, Regions: m.Regions, PrivateBytes: m.Private}, nil
+}
+
+// stealText is a row's steal as the table prints it.
+func stealText(pct *float64) string {
+	if pct == nil {
+		return "-"
+	}
+	return strconv.FormatFloat(*pct, 'f', 1, 64) + "%"
 }
 
 // procsNote says the GOMAXPROCS each engine's runs had: "GOMAXPROCS 2

@@ -198,11 +198,12 @@ func TestBenchJSON(t *testing.T) {
 	}
 	var rep struct {
 		Workloads []struct {
-			Name     string  `json:"name"`
-			Mode     string  `json:"mode"`
-			P50MS    float64 `json:"p50_ms"`
-			P99MS    float64 `json:"p99_ms"`
-			RunsPerS float64 `json:"runs_per_s"`
+			Name     string   `json:"name"`
+			Mode     string   `json:"mode"`
+			P50MS    float64  `json:"p50_ms"`
+			P99MS    float64  `json:"p99_ms"`
+			RunsPerS float64  `json:"runs_per_s"`
+			StealPct *float64 `json:"steal_pct"`
 		} `json:"workloads"`
 	}
 	if err := json.Unmarshal([]byte(stdout), &rep); err != nil {
@@ -218,6 +219,34 @@ func TestBenchJSON(t *testing.T) {
 	for _, w := range rep.Workloads {
 		if w.Name == "" || w.Mode == "" || w.P50MS <= 0 || w.P99MS < w.P50MS || w.RunsPerS <= 0 {
 			t.Fatalf("bad row %+v", w)
+		}
+	}
+}
+
+// Each row says what share of the machine's CPU time the hypervisor took
+// while it ran, where the kernel tells (Linux), so a p99 can be read
+// against it.
+func TestBenchReportsSteal(t *testing.T) {
+	code, stdout, stderr := cli(t, "", "bench", "--mode", "snapshot", "--runs", "300", "--workloads", "pass", "--json")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	var rep struct {
+		Workloads []struct {
+			Workers  int      `json:"workers"`
+			StealPct *float64 `json:"steal_pct"`
+		} `json:"workloads"`
+	}
+	if err := json.Unmarshal([]byte(stdout), &rep); err != nil {
+		t.Fatal(err)
+	}
+	_, procStat := readCPUTicks()
+	if len(rep.Workloads) != 2 {
+		t.Fatalf("%d rows, want pass on 1 and 2 workers", len(rep.Workloads))
+	}
+	for _, w := range rep.Workloads {
+		if (w.StealPct != nil) != procStat || w.StealPct != nil && (*w.StealPct < 0 || *w.StealPct > 100) {
+			t.Fatalf("%d workers: steal_pct %v (with /proc/stat: %v)", w.Workers, w.StealPct, procStat)
 		}
 	}
 }
