@@ -274,3 +274,11 @@ func envValue(env []string, name string) string {
 	}
 	return ""
 }
+
+func TestWarmSettingMustParse(t *testing.T) {
+	t.Setenv(envWarm, "soon")
+	code, _, errOut := cli(t, "", "run", "-c", "pass")
+	if code != exitUsage || !strings.Contains(errOut, "$AIRLOCK_WARM=\"soon\"") {
+		t.Fatalf("status %d, stderr %q", code, errOut)
+	}
+}
