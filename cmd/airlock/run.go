@@ -120,7 +120,7 @@ func cmdRun(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 	var warm *warmTarget
 	if len(sbOpts) == 0 && len(req.Packages) == 0 && req.Network == nil && !watching(ctx) &&
 		req.Limits.Timeout > 0 && req.Limits.Timeout%time.Millisecond == 0 { // the API's timeout is in ms
-		switch warm, err = newWarmTarget(&common); {
+		switch warm, err = newWarmTarget(&common, nil, nil); {
 		case errors.Is(err, errNotWarm):
 			warm = nil
 		case err != nil:

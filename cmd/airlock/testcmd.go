@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -137,7 +138,10 @@ func cmdTest(ctx context.Context, args []string, stdout, stderr io.Writer) (int,
 	if kind == "unittest" && (*keyword != "" || *junit != "") {
 		return exitUsage, usageError{"-k and --junit need the pytest runner (--runner pytest)"}
 	}
-	var opts []airlock.Option
+	var (
+		opts                []airlock.Option
+		packages, preimport []string
+	)
 	if kind == "pytest" {
 		cacheDir := common.cacheDir
 		if cacheDir == "" {
@@ -150,13 +154,41 @@ func cmdTest(ctx context.Context, args []string, stdout, stderr io.Writer) (int,
 			return 1, fmt.Errorf("the suite needs pytest, which is not in %s: run scripts/fetch-wheels.sh test (scripts/setup.sh does), or --runner unittest", testWheelsDir(cacheDir))
 		}
 		// pytest in the snapshot image: imported once, not per run.
-		opts = append(opts, airlock.WithPackages(wheels...), airlock.WithPreimport("pytest"))
+		packages, preimport = wheels, []string{"pytest"}
+		opts = append(opts, airlock.WithPackages(packages...), airlock.WithPreimport(preimport...))
 	}
-	sb, err := common.sandbox(ctx, stderr, opts...)
-	if err != nil {
-		return 1, err
+	// The suite's runs go to a warm server where there is one (see
+	// warm.go), else to a Sandbox of this process's, made on first need.
+	var warm *warmTarget
+	if *timeout > 0 && *timeout%time.Millisecond == 0 && !watching(ctx) { // the API's timeout is in ms
+		switch warm, err = newWarmTarget(&common, packages, preimport); {
+		case errors.Is(err, errNotWarm):
+			warm = nil
+		case err != nil:
+			return exitUsage, err
+		}
 	}
-	defer sb.Close(context.Background())
+	var sb *airlock.Sandbox
+	defer func() {
+		if sb != nil {
+			sb.Close(context.Background())
+		}
+	}()
+	run := func(req airlock.Request) (*airlock.Result, error) {
+		if warm != nil && sb == nil {
+			if res, served := warm.runRequest(ctx, req); served {
+				return res, nil
+			}
+		}
+		if sb == nil {
+			var err error
+			if sb, err = common.sandbox(ctx, stderr, opts...); err != nil {
+				return nil, err
+			}
+		}
+		res, _ := sb.Run(ctx, req) // the error is res.Error, which add prints
+		return res, nil
+	}
 	targets := []string{""} // the whole suite in one run
 	if *isolate {
 		targets = testFiles(files, *pattern)
@@ -169,10 +201,13 @@ func cmdTest(ctx context.Context, args []string, stdout, stderr io.Writer) (int,
 		if kind == "pytest" {
 			code = pytestCode(*verbose, *keyword, *junit != "", target)
 		}
-		res, _ := sb.Run(ctx, airlock.Request{
+		res, err := run(airlock.Request{
 			Code: code, Filename: "<airlock test>", Files: files,
 			Limits: airlock.Limits{Timeout: *timeout, Memory: memory.n},
 		})
+		if err != nil {
+			return 1, err
+		}
 		st, err := counts.add(res, *asJSON, stdout, stderr)
 		if err != nil {
 			return st, err
@@ -181,6 +216,9 @@ func cmdTest(ctx context.Context, args []string, stdout, stderr io.Writer) (int,
 		if *junit != "" {
 			writeJUnit(*junit, res, len(targets) > 1, target, stderr)
 		}
+	}
+	if sb != nil && warm != nil {
+		warm.start() // for the next suite
 	}
 	counts.Duration = float64(time.Since(start).Microseconds()) / 1000
 	if *asJSON {

@@ -93,11 +93,12 @@ func (t *warmTarget) lock() string { return t.base + ".lock" }
 // errNotWarm is a run that a warm server cannot take.
 var errNotWarm = errors.New("not a warm run")
 
-// newWarmTarget is the warm server for common's settings, or errNotWarm
-// where there is none to use: off, another engine than wazero (a wasmtime
-// process maps its compiled code and starts in ~30 ms, no gain worth a
-// resident process), or no private directory for the socket.
-func newWarmTarget(common *commonFlags) (*warmTarget, error) {
+// newWarmTarget is the warm server for common's settings and the packages
+// (host paths) and preimports its Sandbox loads, or errNotWarm where there
+// is none to use: off, another engine than wazero (a wasmtime process maps
+// its compiled code and starts in ~30 ms, no gain worth a resident
+// process), or no private directory for the socket.
+func newWarmTarget(common *commonFlags, packages, preimport []string) (*warmTarget, error) {
 	idle, err := warmIdle()
 	if err != nil {
 		return nil, err
@@ -136,7 +137,23 @@ func newWarmTarget(common *commonFlags) (*warmTarget, error) {
 	}
 	args := []string{"--python", py, "--cache-dir", cacheDir, "--engine", engine,
 		"--fuel-metering=" + strconv.FormatBool(common.fuelMetering)}
-	sum := sha256.Sum256([]byte(strings.Join(append([]string{exe, exeID}, args...), "\x00")))
+	key := []string{exe, exeID}
+	for _, p := range packages {
+		abs, err := filepath.Abs(p)
+		if err != nil {
+			return nil, errNotWarm
+		}
+		id, err := fileID(abs)
+		if err != nil {
+			return nil, errNotWarm
+		}
+		args = append(args, "--package", abs)
+		key = append(key, id) // a changed package is another server's
+	}
+	for _, m := range preimport {
+		args = append(args, "--preimport", m)
+	}
+	sum := sha256.Sum256([]byte(strings.Join(append(key, args...), "\x00")))
 	base := filepath.Join(dir, "warm-"+hex.EncodeToString(sum[:8]))
 	if len(base)+len(".sock") >= 108 { // sun_path
 		return nil, errNotWarm
@@ -238,6 +255,44 @@ func (t *warmTarget) run(ctx context.Context, req airlock.Request, outDir string
 	return 0, false, nil
 }
 
+// runRequest runs req on t's server for a command that reads the result
+// rather than printing it as it comes (airlock test); served as for run.
+func (t *warmTarget) runRequest(ctx context.Context, req airlock.Request) (res *airlock.Result, served bool) {
+	if _, err := os.Stat(t.sock()); err != nil {
+		return nil, false
+	}
+	rich := req.RichOutput
+	out, err := t.client().Run(ctx, server.RunRequest{
+		Code: req.Code, Filename: req.Filename, Files: req.Files, Stdin: req.Stdin,
+		Limits: server.FromLimits(req.Limits), Deterministic: req.Deterministic, Seed: req.Seed,
+		RichOutput: &rich,
+	})
+	var apiErr *server.APIError
+	switch {
+	case err == nil:
+		return fromResult(out), true
+	case ctx.Err() != nil:
+		return &airlock.Result{ExitCode: -1, Error: &airlock.Error{Kind: airlock.KindTimeout, Message: "the run was cancelled"}}, true
+	case errors.As(err, &apiErr) && apiErr.Kind != "bad_response":
+		return &airlock.Result{ExitCode: -1, Error: &airlock.Error{Kind: airlock.Kind(apiErr.Kind), Message: apiErr.Message}}, true
+	}
+	return nil, false
+}
+
+// fromResult is the part of an airlock.Result that the API's Result
+// carries.
+func fromResult(r *server.Result) *airlock.Result {
+	res := &airlock.Result{ExitCode: r.ExitCode, Stdout: []byte(r.Stdout), Stderr: []byte(r.Stderr),
+		Duration: time.Duration(r.DurationMS * float64(time.Millisecond))}
+	if r.Error != nil {
+		res.Error = &airlock.Error{Kind: airlock.Kind(r.Error.Kind), Message: r.Error.Message}
+	}
+	for _, f := range r.Files {
+		res.Files = append(res.Files, airlock.File{Path: f.Path, Size: f.Size, Data: f.Data})
+	}
+	return res
+}
+
 // start starts t's server in the background, unless one holds its lock
 // (serving, or still loading). It is called after a run this process
 // made itself, once its Sandbox loaded, so the server finds the caches
@@ -321,6 +376,9 @@ func cmdWarmServe(ctx context.Context, args []string, stderr io.Writer) (int, er
 	fs.SetOutput(io.Discard)
 	var common commonFlags
 	common.register(fs)
+	var pkgs packageFlags
+	fs.Var(&pkgs.packages, "package", "pure-Python package every run can import (repeatable)")
+	fs.Var(&pkgs.preimport, "preimport", "module to import into the snapshot (repeatable)")
 	sock := fs.String("socket", "", "Unix socket to listen on (its directory private to this user)")
 	idle := fs.Duration("idle", defaultWarmIdle, "exit after this long without a run")
 	if stop, code, err := flagResult(fs, stderr, parseFlags(fs, args)); stop {
@@ -343,12 +401,16 @@ func cmdWarmServe(ctx context.Context, args []string, stderr io.Writer) (int, er
 	}
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	sb, err := common.sandbox(ctx, stderr)
+	pkgOpts, err := pkgs.options()
+	if err != nil {
+		return exitUsage, err
+	}
+	sb, err := common.sandbox(ctx, stderr, pkgOpts...)
 	if err != nil {
 		return 1, err
 	}
 	defer sb.Close(context.Background())
-	stale, err := staleCheck(sb.Info().Path)
+	stale, err := staleCheck(append([]string{sb.Info().Path}, pkgs.packages...))
 	if err != nil {
 		return 1, err
 	}
@@ -411,16 +473,18 @@ func cmdWarmServe(ctx context.Context, args []string, stderr io.Writer) (int, er
 }
 
 // staleCheck tells, each time it is called, whether the airlock executable
-// or the python.wasm at wasm ("" for an embedded one) changed since it
-// was made: a rebuilt build is for new servers to load.
-func staleCheck(wasm string) (func() bool, error) {
+// or any of files (python.wasm, "" for an embedded one; packages) changed
+// since it was made: a rebuilt build is for new servers to load.
+func staleCheck(files []string) (func() bool, error) {
 	exe, err := os.Executable()
 	if err != nil {
 		return nil, err
 	}
 	paths := []string{exe}
-	if wasm != "" {
-		paths = append(paths, wasm)
+	for _, f := range files {
+		if f != "" {
+			paths = append(paths, f)
+		}
 	}
 	ids := make([]string, len(paths))
 	for i, p := range paths {

@@ -18,7 +18,11 @@ var errNotWarm = errors.New("not a warm run")
 
 type warmTarget struct{}
 
-func newWarmTarget(*commonFlags) (*warmTarget, error) { return nil, errNotWarm }
+func newWarmTarget(*commonFlags, []string, []string) (*warmTarget, error) { return nil, errNotWarm }
+
+func (*warmTarget) runRequest(context.Context, airlock.Request) (*airlock.Result, bool) {
+	return nil, false
+}
 
 func (*warmTarget) run(context.Context, airlock.Request, string, bool, io.Writer, io.Writer) (int, bool, error) {
 	return 0, false, nil

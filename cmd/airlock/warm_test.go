@@ -282,3 +282,38 @@ func TestWarmSettingMustParse(t *testing.T) {
 		t.Fatalf("status %d, stderr %q", code, errOut)
 	}
 }
+
+// airlock test's runs go to a warm server too, one whose Sandbox has
+// pytest in its image, and report as the suite's own process would.
+func TestWarmServerTakesTestSuites(t *testing.T) {
+	needTestWheels(t)
+	env := warmEnv(t, "5m")
+	suite := writeSuite(t, map[string]string{
+		"conftest.py":   "import pytest\n@pytest.fixture\ndef answer():\n    return 42\n",
+		"test_a.py":     "def test_fixture(answer): assert answer == 42\ndef test_fail(): assert 1 + 1 == 3\n",
+		"sub/test_b.py": "def test_b(): pass\n",
+	})
+	const summary = "2 passed, 1 failed, 0 errors, 0 skipped (3 tests) in "
+	if code, out, errOut := cliProcess(t, env, "", "test", suite); code != 1 || !strings.Contains(out, summary) {
+		t.Fatalf("first suite: status %d\n%s\n%s", code, out, errOut)
+	}
+	waitUntil(t, "a warm server", func() bool { return warmServed(t, env) == 0 })
+	if code, out, errOut := cliProcess(t, env, "", "test", suite); code != 1 || !strings.Contains(out, summary) || !strings.Contains(out, "assert (1 + 1) == 3") {
+		t.Fatalf("warm suite: status %d\n%s\n%s", code, out, errOut)
+	}
+	if n := warmServed(t, env); n != 1 {
+		t.Fatalf("the warm server answered %d runs, want 1", n)
+	}
+	junit := filepath.Join(t.TempDir(), "report.xml")
+	code, out, errOut := cliProcess(t, env, "", "test", "--isolate", "--junit", junit, suite)
+	if code != 1 || !strings.Contains(out, summary) {
+		t.Fatalf("--isolate: status %d\n%s\n%s", code, out, errOut)
+	}
+	if n := warmServed(t, env); n != 3 {
+		t.Fatalf("after --isolate over two files: %d runs served, want 3", n)
+	}
+	xml, err := os.ReadFile(strings.TrimSuffix(junit, ".xml") + "-test_a.xml")
+	if err != nil || !strings.Contains(string(xml), `tests="2"`) {
+		t.Fatalf("--junit through the warm server: %v\n%.300s", err, xml)
+	}
+}
