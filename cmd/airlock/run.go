@@ -295,13 +295,7 @@ func runRemote(ctx context.Context, url string, req airlock.Request, outDir stri
 // unless asJSON, and reports the result as a local run would.
 func sendRun(ctx context.Context, c *server.Client, req airlock.Request, outDir string, asJSON bool,
 	onOutput func(string, []byte), stdout, stderr io.Writer) (int, error) {
-	rich := req.RichOutput
-	in := server.RunRequest{
-		Code: req.Code, Filename: req.Filename, Files: req.Files, Stdin: req.Stdin,
-		Limits: server.FromLimits(req.Limits), Deterministic: req.Deterministic, Seed: req.Seed,
-		RichOutput: &rich,
-		Network:    remoteRules(req.Network),
-	}
+	in := apiRequest(req)
 	var res *server.Result
 	var err error
 	if asJSON {
@@ -317,6 +311,17 @@ func sendRun(ctx context.Context, c *server.Client, req airlock.Request, outDir 
 		files[i] = airlock.File{Path: f.Path, Size: f.Size, Data: f.Data}
 	}
 	return report(*res, files, outFiles{outDir, python.Home}, asJSON, !asJSON, stdout, stderr), nil
+}
+
+// apiRequest is req as the HTTP API takes it.
+func apiRequest(req airlock.Request) server.RunRequest {
+	rich := req.RichOutput
+	return server.RunRequest{
+		Code: req.Code, Filename: req.Filename, Files: req.Files, Stdin: req.Stdin,
+		Limits: server.FromLimits(req.Limits), Deterministic: req.Deterministic, Seed: req.Seed,
+		RichOutput: &rich,
+		Network:    remoteRules(req.Network),
+	}
 }
 
 // watchRun runs cmd under watchLoop, holding a Sandbox open meanwhile so

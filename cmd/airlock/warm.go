@@ -85,6 +85,7 @@ type warmTarget struct {
 	base string // the socket is base.sock, the lock base.lock, the log base.log, the description base.json
 	args []string
 	idle time.Duration
+	c    *server.Client
 }
 
 func (t *warmTarget) sock() string { return t.base + ".sock" }
@@ -213,8 +214,12 @@ func privateDir(dir string, uid int) error {
 	return nil
 }
 
-// warmClient is a server.Client over t's socket.
+// client is a server.Client over t's socket, one for all of t's runs so
+// that they share its connection.
 func (t *warmTarget) client() *server.Client {
+	if t.c != nil {
+		return t.c
+	}
 	sock := t.sock()
 	tr := &http.Transport{
 		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
@@ -223,7 +228,8 @@ func (t *warmTarget) client() *server.Client {
 		},
 		DisableCompression: true,
 	}
-	return &server.Client{URL: "http://airlock-warm", HTTP: &http.Client{Transport: tr}}
+	t.c = &server.Client{URL: "http://airlock-warm", HTTP: &http.Client{Transport: tr}}
+	return t.c
 }
 
 // run sends req to t's server and reports the result as a local run
@@ -261,12 +267,7 @@ func (t *warmTarget) runRequest(ctx context.Context, req airlock.Request) (res *
 	if _, err := os.Stat(t.sock()); err != nil {
 		return nil, false
 	}
-	rich := req.RichOutput
-	out, err := t.client().Run(ctx, server.RunRequest{
-		Code: req.Code, Filename: req.Filename, Files: req.Files, Stdin: req.Stdin,
-		Limits: server.FromLimits(req.Limits), Deterministic: req.Deterministic, Seed: req.Seed,
-		RichOutput: &rich,
-	})
+	out, err := t.client().Run(ctx, apiRequest(req))
 	var apiErr *server.APIError
 	switch {
 	case err == nil:
