@@ -255,10 +255,17 @@ func (t *warmTarget) run(ctx context.Context, req airlock.Request, outDir string
 		// Interrupted: as a run in this process reports it (the server
 		// ends the run when its client goes).
 		return exitTimeout, true, errors.New("timeout: the run was cancelled")
-	case errors.As(err, &apiErr) && apiErr.Kind != "bad_response", printed:
+	case printed, errors.As(err, &apiErr) && ranThere(apiErr):
 		return code, true, err
 	}
 	return 0, false, nil
+}
+
+// ranThere tells whether a server's refusal may come after the run began:
+// not an overloaded server's (its retries spent), nor an answer that is
+// no result, where the caller had better run the code itself.
+func ranThere(e *server.APIError) bool {
+	return e.Kind != "bad_response" && e.Kind != "overloaded" && e.Status != http.StatusServiceUnavailable
 }
 
 // runRequest runs req on t's server for a command that reads the result
@@ -274,7 +281,7 @@ func (t *warmTarget) runRequest(ctx context.Context, req airlock.Request) (res *
 		return fromResult(out), true
 	case ctx.Err() != nil:
 		return &airlock.Result{ExitCode: -1, Error: &airlock.Error{Kind: airlock.KindTimeout, Message: "the run was cancelled"}}, true
-	case errors.As(err, &apiErr) && apiErr.Kind != "bad_response":
+	case errors.As(err, &apiErr) && ranThere(apiErr):
 		return &airlock.Result{ExitCode: -1, Error: &airlock.Error{Kind: airlock.Kind(apiErr.Kind), Message: apiErr.Message}}, true
 	}
 	return nil, false
@@ -430,7 +437,9 @@ func cmdWarmServe(ctx context.Context, args []string, stderr io.Writer) (int, er
 	// Errors only: the log is on the runtime directory (memory, usually),
 	// and a local run reports everything else to its own client.
 	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelError}))
-	srv, err := server.New(server.Config{Sandbox: sb, MaxLimits: warmMaxLimits, MaxBody: 1 << 30, Logger: logger})
+	// Local commands rather wait their turn than be refused: a deep queue
+	// (past it, a client runs the code itself).
+	srv, err := server.New(server.Config{Sandbox: sb, MaxLimits: warmMaxLimits, MaxBody: 1 << 30, Logger: logger, Queue: 64})
 	if err != nil {
 		return 1, err
 	}
