@@ -48,6 +48,7 @@ func cmdRun(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 	index.register(fs)
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: airlock run [flags] FILE.py | -c CODE")
+		fmt.Fprintln(stderr, "  on wazero, later runs go to a warm server the first one leaves ($AIRLOCK_WARM: off, on, or its idle time; airlock warm status|stop)")
 		fs.PrintDefaults()
 	}
 	positional, err := parseInterleaved(fs, args)
