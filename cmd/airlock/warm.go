@@ -89,6 +89,12 @@ type warmTarget struct {
 }
 
 func (t *warmTarget) sock() string { return t.base + ".sock" }
+
+// present tells whether t's server may be there: its socket is.
+func (t *warmTarget) present() bool {
+	_, err := os.Stat(t.sock())
+	return err == nil
+}
 func (t *warmTarget) lock() string { return t.base + ".lock" }
 
 // errNotWarm is a run that a warm server cannot take.
@@ -238,7 +244,7 @@ func (t *warmTarget) client() *server.Client {
 // not served: a warm run reaches nothing outside the sandbox, so running
 // it again here repeats nothing anyone else saw.
 func (t *warmTarget) run(ctx context.Context, req airlock.Request, outDir string, asJSON bool, stdout, stderr io.Writer) (code int, served bool, err error) {
-	if _, err := os.Stat(t.sock()); err != nil {
+	if !t.present() {
 		return 0, false, nil
 	}
 	var printed bool
@@ -271,7 +277,7 @@ func ranThere(e *server.APIError) bool {
 // runRequest runs req on t's server for a command that reads the result
 // rather than printing it as it comes (airlock test); served as for run.
 func (t *warmTarget) runRequest(ctx context.Context, req airlock.Request) (res *airlock.Result, served bool) {
-	if _, err := os.Stat(t.sock()); err != nil {
+	if !t.present() {
 		return nil, false
 	}
 	out, err := t.client().Run(ctx, apiRequest(req))

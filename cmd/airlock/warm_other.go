@@ -30,6 +30,8 @@ func (*warmTarget) run(context.Context, airlock.Request, string, bool, io.Writer
 
 func (*warmTarget) start() {}
 
+func (*warmTarget) present() bool { return false }
+
 func cmdWarm(context.Context, []string, io.Writer, io.Writer) (int, error) {
 	return exitUsage, usageError{"warm servers need Linux"}
 }
