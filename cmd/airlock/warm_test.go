@@ -27,7 +27,9 @@ func warmEnv(t *testing.T, idle string) []string {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { os.RemoveAll(rt) })
-	env := []string{"XDG_RUNTIME_DIR=" + rt, envWarm + "=" + idle}
+	// wazero's: wasmtime runs stay in their own process (and CI runs this
+	// suite with $AIRLOCK_ENGINE=wasmtime too).
+	env := []string{"XDG_RUNTIME_DIR=" + rt, envWarm + "=" + idle, airlock.EnvEngine + "=" + airlock.EngineWazero}
 	t.Cleanup(func() { cliProcess(t, env, "", "warm", "stop") })
 	return env
 }
