@@ -678,5 +678,30 @@ func warmStop(ctx context.Context, stdout io.Writer) (int, error) {
 		}
 		fmt.Fprintf(stdout, "stopped %d\n", w.PID)
 	}
-	return 0, nil
+	return 0, sweepWarmDir()
+}
+
+// sweepWarmDir removes what servers no longer running left: a lock and a
+// log each (the lock stays while its server lives, and a server's end
+// does not remove it, or one starting then could lock a file no longer
+// at the path while another locks the new one).
+func sweepWarmDir() error {
+	dir, err := warmDir()
+	if err != nil {
+		return err
+	}
+	locks, err := filepath.Glob(filepath.Join(dir, "warm-*.lock"))
+	if err != nil {
+		return err
+	}
+	for _, lock := range locks {
+		if held, err := lockHeld(lock); err != nil || held {
+			continue
+		}
+		base := strings.TrimSuffix(lock, ".lock")
+		for _, ext := range []string{".log", ".json", ".sock", ".lock"} {
+			os.Remove(base + ext)
+		}
+	}
+	return nil
 }

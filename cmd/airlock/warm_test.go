@@ -181,9 +181,17 @@ func TestWarmServerExitsIdle(t *testing.T) {
 	if waited := time.Since(start); waited > 30*time.Second {
 		t.Errorf("the server idle for 2 s exited after %v", waited)
 	}
-	socks, _ := filepath.Glob(filepath.Join(envValue(env, "XDG_RUNTIME_DIR"), "airlock", "*.sock"))
+	dir := filepath.Join(envValue(env, "XDG_RUNTIME_DIR"), "airlock")
+	socks, _ := filepath.Glob(filepath.Join(dir, "*.sock"))
 	if len(socks) != 0 {
 		t.Errorf("the server left its socket: %v", socks)
+	}
+	// warm stop sweeps the lock and the log it leaves.
+	if code, _, errOut := cliProcess(t, env, "", "warm", "stop"); code != 0 {
+		t.Fatalf("warm stop: %d %s", code, errOut)
+	}
+	if left, _ := filepath.Glob(filepath.Join(dir, "*")); len(left) != 0 {
+		t.Errorf("after warm stop: %v", left)
 	}
 }
 
