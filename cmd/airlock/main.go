@@ -24,6 +24,7 @@ import (
 	"time"
 
 	"github.com/airlock-sandbox/airlock"
+	"github.com/airlock-sandbox/airlock/internal/bench"
 )
 
 // Exit statuses beyond the program's own (the CLI contract): a usage
@@ -42,6 +43,9 @@ func main() {
 	warmByDefault = true
 	code := dispatch(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
 	stop()
+	if os.Getenv(bench.EnvReportPeak) == "1" {
+		bench.WritePeak(os.Stderr)
+	}
 	os.Exit(code)
 }
 

@@ -653,6 +653,23 @@ func rssOf(pid int) string {
 	return "?"
 }
 
+// stop stops t's server, if one serves, and waits for it to go.
+func (t *warmTarget) stop() {
+	b, err := os.ReadFile(t.base + ".json")
+	var w warmInfo
+	if err != nil || json.Unmarshal(b, &w) != nil {
+		return
+	}
+	if p, err := os.FindProcess(w.PID); err == nil {
+		p.Signal(syscall.SIGTERM)
+	}
+	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if held, _ := lockHeld(t.lock()); !held {
+			return
+		}
+	}
+}
+
 // warmStop stops every warm server of this user and waits for them to go.
 func warmStop(ctx context.Context, stdout io.Writer) (int, error) {
 	servers, err := warmServers()

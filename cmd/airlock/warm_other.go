@@ -16,6 +16,8 @@ var warmByDefault bool
 
 var errNotWarm = errors.New("not a warm run")
 
+const envWarm = "AIRLOCK_WARM"
+
 type warmTarget struct{}
 
 func newWarmTarget(*commonFlags, []string, []string) (*warmTarget, error) { return nil, errNotWarm }
@@ -31,6 +33,12 @@ func (*warmTarget) run(context.Context, airlock.Request, string, bool, io.Writer
 func (*warmTarget) start() {}
 
 func (*warmTarget) present() bool { return false }
+
+func (*warmTarget) stop() {}
+
+func (*warmTarget) sock() string { return "" }
+
+func (*warmTarget) runsServed(context.Context) (int, error) { return 0, errNotWarm }
 
 func cmdWarm(context.Context, []string, io.Writer, io.Writer) (int, error) {
 	return exitUsage, usageError{"warm servers need Linux"}

@@ -327,3 +327,46 @@ func TestWarmServerTakesTestSuites(t *testing.T) {
 		t.Fatalf("--junit through the warm server: %v\n%.300s", err, xml)
 	}
 }
+
+// bench --cli times whole processes: through a warm server (which must
+// have answered every timed run), in a process of its own, and native.
+func TestBenchCLI(t *testing.T) {
+	rt, err := os.MkdirTemp("", "rt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(rt) })
+	t.Setenv("XDG_RUNTIME_DIR", rt)
+	t.Setenv(envExecMain, "1") // bench's processes are this test binary, as the airlock command
+	code, out, errOut := cli(t, "", "bench", "--cli", "--engine", airlock.EngineWazero, "--runs", "2", "--json")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	var rep cliReport
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	want := []string{"airlock run, warm server", "airlock run, own process"}
+	if _, err := exec.LookPath("python3"); err == nil {
+		want = append(want, "python3 -c pass")
+	}
+	if len(rep.Rows) != len(want) {
+		t.Fatalf("rows %+v, want %v", rep.Rows, want)
+	}
+	for i, r := range rep.Rows {
+		if r.Name != want[i] || r.Runs != 2 || r.MinMS <= 0 || r.MedianMS < r.MinMS || r.MaxMS < r.MedianMS || r.PeakRSS <= 0 {
+			t.Errorf("row %d: %+v, want %q", i, r, want[i])
+		}
+	}
+	// Each process's own peak (it reports it), not this one's, which a
+	// child's rusage counts in: a warm run's client holds no build.
+	if warm, own := rep.Rows[0].PeakRSS, rep.Rows[1].PeakRSS; warm >= own {
+		t.Errorf("peak RSS through the warm server %d bytes, in a process of its own %d", warm, own)
+	}
+	if s := rep.Rows[0].Served; s == nil || *s != 2 {
+		t.Errorf("the warm server answered %v of the 2 timed runs", s)
+	}
+	if servers, err := warmServers(); err != nil || len(servers) != 0 {
+		t.Errorf("bench left warm servers running: %v %v", servers, err)
+	}
+}

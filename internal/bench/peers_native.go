@@ -38,13 +38,7 @@ func NativePeer(ctx context.Context, python string) (Peer, *Skipped) {
 			if err != nil {
 				return 0, fmt.Errorf("%w: %s", err, stderr.Bytes())
 			}
-			if _, hwm, ok := bytes.Cut(stderr.Bytes(), []byte(hwmMark)); ok {
-				var kib int64
-				if _, err := fmt.Sscan(string(hwm), &kib); err == nil {
-					return kib << 10, nil
-				}
-			}
-			return maxRSS(cmd.ProcessState), nil
+			return ProcessPeak(stderr.Bytes(), cmd.ProcessState), nil
 		},
 	}, nil
 }

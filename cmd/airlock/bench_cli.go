@@ -1,0 +1,205 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"runtime"
+	"slices"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/airlock-sandbox/airlock/internal/bench"
+)
+
+// cliRow is one way of running `pass` as a whole process, in `airlock
+// bench --cli --json`; the keys are stable.
+type cliRow struct {
+	Name string `json:"name"`
+	Runs int    `json:"runs"`
+	// Wall time and peak RSS of the whole process, medians and ranges.
+	MedianMS float64 `json:"median_ms"`
+	MinMS    float64 `json:"min_ms"`
+	MaxMS    float64 `json:"max_ms"`
+	PeakRSS  int64   `json:"peak_rss_bytes"`
+	// ToNative is the median of the paired ratios to native CPython's
+	// time, 0 without it.
+	ToNative float64 `json:"to_native,omitempty"`
+	// Served is how many runs the warm server answered (warm row only).
+	Served *int `json:"served,omitempty"`
+}
+
+type cliReport struct {
+	Date  string   `json:"date"`
+	CPUs  int      `json:"cpus"`
+	Rows  []cliRow `json:"rows"`
+	Notes []string `json:"notes,omitempty"`
+}
+
+// cliVariant is a command line measured as a whole process.
+type cliVariant struct {
+	name string
+	argv []string
+	env  []string
+}
+
+// cmdBenchCLI times `airlock run -c pass` as whole processes, side by side
+// and alternating: through a warm server, in a process of its own, and
+// native CPython's `-c pass`.
+func cmdBenchCLI(ctx context.Context, common *commonFlags, runs int, nativePython string, asJSON bool, stdout, stderr io.Writer) (int, error) {
+	exe, err := os.Executable()
+	if err != nil {
+		return 1, err
+	}
+	var flags []string
+	if common.python != "" {
+		flags = append(flags, "--python", common.python)
+	}
+	if common.cacheDir != "" {
+		flags = append(flags, "--cache-dir", common.cacheDir)
+	}
+	if common.engine != "" {
+		flags = append(flags, "--engine", common.engine)
+	}
+	run := append(append([]string{exe, "run"}, flags...), "-c", "pass")
+	report := cliReport{Date: time.Now().UTC().Format(time.RFC3339), CPUs: runtime.NumCPU()}
+	peak := bench.EnvReportPeak + "=1"
+	variants := []cliVariant{{name: "airlock run, own process", argv: run, env: []string{envWarm + "=off", peak}}}
+
+	// The warm server: started by a first run, measured once it serves.
+	warmEnv := []string{envWarm + "=on", peak}
+	t, err := withEnv(warmEnv, func() (*warmTarget, error) { return newWarmTarget(common, nil, nil) })
+	switch {
+	case err != nil:
+		report.Notes = append(report.Notes, "no warm server: "+warmReason(common))
+	default:
+		wasThere := t.present()
+		if _, _, err := timeProcess(ctx, cliVariant{argv: run, env: warmEnv}); err != nil {
+			return 1, err
+		}
+		for deadline := time.Now().Add(2 * time.Minute); !t.present(); time.Sleep(50 * time.Millisecond) {
+			if time.Now().After(deadline) || ctx.Err() != nil {
+				return 1, fmt.Errorf("bench --cli: no warm server came up at %s (see its log beside it)", t.sock())
+			}
+		}
+		if !wasThere {
+			defer t.stop()
+		}
+		variants = append([]cliVariant{{name: "airlock run, warm server", argv: run, env: warmEnv}}, variants...)
+	}
+	if path, err := exec.LookPath(nativePython); err == nil {
+		// The interpreter itself, not a launcher in front of it (pyenv's
+		// shim is a shell script that adds ~130 ms here).
+		if out, err := exec.CommandContext(ctx, path, "-c", "import sys; print(sys.executable)").Output(); err == nil {
+			if real := strings.TrimSpace(string(out)); real != "" {
+				path = real
+			}
+		}
+		variants = append(variants, cliVariant{name: nativePython + " -c pass", argv: []string{path, "-c", bench.PythonPeakPrefix + "pass"}})
+		report.Notes = append(report.Notes, nativePython+": "+path)
+	} else {
+		report.Notes = append(report.Notes, fmt.Sprintf("no %s on $PATH: no native row", nativePython))
+	}
+	served0 := -1
+	if t != nil {
+		served0, _ = t.runsServed(ctx)
+	}
+	times := make([][]time.Duration, len(variants))
+	rss := make([][]int64, len(variants))
+	for range runs {
+		for i, v := range variants {
+			d, peak, err := timeProcess(ctx, v)
+			if err != nil {
+				return 1, err
+			}
+			times[i], rss[i] = append(times[i], d), append(rss[i], peak)
+		}
+	}
+	native := slices.IndexFunc(variants, func(v cliVariant) bool { return !strings.HasPrefix(v.name, "airlock") })
+	for i, v := range variants {
+		row := cliRow{Name: v.name, Runs: runs, MedianMS: ms(medianOf(times[i])), MinMS: ms(slices.Min(times[i])),
+			MaxMS: ms(slices.Max(times[i])), PeakRSS: medianOf(rss[i])}
+		if native >= 0 && native != i {
+			ratios := make([]float64, runs)
+			for r := range runs {
+				ratios[r] = float64(times[i][r]) / float64(times[native][r])
+			}
+			row.ToNative = medianOf(ratios)
+		}
+		if strings.HasSuffix(v.name, "warm server") {
+			if n, err := t.runsServed(ctx); err == nil && served0 >= 0 {
+				served := n - served0
+				row.Served = &served
+			}
+		}
+		report.Rows = append(report.Rows, row)
+	}
+	if asJSON {
+		return 0, writeReport(stdout, report)
+	}
+	tw := tabwriter.NewWriter(stdout, 2, 4, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "command\truns\tmedian ms\tmin-max ms\tpeak RSS MB\tto native\tserved\t")
+	for _, r := range report.Rows {
+		ratio, served := "-", "-"
+		if r.ToNative > 0 {
+			ratio = fmt.Sprintf("%.2f", r.ToNative)
+		}
+		if r.Served != nil {
+			served = fmt.Sprint(*r.Served)
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%.1f\t%.1f-%.1f\t%.0f\t%s\t%s\t\n", r.Name, r.Runs, r.MedianMS, r.MinMS, r.MaxMS, float64(r.PeakRSS)/1e6, ratio, served)
+	}
+	fmt.Fprintf(tw, "\nwhole processes of `-c pass`, alternating, medians; %s, %d CPUs\n", report.Date, report.CPUs)
+	for _, n := range report.Notes {
+		fmt.Fprintln(tw, n)
+	}
+	return 0, tw.Flush()
+}
+
+// timeProcess runs v to its end and returns its wall time and its peak RSS
+// as it reported it (bench.ProcessPeak).
+func timeProcess(ctx context.Context, v cliVariant) (time.Duration, int64, error) {
+	cmd := exec.CommandContext(ctx, v.argv[0], v.argv[1:]...)
+	cmd.Env = append(os.Environ(), v.env...)
+	var errOut strings.Builder
+	cmd.Stderr = &errOut
+	start := time.Now()
+	err := cmd.Run()
+	d := time.Since(start)
+	if err != nil {
+		return 0, 0, fmt.Errorf("bench --cli: %s: %w: %s", strings.Join(v.argv, " "), err, errOut.String())
+	}
+	return d, bench.ProcessPeak([]byte(errOut.String()), cmd.ProcessState), nil
+}
+
+// withEnv calls f with env set in this process, then restores it.
+func withEnv[T any](env []string, f func() (T, error)) (T, error) {
+	for _, kv := range env {
+		name, value, _ := strings.Cut(kv, "=")
+		old, had := os.LookupEnv(name)
+		os.Setenv(name, value)
+		if had {
+			defer os.Setenv(name, old)
+		} else {
+			defer os.Unsetenv(name)
+		}
+	}
+	return f()
+}
+
+// warmReason says why common's runs get no warm server.
+func warmReason(common *commonFlags) string {
+	if e := common.engine; e != "" && e != "wazero" {
+		return "the " + e + " engine runs in its own process"
+	}
+	return "off on this system (Linux only; not for go run binaries; a private runtime directory needed)"
+}
+
+func medianOf[T int64 | float64 | time.Duration](v []T) T {
+	s := slices.Clone(v)
+	slices.Sort(s)
+	return s[len(s)/2]
+}
