@@ -39,11 +39,13 @@ type cliReport struct {
 	Notes []string `json:"notes,omitempty"`
 }
 
-// cliVariant is a command line measured as a whole process.
+// cliVariant is a command line measured as a whole process: through the
+// warm server, the native interpreter, or neither.
 type cliVariant struct {
-	name string
-	argv []string
-	env  []string
+	name         string
+	argv         []string
+	env          []string
+	warm, native bool
 }
 
 // cmdBenchCLI times `airlock run -c pass` as whole processes, side by side
@@ -71,7 +73,7 @@ func cmdBenchCLI(ctx context.Context, common *commonFlags, runs int, nativePytho
 
 	// The warm server: started by a first run, measured once it serves.
 	warmEnv := []string{envWarm + "=on", peak}
-	t, err := withEnv(warmEnv, func() (*warmTarget, error) { return newWarmTarget(common, nil, nil) })
+	t, err := warmTargetFor(common, defaultWarmIdle, nil, nil)
 	switch {
 	case err != nil:
 		report.Notes = append(report.Notes, "no warm server: "+warmReason(common))
@@ -88,7 +90,7 @@ func cmdBenchCLI(ctx context.Context, common *commonFlags, runs int, nativePytho
 		if !wasThere {
 			defer t.stop()
 		}
-		variants = append([]cliVariant{{name: "airlock run, warm server", argv: run, env: warmEnv}}, variants...)
+		variants = append([]cliVariant{{name: "airlock run, warm server", argv: run, env: warmEnv, warm: true}}, variants...)
 	}
 	if path, err := exec.LookPath(nativePython); err == nil {
 		// The interpreter itself, not a launcher in front of it (pyenv's
@@ -98,7 +100,7 @@ func cmdBenchCLI(ctx context.Context, common *commonFlags, runs int, nativePytho
 				path = real
 			}
 		}
-		variants = append(variants, cliVariant{name: nativePython + " -c pass", argv: []string{path, "-c", bench.PythonPeakPrefix + "pass"}})
+		variants = append(variants, cliVariant{name: nativePython + " -c pass", argv: []string{path, "-c", bench.PythonPeakPrefix + "pass"}, native: true})
 		report.Notes = append(report.Notes, nativePython+": "+path)
 	} else {
 		report.Notes = append(report.Notes, fmt.Sprintf("no %s on $PATH: no native row", nativePython))
@@ -118,18 +120,22 @@ func cmdBenchCLI(ctx context.Context, common *commonFlags, runs int, nativePytho
 			times[i], rss[i] = append(times[i], d), append(rss[i], peak)
 		}
 	}
-	native := slices.IndexFunc(variants, func(v cliVariant) bool { return !strings.HasPrefix(v.name, "airlock") })
+	native := slices.IndexFunc(variants, func(v cliVariant) bool { return v.native })
 	for i, v := range variants {
-		row := cliRow{Name: v.name, Runs: runs, MedianMS: ms(medianOf(times[i])), MinMS: ms(slices.Min(times[i])),
-			MaxMS: ms(slices.Max(times[i])), PeakRSS: medianOf(rss[i])}
-		if native >= 0 && native != i {
+		peaks := make([]float64, runs)
+		for r, b := range rss[i] {
+			peaks[r] = float64(b)
+		}
+		row := cliRow{Name: v.name, Runs: runs, MedianMS: ms(bench.Median(times[i])), MinMS: ms(slices.Min(times[i])),
+			MaxMS: ms(slices.Max(times[i])), PeakRSS: int64(bench.MedianOf(peaks))}
+		if native >= 0 && !v.native {
 			ratios := make([]float64, runs)
 			for r := range runs {
 				ratios[r] = float64(times[i][r]) / float64(times[native][r])
 			}
-			row.ToNative = medianOf(ratios)
+			row.ToNative = bench.MedianOf(ratios)
 		}
-		if strings.HasSuffix(v.name, "warm server") {
+		if v.warm {
 			if n, err := t.runsServed(ctx); err == nil && served0 >= 0 {
 				served := n - served0
 				row.Served = &served
@@ -175,31 +181,10 @@ func timeProcess(ctx context.Context, v cliVariant) (time.Duration, int64, error
 	return d, bench.ProcessPeak([]byte(errOut.String()), cmd.ProcessState), nil
 }
 
-// withEnv calls f with env set in this process, then restores it.
-func withEnv[T any](env []string, f func() (T, error)) (T, error) {
-	for _, kv := range env {
-		name, value, _ := strings.Cut(kv, "=")
-		old, had := os.LookupEnv(name)
-		os.Setenv(name, value)
-		if had {
-			defer os.Setenv(name, old)
-		} else {
-			defer os.Unsetenv(name)
-		}
-	}
-	return f()
-}
-
 // warmReason says why common's runs get no warm server.
 func warmReason(common *commonFlags) string {
 	if e := common.engine; e != "" && e != "wazero" {
 		return "the " + e + " engine runs in its own process"
 	}
 	return "off on this system (Linux only; not for go run binaries; a private runtime directory needed)"
-}
-
-func medianOf[T int64 | float64 | time.Duration](v []T) T {
-	s := slices.Clone(v)
-	slices.Sort(s)
-	return s[len(s)/2]
 }

@@ -110,6 +110,12 @@ func newWarmTarget(common *commonFlags, packages, preimport []string) (*warmTarg
 	if err != nil {
 		return nil, err
 	}
+	return warmTargetFor(common, idle, packages, preimport)
+}
+
+// warmTargetFor is newWarmTarget with the idle time given (0: off) rather
+// than read from $AIRLOCK_WARM.
+func warmTargetFor(common *commonFlags, idle time.Duration, packages, preimport []string) (*warmTarget, error) {
 	engine := cmp.Or(common.engine, airlock.EngineWazero)
 	if idle == 0 || engine != airlock.EngineWazero {
 		return nil, errNotWarm

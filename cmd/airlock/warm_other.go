@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"time"
 
 	"github.com/airlock-sandbox/airlock"
 )
@@ -21,6 +22,12 @@ const envWarm = "AIRLOCK_WARM"
 type warmTarget struct{}
 
 func newWarmTarget(*commonFlags, []string, []string) (*warmTarget, error) { return nil, errNotWarm }
+
+func warmTargetFor(*commonFlags, time.Duration, []string, []string) (*warmTarget, error) {
+	return nil, errNotWarm
+}
+
+const defaultWarmIdle = 5 * time.Minute
 
 func (*warmTarget) runRequest(context.Context, airlock.Request) (*airlock.Result, bool) {
 	return nil, false

@@ -190,10 +190,12 @@ func MeasureCompute(ctx context.Context, name string, run Runner, w ComputeWorkl
 	if err != nil {
 		return ComputeResult{}, fmt.Errorf("bench: %s on %s: %w", w.Name, name, err)
 	}
-	return ComputeResult{Workload: w.Name, Runner: name, MedianMS: medianOf(ts) * 1000, Reps: len(ts)}, nil
+	return ComputeResult{Workload: w.Name, Runner: name, MedianMS: MedianOf(ts) * 1000, Reps: len(ts)}, nil
 }
 
-func medianOf(xs []float64) float64 {
+// MedianOf is the median of xs (the mean of the middle two of an even
+// count), xs unchanged.
+func MedianOf(xs []float64) float64 {
 	s := slices.Clone(xs)
 	slices.Sort(s)
 	if len(s)%2 == 1 {

@@ -34,7 +34,7 @@ func TestGeoMeanAndMedian(t *testing.T) {
 	if GeoMean(nil) != 0 || GeoMean([]float64{2, 0}) != 0 {
 		t.Fatal("GeoMean of nothing or a zero must be 0")
 	}
-	if medianOf([]float64{3, 1, 2}) != 2 || medianOf([]float64{4, 1, 3, 2}) != 2.5 {
+	if MedianOf([]float64{3, 1, 2}) != 2 || MedianOf([]float64{4, 1, 3, 2}) != 2.5 {
 		t.Fatal("median")
 	}
 }

@@ -93,7 +93,7 @@ func MeasureSession(ctx context.Context, sb *airlock.Sandbox, st SessionState, r
 			}
 			d[j] = time.Since(t)
 		}
-		medians[i] = median(d)
+		medians[i] = Median(d)
 		runtime.GC()
 	}
 	heldImage, heldFiles := sess.HeldMemory()
@@ -112,7 +112,8 @@ func runOK(res *airlock.Result, err error) error {
 	return err
 }
 
-func median(d []time.Duration) time.Duration {
+// Median is the middle of d (the upper one of an even count), d unchanged.
+func Median(d []time.Duration) time.Duration {
 	s := slices.Clone(d)
 	slices.Sort(s)
 	return percentile(s, 50)
