@@ -119,12 +119,8 @@ func cmdRun(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 		return runRemote(ctx, *serverURL, req, *outDir, *asJSON, stdout, stderr)
 	}
 	var warm *warmTarget
-	if len(sbOpts) == 0 && len(req.Packages) == 0 && req.Network == nil && !watching(ctx) &&
-		req.Limits.Timeout > 0 && req.Limits.Timeout%time.Millisecond == 0 { // the API's timeout is in ms
-		switch warm, err = newWarmTarget(&common, nil, nil); {
-		case errors.Is(err, errNotWarm):
-			warm = nil
-		case err != nil:
+	if len(sbOpts) == 0 && len(req.Packages) == 0 && req.Network == nil {
+		if warm, err = warmFor(ctx, &common, req.Limits.Timeout, nil, nil); err != nil {
 			return exitUsage, err
 		}
 	}
@@ -148,6 +144,22 @@ func cmdRun(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 		warm.start() // for the next run
 	}
 	return status, nil
+}
+
+// warmFor is the warm server for a command's runs with timeout and its
+// Sandbox's packages and preimports, nil where they get none (see
+// newWarmTarget; nor under --watch, which holds a Sandbox, nor for a
+// timeout the API cannot carry, in whole milliseconds). The one error is
+// a malformed $AIRLOCK_WARM.
+func warmFor(ctx context.Context, common *commonFlags, timeout time.Duration, packages, preimport []string) (*warmTarget, error) {
+	if watching(ctx) || timeout <= 0 || timeout%time.Millisecond != 0 {
+		return nil, nil
+	}
+	t, err := newWarmTarget(common, packages, preimport)
+	if errors.Is(err, errNotWarm) {
+		return nil, nil
+	}
+	return t, err
 }
 
 // streamTo writes a run's output chunks to stdout and stderr as they come.

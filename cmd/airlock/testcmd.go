@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -159,14 +158,9 @@ func cmdTest(ctx context.Context, args []string, stdout, stderr io.Writer) (int,
 	}
 	// The suite's runs go to a warm server where there is one (see
 	// warm.go), else to a Sandbox of this process's, made on first need.
-	var warm *warmTarget
-	if *timeout > 0 && *timeout%time.Millisecond == 0 && !watching(ctx) { // the API's timeout is in ms
-		switch warm, err = newWarmTarget(&common, packages, preimport); {
-		case errors.Is(err, errNotWarm):
-			warm = nil
-		case err != nil:
-			return exitUsage, err
-		}
+	warm, err := warmFor(ctx, &common, *timeout, packages, preimport)
+	if err != nil {
+		return exitUsage, err
 	}
 	var sb *airlock.Sandbox
 	defer func() {
