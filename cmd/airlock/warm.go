@@ -586,9 +586,8 @@ func warmServers() ([]warmInfo, error) {
 	}
 	var out []warmInfo
 	for _, name := range names {
-		var w warmInfo
-		b, err := os.ReadFile(name)
-		if err != nil || json.Unmarshal(b, &w) != nil {
+		w, ok := readWarmInfo(name)
+		if !ok {
 			continue
 		}
 		if held, _ := lockHeld(strings.TrimSuffix(name, ".json") + ".lock"); held {
@@ -596,6 +595,34 @@ func warmServers() ([]warmInfo, error) {
 		}
 	}
 	return out, nil
+}
+
+// readWarmInfo reads a server's description (base.json).
+func readWarmInfo(path string) (warmInfo, bool) {
+	var w warmInfo
+	b, err := os.ReadFile(path)
+	return w, err == nil && json.Unmarshal(b, &w) == nil
+}
+
+// terminate asks w's server to exit (it answers the runs in progress first).
+func (w warmInfo) terminate() {
+	if p, err := os.FindProcess(w.PID); err == nil {
+		p.Signal(syscall.SIGTERM)
+	}
+}
+
+// awaitUnlocked waits until no process holds lock, and tells whether that
+// came before deadline and ctx's end.
+func awaitUnlocked(ctx context.Context, lock string, deadline time.Time) bool {
+	for {
+		if held, _ := lockHeld(lock); !held {
+			return true
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			return false
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }
 
 func warmStatus(ctx context.Context, stdout io.Writer) (int, error) {
@@ -661,18 +688,9 @@ func rssOf(pid int) string {
 
 // stop stops t's server, if one serves, and waits for it to go.
 func (t *warmTarget) stop() {
-	b, err := os.ReadFile(t.base + ".json")
-	var w warmInfo
-	if err != nil || json.Unmarshal(b, &w) != nil {
-		return
-	}
-	if p, err := os.FindProcess(w.PID); err == nil {
-		p.Signal(syscall.SIGTERM)
-	}
-	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-		if held, _ := lockHeld(t.lock()); !held {
-			return
-		}
+	if w, ok := readWarmInfo(t.base + ".json"); ok {
+		w.terminate()
+		awaitUnlocked(context.Background(), t.lock(), time.Now().Add(time.Minute))
 	}
 }
 
@@ -683,21 +701,12 @@ func warmStop(ctx context.Context, stdout io.Writer) (int, error) {
 		return 1, err
 	}
 	for _, w := range servers {
-		if p, err := os.FindProcess(w.PID); err == nil {
-			p.Signal(syscall.SIGTERM)
-		}
+		w.terminate()
 	}
 	deadline := time.Now().Add(time.Minute)
 	for _, w := range servers {
-		lock := strings.TrimSuffix(w.Socket, ".sock") + ".lock"
-		for {
-			if held, _ := lockHeld(lock); !held {
-				break
-			}
-			if time.Now().After(deadline) || ctx.Err() != nil {
-				return 1, fmt.Errorf("warm server %d did not stop", w.PID)
-			}
-			time.Sleep(20 * time.Millisecond)
+		if !awaitUnlocked(ctx, strings.TrimSuffix(w.Socket, ".sock")+".lock", deadline) {
+			return 1, fmt.Errorf("warm server %d did not stop", w.PID)
 		}
 		fmt.Fprintf(stdout, "stopped %d\n", w.PID)
 	}
