@@ -41,12 +41,20 @@ const (
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	warmByDefault = true
-	code := dispatch(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
+	code := command(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
 	stop()
-	if os.Getenv(bench.EnvReportPeak) == "1" {
-		bench.WritePeak(os.Stderr)
-	}
 	os.Exit(code)
+}
+
+// command is dispatch as a process of its own runs it (main, and tests
+// that run their binary as the airlock command): it reports its peak RSS
+// at the end when bench --cli asks.
+func command(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	code := dispatch(ctx, args, stdin, stdout, stderr)
+	if os.Getenv(bench.EnvReportPeak) == "1" {
+		bench.WritePeak(stderr)
+	}
+	return code
 }
 
 const usage = `usage: airlock <command> [flags]

@@ -14,7 +14,6 @@ import (
 	"testing"
 
 	"github.com/airlock-sandbox/airlock"
-	"github.com/airlock-sandbox/airlock/internal/bench"
 )
 
 // envExecMain makes the test binary run as the airlock command (for tests
@@ -23,11 +22,7 @@ const envExecMain = "AIRLOCK_TEST_EXEC_MAIN"
 
 func TestMain(m *testing.M) {
 	if os.Getenv(envExecMain) == "1" {
-		code := dispatch(context.Background(), os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
-		if os.Getenv(bench.EnvReportPeak) == "1" { // as main does
-			bench.WritePeak(os.Stderr)
-		}
-		os.Exit(code)
+		os.Exit(command(context.Background(), os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
 	}
 	// Hold one Sandbox for the whole test process: every command's own
 	// Sandbox then shares its compiled module instead of reloading it.

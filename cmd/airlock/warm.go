@@ -27,6 +27,7 @@ import (
 	"time"
 
 	"github.com/airlock-sandbox/airlock"
+	"github.com/airlock-sandbox/airlock/internal/bench"
 	"github.com/airlock-sandbox/airlock/internal/python"
 	"github.com/airlock-sandbox/airlock/server"
 )
@@ -674,14 +675,8 @@ func (t *warmTarget) runsServed(ctx context.Context) (int, error) {
 
 // rssOf is pid's resident memory as /proc says it.
 func rssOf(pid int) string {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return "?"
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
-			return strings.TrimSpace(v)
-		}
+	if v, ok := bench.ProcStatus(strconv.Itoa(pid), "VmRSS"); ok {
+		return v
 	}
 	return "?"
 }

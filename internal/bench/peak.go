@@ -16,16 +16,24 @@ const EnvReportPeak = "AIRLOCK_BENCH_REPORT_PEAK"
 // WritePeak writes this process's peak RSS (VmHWM) to w as ProcessPeak
 // reads it; nothing where /proc is missing.
 func WritePeak(w io.Writer) {
-	b, err := os.ReadFile("/proc/self/status")
+	if v, ok := ProcStatus("self", "VmHWM"); ok {
+		fmt.Fprintf(w, "%s%s\n", hwmMark, strings.TrimSuffix(v, " kB"))
+	}
+}
+
+// ProcStatus is field's value ("12345 kB") in /proc/PID/status, for pid
+// a number or "self"; false where there is none.
+func ProcStatus(pid, field string) (string, bool) {
+	b, err := os.ReadFile("/proc/" + pid + "/status")
 	if err != nil {
-		return
+		return "", false
 	}
 	for _, line := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, "VmHWM:"); ok {
-			fmt.Fprintf(w, "%s%s\n", hwmMark, strings.TrimSuffix(strings.TrimSpace(v), " kB"))
-			return
+		if v, ok := strings.CutPrefix(line, field+":"); ok {
+			return strings.TrimSpace(v), true
 		}
 	}
+	return "", false
 }
 
 // PythonPeakPrefix, put before a `python -c` program, makes the
