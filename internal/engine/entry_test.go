@@ -3,7 +3,11 @@ package engine_test
 import (
 	"bytes"
 	"context"
+	"encoding/hex"
 	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
 	"strconv"
 	"strings"
 	"testing"
@@ -104,5 +108,77 @@ func TestResumeAtEntryPoint(t *testing.T) {
 	var out bytes.Buffer
 	if _, err := plain.Resume(ctx, img, engine.RunSpec{WASI: enginetest.StateArgs(nil, strings.NewReader("exit"), &out), MemoryLimit: 256 << 20}); !errors.Is(err, engine.ErrNoEntry) {
 		t.Fatalf("resume at an entry point the module lacks: err = %v", err)
+	}
+}
+
+// freshGuest keeps a 64-byte bytes object whose contents its entry point f
+// prints (the first 32 bytes, in hex) before it returns; it prints both
+// addresses at its capture.
+const freshGuest = `import os, sys
+sys.ps1 = sys.ps2 = ''
+buf = bytes(64)
+def f():
+    print(buf[:32].hex(), flush=True)
+print(id(f), id(buf), flush=True)`
+
+// A resume from an image with a fresh range fills it from the run's random
+// source before the guest runs; an image a run paused in keeps what its
+// guest had and is not filled again; a range outside memory is an error.
+func TestResumeFillsTheFreshRange(t *testing.T) {
+	m := resumable(t)
+	ctx := context.Background()
+	var out bytes.Buffer
+	st := enginetest.StateArgs([]string{"python", "-i", "-c", freshGuest}, nil, &out)
+	img, err := m.Capture(ctx, engine.RunSpec{WASI: st, MemoryLimit: 1 << 30, PauseWhen: python.LoopRead})
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out.String())
+	}
+	defer img.Close()
+	var entry, buf uint32
+	if _, err := fmt.Sscan(out.String(), &entry, &buf); err != nil {
+		t.Fatalf("capture printed %q, want two addresses", out.String())
+	}
+	img.Entry = entry
+	// A bytes object's contents follow its header: three words and the
+	// cached hash on a 32-bit build.
+	img.Fresh = engine.Range{Addr: buf + 16, Len: 32}
+	seeded := func(seed byte) io.Reader { return rand.NewChaCha8([32]byte{seed}) }
+	want := func(seed byte) string {
+		b := make([]byte, 32)
+		io.ReadFull(seeded(seed), b)
+		return hex.EncodeToString(b) + "\n"
+	}
+	run := func(from *engine.Image, seed byte, pause func(uint32) bool) (engine.Outcome, string) {
+		t.Helper()
+		var out bytes.Buffer
+		st := enginetest.StateRandom(nil, nil, &out, seeded(seed))
+		o, err := m.Resume(ctx, from, engine.RunSpec{WASI: st, MemoryLimit: 256 << 20, PauseWhen: pause})
+		if err != nil {
+			t.Fatalf("resume: %v\n%s", err, out.String())
+		}
+		return o, out.String()
+	}
+	for _, seed := range []byte{1, 2, 1} {
+		if _, got := run(img, seed, nil); got != want(seed) {
+			t.Fatalf("seed %d: the guest saw %q, want %q", seed, got, want(seed))
+		}
+	}
+	o, got := run(img, 3, func(uint32) bool { return true })
+	if got != want(3) || o.Image == nil {
+		t.Fatalf("pausing run: %q, image %v", got, o.Image)
+	}
+	defer o.Image.Close()
+	if o.Image.Fresh.Len != 0 {
+		t.Fatalf("a paused image got a fresh range: %+v", o.Image.Fresh)
+	}
+	if _, got := run(o.Image, 4, nil); got != want(3) {
+		t.Fatalf("a run from the paused image saw %q, want its guest's %q", got, want(3))
+	}
+
+	img.Fresh = engine.Range{Addr: uint32(img.Len()) - 16, Len: 32}
+	var stderr bytes.Buffer
+	_, err = m.Resume(ctx, img, engine.RunSpec{WASI: enginetest.StateArgs(nil, nil, &stderr), MemoryLimit: 256 << 20})
+	if err == nil || !strings.Contains(err.Error(), "outside its memory") {
+		t.Fatalf("a fresh range past the memory: %v, want an error naming it", err)
 	}
 }

@@ -205,6 +205,16 @@ type Image struct {
 	// caller of Capture sets it before the image is shared; an image
 	// made from another (a session's) keeps its base's.
 	Entry uint32
+	// Fresh, when its Len is not 0, is a range of Memory that a resume
+	// from this very image overwrites with bytes from the run's random
+	// source (wasi.State.ReadRandom) before the guest runs: for Python,
+	// the state of random's shared generator, which every run would
+	// otherwise start from the image's and so draw the same numbers, and
+	// which reseeding in the guest took a third of a run of `pass` to
+	// do. Images made from this one (a session's) do not get it: their
+	// generator's state is the session's own. The caller of Capture sets
+	// it before the image is shared.
+	Fresh Range
 
 	backing *backing // copy-on-write source of Memory, when available
 
@@ -225,6 +235,12 @@ type Image struct {
 	// (wazero_pool.go) stop reading it.
 	closeHooks []func()
 }
+
+// Range is a span of linear memory.
+type Range struct{ Addr, Len uint32 }
+
+// within tells whether r lies inside a memory of size bytes.
+func (r Range) within(size int) bool { return uint64(r.Addr)+uint64(r.Len) <= uint64(size) }
 
 // pausePoint is a run's state at the snapshot point (run.pause), which
 // fd_read's adapter consults.
@@ -419,7 +435,7 @@ func (m *Module) Resume(ctx context.Context, img *Image, spec RunSpec) (Outcome,
 	started := time.Now()
 	if img.Entry != 0 {
 		err = m.enter(inst, img, p, spec)
-	} else if err = m.rewind(inst, img); err == nil {
+	} else if err = m.rewind(inst, img, spec.WASI); err == nil {
 		err = p.resumeErr(ctx, inst.Call("_start"))
 	}
 	returned := time.Now()
@@ -558,7 +574,7 @@ func (m *Module) enter(inst Instance, img *Image, p *pausePoint, spec RunSpec) e
 	if len(m.snap.entry) == 0 {
 		return ErrNoEntry
 	}
-	if err := m.restore(inst, img); err != nil {
+	if err := m.restore(inst, img, spec.WASI); err != nil {
 		return err
 	}
 	p.entered, p.fired, p.rewound = true, true, time.Now()
@@ -611,16 +627,16 @@ func onlyStdioOpen(s *wasi.State) error {
 
 // rewind puts img's state into a new instance (its memory, once grown,
 // is the image's: see Code.Start) and starts asyncify's rewind.
-func (m *Module) rewind(inst Instance, img *Image) error {
-	if err := m.restore(inst, img); err != nil {
+func (m *Module) rewind(inst Instance, img *Image, ws *wasi.State) error {
+	if err := m.restore(inst, img, ws); err != nil {
 		return err
 	}
 	return inst.Call("asyncify_start_rewind", img.UnwindBuffer)
 }
 
 // restore puts img's memory (see Code.Start) and globals into a new
-// instance.
-func (m *Module) restore(inst Instance, img *Image) error {
+// instance, and fills its fresh range from ws's random source.
+func (m *Module) restore(inst Instance, img *Image, ws *wasi.State) error {
 	pages := uint32(img.Len() / PageSize)
 	if cur := uint32(len(inst.Memory()) / PageSize); cur < pages {
 		if _, ok := inst.Grow(pages - cur); !ok {
@@ -630,6 +646,15 @@ func (m *Module) restore(inst Instance, img *Image) error {
 	for i, name := range m.snap.globals {
 		if err := inst.SetGlobal(name, img.Globals[i]); err != nil {
 			return err
+		}
+	}
+	if f := img.Fresh; f.Len != 0 {
+		mem := inst.Memory()
+		if !f.within(len(mem)) {
+			return fmt.Errorf("engine: image's fresh range %#x+%d outside its memory (%d bytes)", f.Addr, f.Len, len(mem))
+		}
+		if err := ws.ReadRandom(mem[f.Addr : f.Addr+f.Len]); err != nil {
+			return fmt.Errorf("engine: fill the image's fresh range: %w", err)
 		}
 	}
 	return nil

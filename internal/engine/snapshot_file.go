@@ -14,7 +14,7 @@ import (
 	"github.com/airlock-sandbox/airlock/internal/filehash"
 )
 
-// The on-disk image format, version 2. All integers little-endian.
+// The on-disk image format, version 3. All integers little-endian.
 //
 //	off  size  field
 //	0    8     magic "ALKIMAGE"
@@ -26,8 +26,10 @@ import (
 //	60   4     number of globals, n (at most 64)
 //	64   32    sha256 of bytes 0-63, bytes 96 to the globals' end, and the memory
 //	96   4     entry point (Image.Entry), 0 for none
-//	100  4     zero
-//	104  8n    globals
+//	100  4     fresh range's address (Image.Fresh)
+//	104  4     fresh range's length, 0 for none
+//	108  4     zero
+//	112  8n    globals
 //	...        zero padding to imageHeader
 //	4096       memory
 //
@@ -35,7 +37,7 @@ import (
 // LoadResumable prepares (which globals are exported, in which order):
 // bump it when either changes, so stored images are recaptured.
 const (
-	ImageFormat = 2 // 2: the entry point
+	ImageFormat = 3 // 2: the entry point; 3: the fresh range
 	imageMagic  = "ALKIMAGE"
 	imageHeader = 4096
 	maxGlobals  = 64
@@ -82,8 +84,8 @@ func CreateImageFile(path string, key ImageKey, img *Image) error {
 }
 
 func storeImage(path string, key ImageKey, img *Image, write func(string, os.FileMode, func(io.Writer) error) error) error {
-	if len(img.Globals) > maxGlobals || len(img.Memory)%65536 != 0 || img.base != nil {
-		return fmt.Errorf("engine: image not storable (%d globals, %d bytes)", len(img.Globals), len(img.Memory))
+	if len(img.Globals) > maxGlobals || len(img.Memory)%65536 != 0 || img.base != nil || !img.Fresh.within(len(img.Memory)) {
+		return fmt.Errorf("engine: image not storable (%d globals, %d bytes, fresh range %#x+%d)", len(img.Globals), len(img.Memory), img.Fresh.Addr, img.Fresh.Len)
 	}
 	head := make([]byte, imageHeader)
 	copy(head, imageMagic)
@@ -94,6 +96,8 @@ func storeImage(path string, key ImageKey, img *Image, write func(string, os.Fil
 	binary.LittleEndian.PutUint32(head[56:], img.UnwindBuffer)
 	binary.LittleEndian.PutUint32(head[60:], uint32(len(img.Globals)))
 	binary.LittleEndian.PutUint32(head[96:], img.Entry)
+	binary.LittleEndian.PutUint32(head[100:], img.Fresh.Addr)
+	binary.LittleEndian.PutUint32(head[104:], img.Fresh.Len)
 	for i, g := range img.Globals {
 		binary.LittleEndian.PutUint64(head[globalsAt+8*i:], g)
 	}
@@ -117,7 +121,7 @@ func storeImage(path string, key ImageKey, img *Image, write func(string, os.Fil
 }
 
 // globalsAt is where the header's globals start.
-const globalsAt = 104
+const globalsAt = 112
 
 // imageChecksum covers the header's first 64 bytes, the entry point, the
 // globals and memory.
@@ -177,6 +181,10 @@ func ReadImageFile(path string, key ImageKey) (*Image, error) {
 	if uint64(unwind)+unwindPages*65536 > size {
 		return bad(ErrImageCorrupt, "unwind buffer %#x outside memory", unwind)
 	}
+	fresh := Range{Addr: binary.LittleEndian.Uint32(head[100:]), Len: binary.LittleEndian.Uint32(head[104:])}
+	if !fresh.within(int(size)) {
+		return bad(ErrImageCorrupt, "fresh range %#x+%d outside memory", fresh.Addr, fresh.Len)
+	}
 	globals := make([]uint64, n)
 	for i := range globals {
 		globals[i] = binary.LittleEndian.Uint64(head[globalsAt+8*i:])
@@ -212,5 +220,6 @@ func ReadImageFile(path string, key ImageKey) (*Image, error) {
 	}
 	img.Globals, img.UnwindBuffer = globals, unwind
 	img.Entry = binary.LittleEndian.Uint32(head[96:])
+	img.Fresh = fresh
 	return img, nil
 }

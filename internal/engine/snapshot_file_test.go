@@ -2,6 +2,7 @@ package engine
 
 import (
 	"bytes"
+	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"io/fs"
@@ -26,6 +27,7 @@ func TestImageFileRoundTrip(t *testing.T) {
 	key := ImageKey{1, 2, 3}
 	img := testImage()
 	defer img.Close()
+	img.Entry, img.Fresh = 77, Range{Addr: 4096, Len: 2496}
 	if err := WriteImageFile(path, key, img); err != nil {
 		t.Fatal(err)
 	}
@@ -34,8 +36,22 @@ func TestImageFileRoundTrip(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer got.Close()
-	if !bytes.Equal(got.Memory, img.Memory) || got.UnwindBuffer != img.UnwindBuffer || len(got.Globals) != 3 || got.Globals[1] != 1<<40 {
+	if !bytes.Equal(got.Memory, img.Memory) || got.UnwindBuffer != img.UnwindBuffer || len(got.Globals) != 3 || got.Globals[1] != 1<<40 ||
+		got.Entry != 77 || got.Fresh != img.Fresh {
 		t.Fatalf("round trip changed the image")
+	}
+	img.Fresh.Addr = uint32(len(img.Memory)) - 8
+	if err := WriteImageFile(filepath.Join(t.TempDir(), "y.img"), key, img); err == nil {
+		t.Fatal("stored an image whose fresh range is past its memory")
+	}
+	img.Fresh.Addr = 4096
+	// Read back, a fresh range past the memory is a corrupt file.
+	data, _ := os.ReadFile(path)
+	binary.LittleEndian.PutUint32(data[100:], uint32(len(img.Memory))-8)
+	bad := filepath.Join(t.TempDir(), "bad.img")
+	os.WriteFile(bad, data, 0o644)
+	if _, err := ReadImageFile(bad, key); !errors.Is(err, ErrImageCorrupt) || !strings.Contains(err.Error(), "fresh range") {
+		t.Fatalf("a fresh range past the memory: %v, want ErrImageCorrupt naming it", err)
 	}
 	if _, err := ReadImageFile(filepath.Join(t.TempDir(), "none"), key); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("missing file: err = %v", err)

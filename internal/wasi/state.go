@@ -230,6 +230,17 @@ func NewState(cfg Config) *State {
 // FS returns the run's filesystem.
 func (s *State) FS() *memfs.FS { return s.fs }
 
+// ReadRandom fills p from the source random_get reads (Config.Random),
+// as the guest would have: a nil State reads crypto/rand.
+func (s *State) ReadRandom(p []byte) error {
+	src := io.Reader(rand.Reader)
+	if s != nil {
+		src = s.random
+	}
+	_, err := io.ReadFull(src, p)
+	return err
+}
+
 type eofReader struct{}
 
 func (eofReader) Read([]byte) (int, error) { return 0, io.EOF }

@@ -99,6 +99,12 @@ func State(code string, stdin []byte, stderr *bytes.Buffer) *wasi.State {
 }
 
 func StateArgs(args []string, stdin io.Reader, stderr *bytes.Buffer) *wasi.State {
+	return StateRandom(args, stdin, stderr, nil)
+}
+
+// StateRandom is StateArgs with random_get, and an image's fresh range
+// (engine.Image.Fresh), fed by random (nil: crypto/rand).
+func StateRandom(args []string, stdin io.Reader, stderr *bytes.Buffer, random io.Reader) *wasi.State {
 	fs := memfs.New(memfs.Options{})
 	fs.MkdirAll("/tmp")
 	if testArt.Layer != nil {
@@ -106,7 +112,7 @@ func StateArgs(args []string, stdin io.Reader, stderr *bytes.Buffer) *wasi.State
 	}
 	// BaseEnv has PYTHONUNBUFFERED=1, under which C stdio reads stdin
 	// with two buffers (see python.LoopRead).
-	return wasi.NewState(wasi.Config{Args: args, Env: testArt.BaseEnv(), FS: fs, Stdin: stdin, Stdout: stderr, Stderr: stderr})
+	return wasi.NewState(wasi.Config{Args: args, Env: testArt.BaseEnv(), FS: fs, Stdin: stdin, Stdout: stderr, Stderr: stderr, Random: random})
 }
 
 // Looping is the state an image is captured in: CPython's interactive
