@@ -488,8 +488,9 @@ func Capture(ctx context.Context, mod *engine.Module, spec ImageSpec) (*engine.I
 	}
 	var stderr bytes.Buffer
 	var entry entryReport
+	var random randomReport
 	state := wasi.NewState(wasi.Config{Args: Args(), Env: spec.env(), FS: fs, Stdout: &stderr, Stderr: &stderr,
-		Devices: map[string]wasi.Device{entryDevice: &entry, immortalDevice: &immortaliser{}}})
+		Devices: map[string]wasi.Device{entryDevice: &entry, immortalDevice: &immortaliser{}, randomDevice: &random}})
 	defer state.Close()
 	img, err := mod.Capture(ctx, engine.RunSpec{WASI: state, MemoryLimit: SnapshotMemory, PauseWhen: LoopRead})
 	if err != nil {
@@ -502,6 +503,7 @@ func Capture(ctx context.Context, mod *engine.Module, spec ImageSpec) (*engine.I
 		}
 		img.Entry = entry.addr
 	}
+	img.Fresh = random.state
 	return img, nil
 }
 
@@ -565,3 +567,52 @@ func (immortaliser) WriteMemory(_ context.Context, mem, p []byte) (int, error) {
 
 func (immortaliser) Write(context.Context, []byte) (int, error) { return 0, errno.EINVAL }
 func (immortaliser) Read(context.Context, []byte) (int, error)  { return 0, nil }
+
+// randomDevice is where, at a capture, the prelude tells where the state
+// of random's shared generator lies, for the host to fill with fresh
+// bytes at each run from the image (engine.Image.Fresh) instead of the
+// guest reseeding it: random.seed() is ~87,000 WebAssembly instructions,
+// a third of a run of `pass`. The generator is a Mersenne Twister, and a
+// state of 624 uniformly random words is what seeding from 2,496 bytes
+// of OS entropy approximates.
+const randomDevice = "/dev/airlock-random"
+
+// mtWords is the Mersenne Twister's state size in 32-bit words.
+const mtWords = 624
+
+// randomReport receives, at a capture, one write of little-endian 32-bit
+// words: the generator object's address (id(random._inst)), then its
+// state as getstate() gives it (624 words, then the index). The state's
+// place inside the object is CPython's (RandomObject: the object header,
+// the index, the words), so the device looks for the index followed by
+// the words just past the object's header rather than assume an offset,
+// and takes the words' range only where memory holds exactly what the
+// guest reported. Anything else (a write of another size, an address
+// outside memory, no match) is EINVAL, and the image gets no fresh range:
+// the guest then reseeds itself.
+type randomReport struct{ state engine.Range }
+
+func (d *randomReport) WriteMemory(_ context.Context, mem, p []byte) (int, error) {
+	const stateBytes = 4 * mtWords
+	if len(p) != 4+stateBytes+4 {
+		return 0, errno.EINVAL
+	}
+	addr := uint64(binary.LittleEndian.Uint32(p))
+	state, index := p[4:4+stateBytes], p[4+stateBytes:]
+	// The header is two words on a 32-bit build; a few more are allowed
+	// for a layout that grows one.
+	for off := uint64(8); off <= 32; off += 4 {
+		at := addr + off
+		if at+4+stateBytes > uint64(len(mem)) {
+			break
+		}
+		if bytes.Equal(mem[at:at+4], index) && bytes.Equal(mem[at+4:at+4+stateBytes], state) {
+			d.state = engine.Range{Addr: uint32(at + 4), Len: stateBytes}
+			return len(p), nil
+		}
+	}
+	return 0, errno.EINVAL
+}
+
+func (*randomReport) Write(context.Context, []byte) (int, error) { return 0, errno.EINVAL }
+func (*randomReport) Read(context.Context, []byte) (int, error)  { return 0, nil }

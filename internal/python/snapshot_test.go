@@ -15,7 +15,9 @@ import (
 )
 
 // TestStoredImageRejected: a corrupt image, or one made from other inputs,
-// is reported, discarded and replaced by a fresh capture.
+// is reported, discarded and replaced by a fresh capture. Captured or
+// loaded, the image has the range of random's state the host fills
+// (randomReport).
 func TestStoredImageRejected(t *testing.T) {
 	cache, err := CacheDir()
 	if err != nil {
@@ -53,7 +55,11 @@ func TestStoredImageRejected(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
+		fresh := img.Fresh
 		img.Close()
+		if fresh.Len != 4*mtWords {
+			t.Fatalf("%s: the image's fresh range is %+v, want random's state (%d bytes)", name, fresh, 4*mtWords)
+		}
 		if !strings.Contains(notice.String(), wantNotice) {
 			t.Fatalf("%s: notice %q, want it to mention %q", name, notice.String(), wantNotice)
 		}
