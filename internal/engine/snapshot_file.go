@@ -124,7 +124,7 @@ func storeImage(path string, key ImageKey, img *Image, write func(string, os.Fil
 const globalsAt = 112
 
 // imageChecksum covers the header's first 64 bytes, the entry point, the
-// globals and memory.
+// fresh range, the globals and memory.
 func imageChecksum(head, memory []byte) [32]byte {
 	n := binary.LittleEndian.Uint32(head[60:])
 	h := sha256.New()
