@@ -90,13 +90,13 @@ type warmTarget struct {
 }
 
 func (t *warmTarget) sock() string { return t.base + ".sock" }
+func (t *warmTarget) lock() string { return t.base + ".lock" }
 
 // present tells whether t's server may be there: its socket is.
 func (t *warmTarget) present() bool {
 	_, err := os.Stat(t.sock())
 	return err == nil
 }
-func (t *warmTarget) lock() string { return t.base + ".lock" }
 
 // errNotWarm is a run that a warm server cannot take.
 var errNotWarm = errors.New("not a warm run")
@@ -386,6 +386,11 @@ type warmInfo struct {
 	Socket   string    `json:"socket"`
 }
 
+// target is the warm server w describes, by its socket's path.
+func (w warmInfo) target() *warmTarget {
+	return &warmTarget{base: strings.TrimSuffix(w.Socket, ".sock")}
+}
+
 // warmMaxLimits caps nothing a local run could ask for: the server's
 // client is the user who could run the code in-process instead. (A zero
 // maximum is no cap; the timeout's keeps the struct from reading as
@@ -431,7 +436,8 @@ func cmdWarmServe(ctx context.Context, args []string, stderr io.Writer) (int, er
 		return 1, err
 	}
 	defer sb.Close(context.Background())
-	stale, err := staleCheck(append([]string{sb.Info().Path}, pkgs.packages...))
+	info := sb.Info()
+	stale, err := staleCheck(append([]string{info.Path}, pkgs.packages...))
 	if err != nil {
 		return 1, err
 	}
@@ -456,7 +462,6 @@ func cmdWarmServe(ctx context.Context, args []string, stderr io.Writer) (int, er
 	if err != nil {
 		return 1, err
 	}
-	info := sb.Info()
 	desc, _ := json.Marshal(warmInfo{PID: os.Getpid(), Started: time.Now().UTC(), Idle: idle.String(),
 		Python: info.Build, SHA256: info.SHA256, CacheDir: common.cacheDir, Socket: *sock})
 	if err := os.WriteFile(base+".json", desc, 0o600); err != nil {
@@ -636,8 +641,7 @@ func warmStatus(ctx context.Context, stdout io.Writer) (int, error) {
 	}
 	for _, w := range servers {
 		runs := "?"
-		t := &warmTarget{base: strings.TrimSuffix(w.Socket, ".sock")}
-		if n, err := t.runsServed(ctx); err == nil {
+		if n, err := w.target().runsServed(ctx); err == nil {
 			runs = strconv.Itoa(n)
 		}
 		fmt.Fprintf(stdout, "pid %d: %s build (%.12s), runs %s, RSS %s, up %v, exits after %s idle\n  %s\n",
@@ -700,7 +704,7 @@ func warmStop(ctx context.Context, stdout io.Writer) (int, error) {
 	}
 	deadline := time.Now().Add(time.Minute)
 	for _, w := range servers {
-		if !awaitUnlocked(ctx, strings.TrimSuffix(w.Socket, ".sock")+".lock", deadline) {
+		if !awaitUnlocked(ctx, w.target().lock(), deadline) {
 			return 1, fmt.Errorf("warm server %d did not stop", w.PID)
 		}
 		fmt.Fprintf(stdout, "stopped %d\n", w.PID)
