@@ -25,8 +25,9 @@ var refusals string
 var netModule string
 
 // command is the -c text: a finder that compiles `airlock` from
-// guestModule on its first import (nothing is paid by runs that do not
-// import it), the refusals, then the prelude. The refusals compile under a
+// guestModule on its first import (the prelude imports it into the
+// snapshot image, where rich output needs it), the refusals, then the
+// prelude. The refusals compile under a
 // file name of their own, so that a traceback through them says where it
 // is ("<airlock sandbox>") rather than showing a line of the prelude's
 // "<string>", a name the run's own code may have too.
