@@ -250,6 +250,8 @@ type config struct {
 	packages   []string        // WithPackages (packages.go)
 	preimport  []string        // WithPreimport
 
+	noFullImage bool // WithFullImage(false) (snapshot.go)
+
 	sessionTTL  time.Duration // session.go
 	maxSessions int
 	sessionKey  []byte        // WithSessionKey (session_file.go)

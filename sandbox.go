@@ -266,22 +266,24 @@ func (sb *Sandbox) Run(ctx context.Context, req Request) (*Result, error) {
 	}
 	defer exit()
 	r, e := sb.prepare(ctx, start, &req, limits, fs, before, pkgs)
-	resumed := false
+	var base *baseImage // nil: a fresh interpreter
 	if e == nil {
-		resumed = sb.resumes(&req, r.wcfg.Env)
-		e = r.open(resumed && sb.snap.enters(sb.snap.image))
+		if sb.resumes(&req, r.wcfg.Env) {
+			base = sb.snap.forCode(ctx, req.Code, limits.Memory)
+		}
+		e = r.open(base != nil && sb.snap.enters(base.img))
 	}
 	if e != nil {
 		return r.done(&Result{}, e)
 	}
-	if !resumed {
+	if base == nil {
 		// The first such run loads the fresh module, a compile when the
 		// cache is cold (seconds; ~20 s of CPU on wasmtime): set-up of the
 		// Sandbox, not the run's time. An error comes back from execute.
 		_, _ = sb.freshModule(ctx)
 	}
 	out, runErr := r.execute(ctx, func(ctx context.Context) (engine.Outcome, error) {
-		return sb.execute(ctx, resumed, r.spec)
+		return sb.execute(ctx, base, r.spec)
 	})
 	return r.done(r.result(out, runErr))
 }

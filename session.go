@@ -81,6 +81,9 @@ type Session struct {
 
 	mu    sync.Mutex
 	image *sharedImage // nil until the first call: the Sandbox's image
+	// base is the image the session started from, chosen by its first
+	// call's code (snapshotter.forCode); nil until then.
+	base  *baseImage
 	fs    *memfs.FS
 	calls int
 	ended error       // ErrSessionClosed or ErrSessionExpired once ended
@@ -269,7 +272,11 @@ func (s *Session) Exec(ctx context.Context, req Request) (*Result, error) {
 	if _, verr := placeFiles(fs, req.Files); verr != nil {
 		return failed(start, verr)
 	}
-	from := s.sb.snap.image
+	base := s.base
+	if base == nil {
+		base = s.sb.snap.forCode(ctx, req.Code, limits.Memory)
+	}
+	from := base.img
 	if s.image != nil {
 		from = s.image.img
 	}
@@ -283,6 +290,7 @@ func (s *Session) Exec(ctx context.Context, req Request) (*Result, error) {
 	if call.next != nil {
 		s.image.release()
 		s.image = newShared(call.next)
+		s.base = base
 		s.fs = fs
 		s.calls++
 		s.reseed = false
@@ -403,7 +411,7 @@ func (s *Session) Fork() (*Session, error) {
 	if s.ended != nil {
 		return nil, s.ended
 	}
-	f := &Session{sb: s.sb, opts: s.opts, image: s.image.retain(), fs: s.fs.Clone(s.fs.Quota()), calls: s.calls, reseed: true,
+	f := &Session{sb: s.sb, opts: s.opts, image: s.image.retain(), base: s.base, fs: s.fs.Clone(s.fs.Quota()), calls: s.calls, reseed: true,
 		installed: slices.Clone(s.installed)}
 	if err := s.sb.addSession(f); err != nil {
 		f.image.release()

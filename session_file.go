@@ -111,7 +111,10 @@ func (s *Session) Save(w io.Writer) error {
 	if s.ended != nil {
 		return s.ended
 	}
-	snap := s.sb.snap
+	base := s.base
+	if base == nil { // no call yet: any base will do; the lean one is always there
+		base = s.sb.snap.lean
+	}
 	var b bytes.Buffer
 	b.WriteString(sessionMagic)
 	version := uint32(sessionVersion)
@@ -125,8 +128,8 @@ func (s *Session) Save(w io.Writer) error {
 		version = sessionInstalled
 	}
 	binary.Write(&b, binary.LittleEndian, version)
-	b.Write(snap.key[:])
-	sum := snap.memorySum()
+	b.Write(base.key[:])
+	sum := base.memorySum()
 	b.Write(sum[:])
 	binary.Write(&b, binary.LittleEndian, uint64(s.calls))
 	l := s.opts.Limits
@@ -139,7 +142,7 @@ func (s *Session) Save(w io.Writer) error {
 		b.WriteByte(0)
 	} else {
 		b.WriteByte(1)
-		b.Write(s.image.img.AppendDeltaRecord(nil, snap.image))
+		b.Write(s.image.img.AppendDeltaRecord(nil, base.img))
 	}
 	var fsBytes bytes.Buffer
 	if err := s.fs.Save(&fsBytes); err != nil {
@@ -254,11 +257,14 @@ func (sb *Sandbox) LoadSessionWith(ctx context.Context, r io.Reader, opts LoadOp
 		return nil, fmt.Errorf("%w: format version %d, this build reads %d to %d", ErrSessionCorrupt, v, sessionVersion, sessionInstalledSigned)
 	}
 	key2, memSum := d.bytes(32), d.bytes(32)
-	if d.err == nil && !bytes.Equal(key2, sb.snap.key[:]) {
-		return nil, fmt.Errorf("%w (python.wasm, prelude, layers or snapshot environment differ)", ErrSessionMismatch)
-	}
-	if want := sb.snap.memorySum(); d.err == nil && !bytes.Equal(memSum, want[:]) {
-		return nil, fmt.Errorf("%w (the snapshot image was captured separately)", ErrSessionMismatch)
+	var base *baseImage
+	if d.err == nil {
+		if base = sb.snap.byKey(ctx, key2); base == nil {
+			return nil, fmt.Errorf("%w (python.wasm, prelude, layers or snapshot environment differ)", ErrSessionMismatch)
+		}
+		if want := base.memorySum(); !bytes.Equal(memSum, want[:]) {
+			return nil, fmt.Errorf("%w (the snapshot image was captured separately)", ErrSessionMismatch)
+		}
 	}
 	s := &Session{sb: sb, calls: int(d.u64()), reseed: true} // a file can be loaded twice
 	var lim [8]int64
@@ -296,8 +302,10 @@ func (sb *Sandbox) LoadSessionWith(ctx context.Context, r io.Reader, opts LoadOp
 	switch d.byte1() {
 	case 0:
 	case 1:
-		d.base = sb.snap.image
-		img = d.image(limits.Memory)
+		if base != nil { // else d.err is set already
+			d.base, s.base = base.img, base
+			img = d.image(limits.Memory)
+		}
 	default:
 		d.fail("image marker")
 	}

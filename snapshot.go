@@ -1,11 +1,15 @@
 package airlock
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"errors"
 	"fmt"
+	"io"
+	"regexp"
 	"slices"
+	"strings"
 	"sync"
 
 	"github.com/airlock-sandbox/airlock/internal/engine"
@@ -53,17 +57,32 @@ func WithInstancePool(on bool) Option { return func(c *config) { c.unpooled = !o
 // snapshotter is a Sandbox's snapshot machinery, nil when off.
 type snapshotter struct {
 	module *engine.Module // the asyncified module, prepared for resuming
-	image  *engine.Image
-	key    engine.ImageKey // what the image was made from (saved sessions name it)
+	lean   *baseImage     // the interpreter with the standard library's common modules
+
+	// The full image: the lean one's spec with fullImports imported too,
+	// made on first need (fullImage), for code that imports any of them.
+	// fullSpec is nil when the build lacks numpy and pandas or with
+	// WithFullImage(false).
+	fullSpec *python.ImageSpec
+	fullOnce sync.Once
+	full     *baseImage // nil until made, and when it could not be
+	cacheDir string     // where images are stored; "" for none
+	notice   io.Writer
+}
+
+// baseImage is an image that runs and new sessions start from.
+type baseImage struct {
+	img *engine.Image
+	key engine.ImageKey // what the image was made from (saved sessions name it)
 
 	memSumOnce sync.Once
 	memSum     [32]byte // sha256 of the image's memory, for saved sessions
 }
 
 // memorySum is the sha256 of the image's memory, computed once.
-func (s *snapshotter) memorySum() [32]byte {
-	s.memSumOnce.Do(func() { s.memSum = sha256.Sum256(s.image.Memory) })
-	return s.memSum
+func (b *baseImage) memorySum() [32]byte {
+	b.memSumOnce.Do(func() { b.memSum = sha256.Sum256(b.img.Memory) })
+	return b.memSum
 }
 
 // newSnapshotter loads the asyncified module and its image (capturing the
@@ -107,7 +126,128 @@ func newSnapshotter(ctx context.Context, cfg config, art *python.Artifact, layer
 		mod.Close(ctx)
 		return nil, fmt.Errorf("airlock: snapshots: %w", err)
 	}
-	return &snapshotter{module: mod, image: img, key: spec.Key()}, nil
+	s := &snapshotter{module: mod, lean: &baseImage{img: img, key: spec.Key()}, cacheDir: imageDir, notice: cfg.notice}
+	if !cfg.noFullImage && art.HasLibraries("numpy", "pandas") {
+		full := spec
+		full.Env = append(slices.Clip(spec.Env), python.ImageImportsVar+"="+strings.Join(fullImports, ","))
+		s.fullSpec = &full
+	}
+	return s, nil
+}
+
+// fullImports are the modules the full image has imported: numpy and
+// pandas (~0.9 s of a run's time when imported there), and the standard
+// library's modules that cost more to import in a run (unittest ~45 ms,
+// asyncio ~70 ms, logging, pathlib, xml.etree, ... 1.5-15 ms each) than a
+// run from the full image costs beyond one from the lean image (~0.3 ms:
+// reseeding numpy's generator, the pages a larger heap touches). They
+// would cost every run a little in the lean image, which plain code needs
+// fast.
+var fullImports = []string{"numpy", "pandas", "unittest", "asyncio", "logging", "pathlib", "urllib.parse",
+	"xml.etree.ElementTree", "doctest", "pickle", "shutil", "zipfile", "sqlite3", "html", "calendar", "csv", "tempfile"}
+
+// WithFullImage turns the full image on or off. With snapshots, a run
+// whose code imports numpy, pandas or one of the standard library's
+// modules that are slow to import (unittest, asyncio, logging, pathlib,
+// ...: an import statement naming one, anywhere in the source) resumes
+// from a second image that has them all imported already, made once per
+// machine and cached like the first; other runs resume from the lean
+// image. Each run still imports whatever its image lacks, so the choice
+// changes how fast a run starts, never what it can do. The default is on
+// where the build has numpy and pandas (the own build).
+//
+// # Notes
+// A run resumes from the lean image instead when its memory limit is
+// below what the full image holds (~50 MB) plus a margin, or when the
+// full image could not be made (the reason goes to WithNotice's writer).
+// A session starts from the image its first call's code picks.
+func WithFullImage(on bool) Option { return func(c *config) { c.noFullImage = !on } }
+
+// fullMargin is the memory a run from the full image must have beyond
+// the image itself to be worth resuming from it.
+const fullMargin = 32 << 20
+
+// forCode is the image a run of code starts from under memLimit bytes.
+func (s *snapshotter) forCode(ctx context.Context, code string, memLimit int64) *baseImage {
+	if s.fullSpec == nil || !importsHeavy(code) {
+		return s.lean
+	}
+	full := s.fullImage(ctx)
+	if full == nil || int64(full.img.Len())+fullMargin > memLimit {
+		return s.lean
+	}
+	return full
+}
+
+// fullImage loads or captures the full image the first time it is
+// needed; nil when there is none. A capture takes seconds once per
+// machine (the image is stored in the cache), a load milliseconds.
+func (s *snapshotter) fullImage(ctx context.Context) *baseImage {
+	if s.fullSpec == nil {
+		return nil
+	}
+	s.fullOnce.Do(func() {
+		// Not the run's deadline: the image serves every later run too.
+		img, err := python.Snapshot(context.WithoutCancel(ctx), s.module, *s.fullSpec, s.cacheDir, s.notice)
+		if err != nil {
+			if s.notice != nil {
+				fmt.Fprintf(s.notice, "airlock: the full image (numpy, pandas, ... imported) could not be made; runs import them themselves: %v\n", err)
+			}
+			return
+		}
+		s.full = &baseImage{img: img, key: s.fullSpec.Key()}
+	})
+	return s.full
+}
+
+// byKey is the base image whose key is key (a saved session's), making
+// the full image if it is that one; nil when neither matches.
+func (s *snapshotter) byKey(ctx context.Context, key []byte) *baseImage {
+	if bytes.Equal(key, s.lean.key[:]) {
+		return s.lean
+	}
+	if s.fullSpec != nil {
+		if want := s.fullSpec.Key(); bytes.Equal(key, want[:]) {
+			return s.fullImage(ctx)
+		}
+	}
+	return nil
+}
+
+// images are the base images made so far.
+func (s *snapshotter) images() []*baseImage {
+	if s.full != nil {
+		return []*baseImage{s.lean, s.full}
+	}
+	return []*baseImage{s.lean}
+}
+
+// heavyNames are the top-level names of fullImports.
+var heavyNames = func() []string {
+	var names []string
+	for _, m := range fullImports {
+		if top, _, _ := strings.Cut(m, "."); !slices.Contains(names, top) {
+			names = append(names, top)
+		}
+	}
+	return names
+}()
+
+// heavyImport finds an import statement naming one of heavyNames: at the
+// start of a line, after indentation or a semicolon, "import" with one
+// among its names, or "from" one (or a submodule of one).
+var heavyImport = regexp.MustCompile(`(?m)(?:^|;)[ \t]*(?:import[ \t][^\n#]*\b(?:` + strings.Join(heavyNames, "|") +
+	`)\b|from[ \t]+(?:` + strings.Join(heavyNames, "|") + `)\b)`)
+
+// importsHeavy tells whether code imports one of fullImports. Wrong
+// either way costs time, not correctness: a run on the lean image
+// imports them itself, one on the full image has them in sys.modules
+// unused.
+func importsHeavy(code string) bool {
+	if !strings.Contains(code, "import") {
+		return false
+	}
+	return heavyImport.MatchString(code)
 }
 
 // enters tells whether a run resumed from img starts at its entry point,
@@ -134,19 +274,22 @@ func (sb *Sandbox) IdleMemory() IdleMemory {
 	if sb.snap == nil {
 		return IdleMemory{}
 	}
-	regions := sb.snap.module.IdleRegions(sb.snap.image)
-	out := IdleMemory{Regions: len(regions)}
-	if private, ok := engine.PrivateBytes(regions); ok {
-		out.Private = private
+	var out IdleMemory
+	for _, b := range sb.snap.images() {
+		regions := sb.snap.module.IdleRegions(b.img)
+		out.Regions += len(regions)
+		if private, ok := engine.PrivateBytes(regions); ok {
+			out.Private = append(out.Private, private...)
+		}
 	}
 	return out
 }
 
-// execute runs one prepared request: resumed from the image when
-// resumed (see resumes), else in a freshly started interpreter.
-func (sb *Sandbox) execute(ctx context.Context, resumed bool, spec engine.RunSpec) (engine.Outcome, error) {
-	if resumed {
-		return sb.snap.module.Resume(ctx, sb.snap.image, spec)
+// execute runs one prepared request: resumed from base when not nil
+// (see resumes), else in a freshly started interpreter.
+func (sb *Sandbox) execute(ctx context.Context, base *baseImage, spec engine.RunSpec) (engine.Outcome, error) {
+	if base != nil {
+		return sb.snap.module.Resume(ctx, base.img, spec)
 	}
 	mod, err := sb.freshModule(ctx)
 	if err != nil {

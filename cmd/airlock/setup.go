@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"runtime"
+	"slices"
 	"strings"
 	"time"
 
@@ -243,6 +244,18 @@ func prepare(ctx context.Context, common commonFlags, dir string, snapshots, asy
 	res, err := sb.Run(ctx, airlock.Request{Code: `print("ok")`})
 	if err != nil {
 		return fmt.Errorf("check run: %w", err)
+	}
+	// Code importing pandas resumes from the full image
+	// (airlock.WithFullImage): made now, once per machine, rather than
+	// by the first such run.
+	if slices.ContainsFunc(sb.Info().Libraries, func(lib string) bool { return strings.HasPrefix(lib, "pandas ") }) {
+		res, err := sb.Run(ctx, airlock.Request{Code: "import numpy, pandas"})
+		if err != nil {
+			return fmt.Errorf("check run of numpy and pandas: %w", err)
+		}
+		if res.ExitCode != 0 {
+			return fmt.Errorf("check run of numpy and pandas: exit status %d\n%s", res.ExitCode, res.Stderr)
+		}
 	}
 	// A deterministic run starts an interpreter from scratch: it compiles
 	// (and checks) that module too, so no later run pays for it.

@@ -176,6 +176,19 @@ func (a *Artifact) Libraries() []string {
 	return out
 }
 
+// HasLibraries tells whether the build carries every package named.
+func (a *Artifact) HasLibraries(names ...string) bool {
+	if a.Build != ownBuildName || a.Record == nil {
+		return false
+	}
+	for _, name := range names {
+		if a.Record.Packages[name] == "" {
+			return false
+		}
+	}
+	return true
+}
+
 // Describe is one line telling which build this is, for `airlock version`.
 func (a *Artifact) Describe() string {
 	switch {

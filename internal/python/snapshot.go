@@ -334,6 +334,11 @@ func startupVar(k string) bool {
 // not bound runs, whose own cap must only exceed the image's size.
 const SnapshotMemory = 1 << 30
 
+// ImageImportsVar names, in an ImageSpec's Env, modules the prelude
+// imports into the image (','-separated); it is gone from the image's
+// environment, so runs need not remove it.
+const ImageImportsVar = "AIRLOCK_IMAGE_IMPORTS"
+
 // ImageSpec is what an image depends on besides the prelude and the
 // default environment, which every image shares.
 type ImageSpec struct {
