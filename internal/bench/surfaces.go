@@ -1,0 +1,62 @@
+package bench
+
+import (
+	"fmt"
+	"strings"
+)
+
+// SurfaceWorkload is a program, with its input files, measured through
+// every surface users call (`airlock bench --surfaces`): the Go API, HTTP,
+// MCP, the CLI, and native CPython. Each checks its own result.
+type SurfaceWorkload struct {
+	Name  string
+	Code  string
+	Files map[string][]byte
+}
+
+// SurfaceWorkloads are the tasks agents and services send: a print, a
+// numpy computation, a pandas summary of a CSV, and a test file.
+var SurfaceWorkloads = []SurfaceWorkload{
+	{Name: "hello", Code: "print(1)"},
+	{Name: "numpy_stats", Code: NumpyStats},
+	{Name: "pandas_csv", Code: PandasCSV, Files: map[string][]byte{"sales.csv": SalesCSV}},
+	{Name: "unittest_50", Code: Unittest50},
+}
+
+// NumpyStats is numpy-only work: a least-squares line through 10,000
+// points and their statistics.
+const NumpyStats = `
+import numpy as np
+x = np.linspace(0, 10, 10_000)
+y = 3.0 * x + 2.0 + np.sin(x)
+A = np.vstack([x, np.ones_like(x)]).T
+slope, intercept = np.linalg.lstsq(A, y, rcond=None)[0]
+stats = (float(y.mean()), float(y.std()), float(np.median(y)), slope, intercept)
+assert abs(slope - 3.0) < 0.1 and abs(intercept - 2.0) < 0.5, stats
+print("mean %.3f std %.3f median %.3f slope %.3f intercept %.3f" % stats)
+`
+
+// PandasCSV is the data task a code interpreter is asked for most: read a
+// CSV, group, summarise, print.
+const PandasCSV = `
+import pandas as pd
+df = pd.read_csv("sales.csv")
+summary = df.groupby("region")["amount"].agg(["count", "sum", "mean"]).round(2)
+assert int(summary["count"].sum()) == len(df) == 2000, summary
+print(summary)
+`
+
+// SalesCSV is a ~100 KB CSV of 2,000 sales rows, the same every time.
+var SalesCSV = func() []byte {
+	regions := []string{"north", "south", "east", "west", "central"}
+	products := []string{"widget", "gadget", "gizmo", "doohickey", "sprocket", "flange"}
+	var b strings.Builder
+	b.WriteString("date,region,product,units,amount,customer\n")
+	x := uint32(12345)
+	for i := range 2000 {
+		x = x*1664525 + 1013904223
+		fmt.Fprintf(&b, "2026-%02d-%02d,%s,%s,%d,%d.%02d,customer-%05d\n", 1+i%12, 1+i%28,
+			regions[x>>8%5], products[x>>12%6], 1+x>>16%40, 10+x>>4%990, x%100, x>>10%20000)
+	}
+	return []byte(b.String())
+}()
