@@ -128,8 +128,12 @@ func cmdBenchSurfaces(ctx context.Context, common *commonFlags, runs int, native
 		}
 		times := make([][]time.Duration, len(surfaces))
 		runTimes := make([][]time.Duration, len(surfaces))
-		for range runs {
-			for i, s := range surfaces {
+		for r := range runs {
+			// Each round starts with the next surface, so that none always
+			// follows the native process (which leaves the caches cold).
+			for k := range surfaces {
+				i := (r + k) % len(surfaces)
+				s := surfaces[i]
 				start := time.Now()
 				d, err := s.run(ctx, w)
 				if err != nil {

@@ -1,0 +1,32 @@
+package main
+
+import (
+	"encoding/json"
+	"slices"
+	"testing"
+)
+
+// Every surface runs the workloads and reports them: the Go API and the
+// server's own run time, HTTP and MCP round trips over loopback.
+func TestBenchSurfacesJSON(t *testing.T) {
+	code, stdout, stderr := cli(t, "", "bench", "--surfaces", "--runs", "2", "--workloads", "hello,pandas_csv", "--json")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	var rep surfaceReport
+	if err := json.Unmarshal([]byte(stdout), &rep); err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range []string{"hello", "pandas_csv"} {
+		for _, s := range []string{"go", "http", "mcp"} {
+			i := slices.IndexFunc(rep.Rows, func(r surfaceRow) bool { return r.Workload == w && r.Surface == s })
+			if i < 0 {
+				t.Fatalf("no row for %s through %s in %+v", w, s, rep.Rows)
+			}
+			r := rep.Rows[i]
+			if r.Runs != 2 || r.P50MS <= 0 || r.P99MS < r.P50MS || (s != "mcp" && r.RunP50MS <= 0) {
+				t.Fatalf("bad row %+v", r)
+			}
+		}
+	}
+}
