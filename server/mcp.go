@@ -302,5 +302,14 @@ func FormatText(res *airlock.Result) string {
 			fmt.Fprintf(&b, "%s (%d bytes)\n", name, f.Size)
 		}
 	}
+	if res.FilesOmitted > 0 {
+		fmt.Fprintf(&b, "--- %s ---\n", omittedNote(res.FilesOmitted))
+	}
 	return b.String()
+}
+
+// omittedNote says why a result lacks files the run made
+// (airlock.Result.FilesOmitted).
+func omittedNote(n int) string {
+	return fmt.Sprintf("%d files not returned: their paths are longer than 4096 bytes", n)
 }
