@@ -165,6 +165,7 @@ func cmdMCP(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 		maxMessage = sizeFlag{server.DefaultMaxMessage}
 		httpAddr   = fs.String("http", "", "serve MCP's streamable HTTP transport at http://`ADDR`/mcp instead of stdio (bearer token: $AIRLOCK_TOKEN)")
 		noAuth     = fs.Bool(flagUnauthenticatedNetwork, false, "with --http: serve without $AIRLOCK_TOKEN on an address beyond loopback (refused otherwise): anyone who reaches the port runs code")
+		shared     = fs.Bool("share-across-clients", false, "let every MCP client read any client's run resources and use or end any client's sessions (by default each client sees only what it made)")
 	)
 	fs.Var(&maxMessage, "max-message", "largest message (one line) a client may send; longer ones are refused")
 	common.register(fs)
@@ -210,7 +211,7 @@ func cmdMCP(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 		return 1, err
 	}
 	defer sb.Close(context.Background())
-	srv, err := server.NewMCP(server.MCPConfig{Sandbox: sb, Tools: toolList, MaxLimits: maxima.limits(), Concurrency: *parallel})
+	srv, err := server.NewMCP(server.MCPConfig{Sandbox: sb, Tools: toolList, MaxLimits: maxima.limits(), Concurrency: *parallel, ShareAcrossClients: *shared})
 	if err != nil {
 		return exitUsage, err
 	}
