@@ -183,6 +183,13 @@ type Result struct {
 	Duration time.Duration
 	// Files are those created or changed under /home/user, sorted by path.
 	Files []File
+	// FilesOmitted counts the files Files leaves out: those under a path
+	// longer than 4096 bytes, which only nesting directories through
+	// handles or renames can make; no caller could name them, and their
+	// paths would cost memory without bound. Zero unless a run made such
+	// a tree; every other file is in Files (the filesystem quota counts
+	// holes, so each fits).
+	FilesOmitted int
 	// PeakMemory is the largest linear memory the guest reached, in bytes.
 	PeakMemory int64
 	// StdoutTruncated and StderrTruncated tell that the output cap cut a stream.

@@ -43,7 +43,7 @@ func TestChangedFilesListsALinkedFileOnce(t *testing.T) {
 		}
 		return nil, false
 	}
-	files := changedFiles(fs, python.Home, before)
+	files, _ := changedFiles(fs, python.Home, before)
 	var total int64
 	var names []string
 	for _, f := range files {
@@ -63,7 +63,8 @@ func TestChangedFilesListsALinkedFileOnce(t *testing.T) {
 
 // Renaming directories into each other builds paths longer than any
 // guest path; listing the files must neither hold memory quadratic in
-// the depth nor return those paths.
+// the depth nor return those paths; the files left out are counted, so
+// none is dropped unsaid.
 func TestChangedFilesSkipsPathsPastTheLimit(t *testing.T) {
 	fs := memfs.New(memfs.Options{Quota: memfs.Quota{MaxBytes: 1 << 20, MaxInodes: 10000}})
 	if _, err := fs.MkdirAll(python.Home); err != nil {
@@ -84,7 +85,7 @@ func TestChangedFilesSkipsPathsPastTheLimit(t *testing.T) {
 			}
 		}
 	}
-	files := changedFiles(fs, python.Home, func(string) ([]byte, bool) { return nil, false })
+	files, omitted := changedFiles(fs, python.Home, func(string) ([]byte, bool) { return nil, false })
 	if len(files) == 0 {
 		t.Fatal("no files listed")
 	}
@@ -94,7 +95,11 @@ func TestChangedFilesSkipsPathsPastTheLimit(t *testing.T) {
 		}
 	}
 	// Every file whose path fits is listed: the top 15 levels.
-	if want := (memfs.MaxPath - len(python.Home) - 2) / 256; len(files) != want {
+	want := (memfs.MaxPath - len(python.Home) - 2) / 256
+	if len(files) != want {
 		t.Fatalf("%d files listed, want %d", len(files), want)
+	}
+	if omitted != depth-want {
+		t.Fatalf("%d files counted as omitted, want %d", omitted, depth-want)
 	}
 }

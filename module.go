@@ -231,8 +231,8 @@ func (m *Module) Run(ctx context.Context, req ModuleRequest) (*Result, error) {
 		Stdout: stdout.buf.Bytes(), Stderr: stderr.buf.Bytes(),
 		StdoutTruncated: stdout.truncated, StderrTruncated: stderr.truncated,
 		ExitCode: int(out.ExitCode), PeakMemory: int64(out.PeakMemory), Fuel: int64(out.Fuel),
-		Files: changedFiles(fs, "/", func(p string) ([]byte, bool) { data, ok := inputs[p]; return data, ok }),
 	}
+	res.Files, res.FilesOmitted = changedFiles(fs, "/", func(p string) ([]byte, bool) { data, ok := inputs[p]; return data, ok })
 	res.Error = classify(runErr, out, fs, limits)
 	if res.Error != nil {
 		switch {

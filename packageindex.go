@@ -33,6 +33,12 @@ type PackageIndex struct {
 	// Allow, if not empty, names the only projects that may be installed,
 	// dependencies included (compared as PEP 503 normalizes names).
 	Allow []string
+	// FileOrigins are the origins ("https://files.example.org") besides
+	// URL's that wheels may be fetched from, redirects included; a link
+	// or redirect anywhere else is refused before any request, so the
+	// index cannot steer the host to another address. An index that
+	// keeps its files on another host needs that host named here.
+	FileOrigins []string
 	// MaxBytes bounds the wheels one install fetches and mounts (default
 	// 64 MiB); MaxFiles their number (default 32); Timeout one install
 	// (default 60 s, and never past the run's own deadline).
@@ -111,6 +117,7 @@ func (sb *Sandbox) PackageIndex() (PackageIndex, bool) {
 	}
 	ix := *sb.cfg.index
 	ix.Allow = slices.Clone(ix.Allow)
+	ix.FileOrigins = slices.Clone(ix.FileOrigins)
 	return ix, true
 }
 
@@ -191,7 +198,7 @@ func (c *indexLayers) get(p string) (*pkg, error) {
 }
 
 func (ix PackageIndex) config(cacheDir string, env pkgindex.Env) pkgindex.Config {
-	return pkgindex.Config{URL: ix.URL, Allow: append([]string(nil), ix.Allow...), MaxBytes: ix.MaxBytes, MaxFiles: ix.MaxFiles,
+	return pkgindex.Config{URL: ix.URL, Allow: append([]string(nil), ix.Allow...), FileOrigins: slices.Clone(ix.FileOrigins), MaxBytes: ix.MaxBytes, MaxFiles: ix.MaxFiles,
 		Timeout: ix.Timeout, Client: ix.Client, CacheDir: ix.cacheDir(cacheDir), Env: env}
 }
 

@@ -153,9 +153,9 @@ func (r *preparedRun) result(out engine.Outcome, runErr error) (*Result, *Error)
 		Stdout: r.stdout.buf.Bytes(), Stderr: r.stderr.buf.Bytes(),
 		StdoutTruncated: r.stdout.truncated, StderrTruncated: r.stderr.truncated,
 		ExitCode: int(out.ExitCode), PeakMemory: int64(out.PeakMemory), Fuel: int64(out.Fuel),
-		Files:  changedFiles(r.fs, python.Home, r.before),
 		Phases: Phases(out.Phases),
 	}
+	res.Files, res.FilesOmitted = changedFiles(r.fs, python.Home, r.before)
 	r.closeNetwork(res)
 	if r.pipDev != nil {
 		res.Installs = r.pipDev.records

@@ -423,14 +423,16 @@ func placeFiles(fs *memfs.FS, files map[string][]byte) (map[string][]byte, *Erro
 // session) the files the session had. A file with several names (hard
 // links) is listed once, under the first name that is new or changed, so
 // the data returned never passes the filesystem's byte quota however many
-// links the guest made. Names longer than a guest path may be (4096
-// bytes, reachable only by renaming directories into each other) are
-// left out, with everything below them.
-func changedFiles(fs *memfs.FS, root string, before func(path string) ([]byte, bool)) []File {
-	var out []File
+// links the guest made. Files under a name longer than a guest path may
+// be (4096 bytes, reachable only through directory handles or by
+// renaming directories into each other) are not listed, as no caller
+// could name them and their paths would cost memory without bound: they
+// are counted in omitted instead, so that none is dropped unsaid.
+func changedFiles(fs *memfs.FS, root string, before func(path string) ([]byte, bool)) (out []File, omitted int) {
 	listed := map[*memfs.Inode]bool{}
 	_ = fs.Walk(root, func(p string, n *memfs.Inode) error {
 		if len(p) > memfs.MaxPath {
+			omitted += filesBelow(fs, n, listed)
 			if n.Kind() == memfs.KindDir {
 				return iofs.SkipDir
 			}
@@ -441,6 +443,10 @@ func changedFiles(fs *memfs.FS, root string, before func(path string) ([]byte, b
 		}
 		data, err := fs.View(p)
 		if err != nil {
+			// Under a byte quota every file reads (memfs counts holes);
+			// should one not, it is counted, not dropped unsaid.
+			listed[n] = true
+			omitted++
 			return nil
 		}
 		if old, ok := before(p); ok && bytes.Equal(old, data) {
@@ -450,7 +456,31 @@ func changedFiles(fs *memfs.FS, root string, before func(path string) ([]byte, b
 		out = append(out, File{Path: p, Size: int64(len(data)), Data: append([]byte{}, data...)})
 		return nil
 	})
-	return out
+	return out, omitted
+}
+
+// filesBelow counts the regular files at or below n not yet in listed,
+// and adds them, without building their paths.
+func filesBelow(fs *memfs.FS, n *memfs.Inode, listed map[*memfs.Inode]bool) int {
+	count := 0
+	stack := []*memfs.Inode{n}
+	for len(stack) > 0 {
+		n := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		switch n.Kind() {
+		case memfs.KindDir:
+			ents, _ := fs.ReadDir(n)
+			for _, e := range ents {
+				stack = append(stack, e.Inode)
+			}
+		case memfs.KindFile:
+			if !listed[n] {
+				listed[n] = true
+				count++
+			}
+		}
+	}
+	return count
 }
 
 // errOutputLimit is the trap a capWriter raises when a stream overflows.

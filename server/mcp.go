@@ -43,6 +43,12 @@ type MCPConfig struct {
 	KeepBytes int64
 	KeepRuns  int
 	KeepFor   time.Duration
+	// ShareAcrossClients lets every client of the server read any
+	// client's run resources and run in, or end, any client's sessions.
+	// By default each MCP session (one client's connection) sees only
+	// what it made, and another's is "not found": a URI or session id
+	// that leaks (a log, a shared transcript) then gives nothing away.
+	ShareAcrossClients bool
 }
 
 // RunPythonArgs are run_python's arguments.
@@ -95,18 +101,18 @@ func NewMCP(cfg MCPConfig) (*mcp.Server, error) {
 	m := &mcpServer{cfg: cfg, table: &sessions{}, store: newRunStore(cfg.KeepBytes, cfg.KeepRuns, cfg.KeepFor)}
 	turns := make(chan struct{}, cfg.Concurrency)
 	mcp.AddTool(srv, &mcp.Tool{Name: "run_python", Description: mcpDescription(cfg)},
-		func(ctx context.Context, _ *mcp.CallToolRequest, in RunPythonArgs) (*mcp.CallToolResult, any, error) {
+		func(ctx context.Context, req *mcp.CallToolRequest, in RunPythonArgs) (*mcp.CallToolResult, any, error) {
 			select {
 			case turns <- struct{}{}:
 				defer func() { <-turns }()
 			case <-ctx.Done():
 				return nil, nil, ctx.Err()
 			}
-			return m.runPython(ctx, in), nil, nil
+			return m.runPython(ctx, in, m.ownerOf(req.Session)), nil, nil
 		})
 	mcp.AddTool(srv, &mcp.Tool{Name: "end_session", Description: "End a run_python session (its id from the result that started it), freeing its memory; later calls with that id fail."},
-		func(ctx context.Context, _ *mcp.CallToolRequest, in EndSessionArgs) (*mcp.CallToolResult, any, error) {
-			sess := m.table.remove(in.Session)
+		func(ctx context.Context, req *mcp.CallToolRequest, in EndSessionArgs) (*mcp.CallToolResult, any, error) {
+			sess := m.table.removeOwned(in.Session, m.ownerOf(req.Session))
 			if sess == nil || sess.Err() != nil {
 				return toolError("error: not_found: no session %q (it may have expired or ended already)", in.Session), nil, nil
 			}
@@ -117,8 +123,23 @@ func NewMCP(cfg MCPConfig) (*mcp.Server, error) {
 		Name: "run outputs and files", URITemplate: runURIPrefix + "{run}/{+item}",
 		Description: fmt.Sprintf("A run_python call's whole stdout or stderr (item stdout, stderr) or a file it wrote (item files/PATH, PATH under /), "+
 			"as its result links them; kept for the last %d calls, up to %d MiB, for %s.", cfg.KeepRuns, cfg.KeepBytes>>20, cfg.KeepFor),
-	}, m.store.read)
+	}, func(ctx context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
+		return m.store.read(ctx, req, m.ownerOf(req.Session))
+	})
 	return srv, nil
+}
+
+// ownerOf is whose a run or session made through ss is: the MCP session
+// itself, so another client (another MCP session, over HTTP) cannot
+// reach it; nil (anyone's) when the operator shares them.
+func (m *mcpServer) ownerOf(ss *mcp.ServerSession) any {
+	switch {
+	case m.cfg.ShareAcrossClients:
+		return nil
+	case ss == nil:
+		return new(byte) // no session to bind to: no one else's, and nobody's later
+	}
+	return ss
 }
 
 // EndSessionArgs are end_session's arguments.
@@ -179,7 +200,7 @@ func mcpDescription(cfg MCPConfig) string {
 	return b.String()
 }
 
-func (m *mcpServer) runPython(ctx context.Context, in RunPythonArgs) *mcp.CallToolResult {
+func (m *mcpServer) runPython(ctx context.Context, in RunPythonArgs, owner any) *mcp.CallToolResult {
 	cfg, table := m.cfg, m.table
 	timeout := min(cfg.MaxLimits.Timeout, airlock.DefaultLimits().Timeout)
 	if in.Timeout > 0 {
@@ -210,7 +231,7 @@ func (m *mcpServer) runPython(ctx context.Context, in RunPythonArgs) *mcp.CallTo
 	if in.Session == "" {
 		res, _ := cfg.Sandbox.Run(ctx, req)
 		return &mcp.CallToolResult{
-			Content: mcpContent(res, "", cfg.MaxText, m.store),
+			Content: mcpContent(res, "", cfg.MaxText, m.store, owner),
 			IsError: res.Error != nil || res.ExitCode != 0,
 		}
 	}
@@ -220,8 +241,8 @@ func (m *mcpServer) runPython(ctx context.Context, in RunPythonArgs) *mcp.CallTo
 		if sess, err = cfg.Sandbox.NewSession(ctx, airlock.SessionOptions{Limits: cfg.MaxLimits}); err != nil {
 			return toolError("error: cannot start a session: %v", err)
 		}
-		table.add(sess)
-	} else if sess = table.get(in.Session); sess == nil {
+		table.addOwned(sess, owner)
+	} else if sess = table.getOwned(in.Session, owner); sess == nil {
 		return toolError("error: not_found: no session %q (it may have expired); pass session \"new\" to start one", in.Session)
 	}
 	res, _ := sess.Exec(ctx, req)
@@ -230,7 +251,7 @@ func (m *mcpServer) runPython(ctx context.Context, in RunPythonArgs) *mcp.CallTo
 	}
 	header := fmt.Sprintf("session: %s\nrolled_back: %v\n", sess.ID(), res.RolledBack)
 	return &mcp.CallToolResult{
-		Content: mcpContent(res, header, cfg.MaxText, m.store),
+		Content: mcpContent(res, header, cfg.MaxText, m.store, owner),
 		IsError: res.Error != nil || res.ExitCode != 0,
 	}
 }
@@ -302,5 +323,14 @@ func FormatText(res *airlock.Result) string {
 			fmt.Fprintf(&b, "%s (%d bytes)\n", name, f.Size)
 		}
 	}
+	if res.FilesOmitted > 0 {
+		fmt.Fprintf(&b, "--- %s ---\n", omittedNote(res.FilesOmitted))
+	}
 	return b.String()
+}
+
+// omittedNote says why a result lacks files the run made
+// (airlock.Result.FilesOmitted).
+func omittedNote(n int) string {
+	return fmt.Sprintf("%d files not returned: their paths are longer than 4096 bytes", n)
 }

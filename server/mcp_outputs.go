@@ -52,6 +52,7 @@ type keptRun struct {
 	files          map[string][]byte // by absolute guest path
 	size           int64
 	at             time.Time
+	owner          any // the MCP client that made it (ownerOf); nil for anyone's
 }
 
 // runStore keeps recent calls' outputs and files for resources/read.
@@ -69,10 +70,11 @@ func newRunStore(maxBytes int64, maxRuns int, ttl time.Duration) *runStore {
 	return &runStore{maxBytes: maxBytes, maxRuns: maxRuns, ttl: ttl, now: time.Now}
 }
 
-// keep stores res's outputs and files and returns the run's ID, or ""
-// when it is larger than the whole budget (nothing is kept then).
-func (s *runStore) keep(res *airlock.Result) string {
-	r := &keptRun{stdout: res.Stdout, stderr: res.Stderr, files: map[string][]byte{}}
+// keep stores res's outputs and files as owner's (nil: anyone's) and
+// returns the run's ID, or "" when it is larger than the whole budget
+// (nothing is kept then).
+func (s *runStore) keep(res *airlock.Result, owner any) string {
+	r := &keptRun{stdout: res.Stdout, stderr: res.Stderr, files: map[string][]byte{}, owner: owner}
 	r.size = int64(len(res.Stdout) + len(res.Stderr))
 	for _, f := range res.Files {
 		r.files[f.Path] = f.Data
@@ -108,12 +110,14 @@ func (s *runStore) expire() {
 	}
 }
 
-func (s *runStore) get(id string) *keptRun {
+// get returns the kept run id if it is owner's or anyone's: another's is
+// as absent as one never kept.
+func (s *runStore) get(id string, owner any) *keptRun {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.expire()
 	for _, r := range s.runs {
-		if r.id == id {
+		if r.id == id && (r.owner == nil || r.owner == owner) {
 			return r
 		}
 	}
@@ -133,15 +137,16 @@ func fileURI(id, p string) string {
 	return runURI(id, "files/"+strings.Join(segs, "/"))
 }
 
-// read answers resources/read for a run's URI.
-func (s *runStore) read(_ context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
+// read answers resources/read for a run's URI, as the client the
+// request came from (ownerOf) may see it.
+func (s *runStore) read(_ context.Context, req *mcp.ReadResourceRequest, owner any) (*mcp.ReadResourceResult, error) {
 	uri := req.Params.URI
 	rest, ok := strings.CutPrefix(uri, runURIPrefix)
 	id, item, ok2 := strings.Cut(rest, "/")
 	if !ok || !ok2 {
 		return nil, mcp.ResourceNotFoundError(uri)
 	}
-	r := s.get(id)
+	r := s.get(id, owner)
 	if r == nil {
 		return nil, mcp.ResourceNotFoundError(uri)
 	}
@@ -252,10 +257,10 @@ func runeOffset(data []byte, k int) int {
 
 // mcpContent is a call's result as MCP content: the text (outputs
 // shaped), then the images written, then links to the files.
-func mcpContent(res *airlock.Result, header string, maxText int, store *runStore) []mcp.Content {
+func mcpContent(res *airlock.Result, header string, maxText int, store *runStore, owner any) []mcp.Content {
 	id := ""
 	if len(res.Files) > 0 || utf8.RuneCount(res.Stdout)+utf8.RuneCount(res.Stderr) > maxText {
-		id = store.keep(res) // only what has something to fetch
+		id = store.keep(res, owner) // only what has something to fetch
 	}
 	shaped := *res
 	shaped.Stdout, shaped.Stderr = shapeOutputs(res.Stdout, res.Stderr, maxText, id)

@@ -154,20 +154,20 @@ func TestRunStoreBounds(t *testing.T) {
 	s := newRunStore(1000, 3, time.Minute)
 	s.now = func() time.Time { return now }
 	run := func(n int) *airlock.Result { return &airlock.Result{Stdout: bytes.Repeat([]byte("x"), n)} }
-	a, b := s.keep(run(400)), s.keep(run(400))
-	c := s.keep(run(400)) // over 1000 bytes: a goes
-	if s.get(a) != nil || s.get(b) == nil || s.get(c) == nil || s.bytes != 800 {
-		t.Fatalf("bytes: a %v b %v c %v, %d bytes", s.get(a) != nil, s.get(b) != nil, s.get(c) != nil, s.bytes)
+	a, b := s.keep(run(400), nil), s.keep(run(400), nil)
+	c := s.keep(run(400), nil) // over 1000 bytes: a goes
+	if s.get(a, nil) != nil || s.get(b, nil) == nil || s.get(c, nil) == nil || s.bytes != 800 {
+		t.Fatalf("bytes: a %v b %v c %v, %d bytes", s.get(a, nil) != nil, s.get(b, nil) != nil, s.get(c, nil) != nil, s.bytes)
 	}
-	d, e := s.keep(run(10)), s.keep(run(10)) // over 3 runs: b goes
-	if s.get(b) != nil || s.get(c) == nil || s.get(d) == nil || s.get(e) == nil || len(s.runs) != 3 {
+	d, e := s.keep(run(10), nil), s.keep(run(10), nil) // over 3 runs: b goes
+	if s.get(b, nil) != nil || s.get(c, nil) == nil || s.get(d, nil) == nil || s.get(e, nil) == nil || len(s.runs) != 3 {
 		t.Fatalf("count: %d runs", len(s.runs))
 	}
-	if id := s.keep(run(1001)); id != "" || len(s.runs) != 3 {
+	if id := s.keep(run(1001), nil); id != "" || len(s.runs) != 3 {
 		t.Fatalf("a run over the whole budget was kept (%q), or evicted others (%d)", id, len(s.runs))
 	}
 	now = now.Add(2 * time.Minute)
-	if s.get(e) != nil || len(s.runs) != 0 || s.bytes != 0 {
+	if s.get(e, nil) != nil || len(s.runs) != 0 || s.bytes != 0 {
 		t.Fatalf("after the TTL: %d runs, %d bytes", len(s.runs), s.bytes)
 	}
 }

@@ -34,6 +34,9 @@ type Result struct {
 	Error      *ErrorInfo `json:"error"`
 	DurationMS float64    `json:"duration_ms"`
 	Files      []File     `json:"files"`
+	// FilesOmitted counts files the run made that Files lacks
+	// (airlock.Result.FilesOmitted: paths past 4096 bytes).
+	FilesOmitted int `json:"files_omitted,omitempty"`
 	// Fuel is the fuel the run consumed, on the wasmtime engine only.
 	Fuel int64 `json:"fuel,omitempty"`
 	// Python is the build that ran the code.
@@ -130,6 +133,7 @@ func NewResult(res *airlock.Result, py Python, withData bool) Result {
 		out.Error = &ErrorInfo{Kind: string(res.Error.Kind), Message: res.Error.Message}
 	}
 	out.Value, out.DisplaysTruncated, out.AuditDropped = res.Value, res.DisplaysTruncated, res.AuditDropped
+	out.FilesOmitted = res.FilesOmitted
 	for _, e := range res.Audit {
 		out.Audit = append(out.Audit, AuditEvent{AtMS: float64(e.At) / float64(time.Millisecond), Kind: e.Kind, Detail: e.Detail, Count: e.Count, Guest: e.Guest})
 	}

@@ -84,6 +84,7 @@ type sessions struct {
 
 type sessionEntry struct {
 	sess     *airlock.Session
+	owner    any // the MCP client that made it; nil for anyone's
 	created  time.Time
 	lastCall time.Time // when the last call ended; zero before one
 	calls    int       // calls made through the server, ended
@@ -132,7 +133,11 @@ func (t *sessions) release(s *airlock.Session) {
 	}
 }
 
-func (t *sessions) add(s *airlock.Session) {
+func (t *sessions) add(s *airlock.Session) { t.addOwned(s, nil) }
+
+// addOwned adds s as owner's: get and remove find it for owner only
+// (any owner when nil).
+func (t *sessions) addOwned(s *airlock.Session, owner any) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.byID == nil {
@@ -141,7 +146,7 @@ func (t *sessions) add(s *airlock.Session) {
 	// Expired sessions are dropped here, so the table stays as small as
 	// the Sandbox's cap however many come and go.
 	t.dropEnded()
-	t.byID[s.ID()] = &sessionEntry{sess: s, created: time.Now()}
+	t.byID[s.ID()] = &sessionEntry{sess: s, owner: owner, created: time.Now()}
 }
 
 func (t *sessions) dropEnded() {
@@ -153,11 +158,15 @@ func (t *sessions) dropEnded() {
 }
 
 // get returns a live session, or nil.
-func (t *sessions) get(id string) *airlock.Session {
+func (t *sessions) get(id string) *airlock.Session { return t.getOwned(id, nil) }
+
+// getOwned returns a live session that is owner's or anyone's, or nil
+// (also for another's, so that nobody learns it exists).
+func (t *sessions) getOwned(id string, owner any) *airlock.Session {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	e := t.byID[id]
-	if e == nil {
+	if e == nil || (e.owner != nil && e.owner != owner) {
 		return nil
 	}
 	if e.sess.Err() != nil {
@@ -167,14 +176,18 @@ func (t *sessions) get(id string) *airlock.Session {
 	return e.sess
 }
 
-func (t *sessions) remove(id string) *airlock.Session {
+func (t *sessions) remove(id string) *airlock.Session { return t.removeOwned(id, nil) }
+
+// removeOwned removes a session that is owner's or anyone's; another's
+// stays, and the answer is nil as for one that is not there.
+func (t *sessions) removeOwned(id string, owner any) *airlock.Session {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	e := t.byID[id]
-	delete(t.byID, id)
-	if e == nil {
+	if e == nil || (e.owner != nil && e.owner != owner) {
 		return nil
 	}
+	delete(t.byID, id)
 	return e.sess
 }
 

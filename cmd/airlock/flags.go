@@ -245,13 +245,15 @@ func (p *packageFlags) options() ([]airlock.Option, error) {
 // package index (run, serve, mcp, repl); none by default. A server's
 // clients cannot name an index: these flags are the only way to one.
 type indexFlags struct {
-	url   string
-	allow multiFlag
+	url     string
+	allow   multiFlag
+	origins multiFlag
 }
 
 func (ix *indexFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&ix.url, "index-url", "", "let the code install pure-Python wheels (airlock.install, pip install, %pip) from this PEP 503/691 simple index, e.g. https://host/simple/; the host fetches and verifies them (default: none, installs are refused)")
 	fs.Var(&ix.allow, "allow-package", "with --index-url, a project the code may install, dependencies included (repeatable; default: any)")
+	fs.Var(&ix.origins, "index-file-origin", "with --index-url, another origin (https://host[:port]) the index's files may be fetched from (repeatable; default: the index's own only)")
 }
 
 // options are the flags' Sandbox options; a bad URL or name is a usage
@@ -261,9 +263,12 @@ func (ix *indexFlags) options() ([]airlock.Option, error) {
 		if len(ix.allow) > 0 {
 			return nil, usageError{"--allow-package: needs --index-url"}
 		}
+		if len(ix.origins) > 0 {
+			return nil, usageError{"--index-file-origin: needs --index-url"}
+		}
 		return nil, nil
 	}
-	p := airlock.PackageIndex{URL: ix.url, Allow: ix.allow}
+	p := airlock.PackageIndex{URL: ix.url, Allow: ix.allow, FileOrigins: ix.origins}
 	if err := p.Validate(); err != nil {
 		return nil, usageError{"--index-url: " + err.Error()}
 	}

@@ -188,6 +188,9 @@ func report(res server.Result, files []airlock.File, out outFiles, asJSON, strea
 			io.WriteString(stderr, res.Stderr)
 		}
 		printRich(stdout, res)
+		if res.FilesOmitted > 0 {
+			fmt.Fprintf(stderr, "airlock: %d files not returned: their paths are longer than 4096 bytes\n", res.FilesOmitted)
+		}
 		if res.Error != nil {
 			e := &airlock.Error{Kind: airlock.Kind(res.Error.Kind), Message: res.Error.Message}
 			fmt.Fprintln(stderr, "airlock:", e)

@@ -54,6 +54,7 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) (int
 		storeURL    = fs.String("session-store", "", "where sessions live: empty for this process, or redis://[:PASSWORD@]HOST:PORT/DB shared by replicas (needs a session key; default: $AIRLOCK_SESSION_STORE)")
 		keyFile     = fs.String("session-key-file", "", "file holding the key (16+ bytes) that signs stored sessions, the same on every replica (default: $AIRLOCK_SESSION_KEY)")
 		lease       = fs.Duration("session-lease", server.DefaultRedisLease, "with a shared store: how long a call's lock on its session lasts unless renewed, so how long a replica that dies mid-call holds the session")
+		noAuth      = fs.Bool(flagUnauthenticatedNetwork, false, "serve without $AIRLOCK_TOKEN on an address beyond loopback (refused otherwise): anyone who reaches the port runs code")
 	)
 	common.register(fs)
 	maxima.register(fs)
@@ -71,6 +72,9 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) (int
 	}
 	if fs.NArg() > 0 {
 		return exitUsage, usageError{"serve takes no arguments"}
+	}
+	if err := checkListenAuth("--addr", *addr, os.Getenv("AIRLOCK_TOKEN"), *noAuth); err != nil {
+		return exitUsage, err
 	}
 	_, opts, err := toolsFor(*tools)
 	if err != nil {
@@ -160,6 +164,8 @@ func cmdMCP(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 		parallel   = fs.Int("concurrency", 0, "runs at once; further calls wait (default: CPUs)")
 		maxMessage = sizeFlag{server.DefaultMaxMessage}
 		httpAddr   = fs.String("http", "", "serve MCP's streamable HTTP transport at http://`ADDR`/mcp instead of stdio (bearer token: $AIRLOCK_TOKEN)")
+		noAuth     = fs.Bool(flagUnauthenticatedNetwork, false, "with --http: serve without $AIRLOCK_TOKEN on an address beyond loopback (refused otherwise): anyone who reaches the port runs code")
+		shared     = fs.Bool("share-across-clients", false, "let every MCP client read any client's run resources and use or end any client's sessions (by default each client sees only what it made)")
 	)
 	fs.Var(&maxMessage, "max-message", "largest message (one line) a client may send; longer ones are refused")
 	common.register(fs)
@@ -174,6 +180,11 @@ func cmdMCP(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 	}
 	if stop, code, err := flagResult(fs, stderr, parseFlags(fs, args)); stop {
 		return code, err
+	}
+	if *httpAddr != "" {
+		if err := checkListenAuth("--http", *httpAddr, os.Getenv("AIRLOCK_TOKEN"), *noAuth); err != nil {
+			return exitUsage, err
+		}
 	}
 	toolList, opts, err := toolsFor(*tools)
 	if err != nil {
@@ -200,7 +211,7 @@ func cmdMCP(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 		return 1, err
 	}
 	defer sb.Close(context.Background())
-	srv, err := server.NewMCP(server.MCPConfig{Sandbox: sb, Tools: toolList, MaxLimits: maxima.limits(), Concurrency: *parallel})
+	srv, err := server.NewMCP(server.MCPConfig{Sandbox: sb, Tools: toolList, MaxLimits: maxima.limits(), Concurrency: *parallel, ShareAcrossClients: *shared})
 	if err != nil {
 		return exitUsage, err
 	}

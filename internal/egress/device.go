@@ -561,13 +561,19 @@ func (d *Device) serve(c *conn) error {
 	}
 	for i := range d.policy.Rules {
 		r := &d.policy.Rules[i]
-		if r.matchEndpoint(c.scheme(), c.host, c.port) && r.matchRequest(req.Method, req.URL.Path) {
+		// The path as it is sent (escaped), not as Go decoded it: what
+		// the upstream routes on is what the prefix must hold for.
+		if r.matchEndpoint(c.scheme(), c.host, c.port) && r.matchRequest(req.Method, path) {
 			rule = r
 			break
 		}
 	}
 	if rule == nil {
 		rec.Reason = d.notAllowed(c.host, req.Method+" "+u)
+		if ambiguousPath(path) {
+			rec.Reason = fmt.Sprintf("network: the path %q has a segment servers read differently (\".\" or \"..\", encoded or not, or a backslash): "+
+				"it is checked against the allow-list's path prefixes only in a plain form; send the path without them", path)
+		}
 		d.record(rec)
 		return &guestError{"denied", rec.Reason}
 	}

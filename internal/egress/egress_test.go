@@ -67,7 +67,7 @@ func TestParseRule(t *testing.T) {
 		t.Errorf("headers: %v", r.Headers)
 	}
 	for _, bad := range []string{"", "ftp://x.com", "https://user@x.com", "https://x.com/?q", "x..com", "https://x.com:0",
-		"https://x.com:70000", "x.com header:A=$MISSING", "x.com extra", "*.", "https://a b", "http://[fe80::1%25eth0]:80",
+		"https://x.com:70000", "https://x.com/a/../b", "https://x.com/a//b", "https://x.com/./a", "https://x.com/a%5Cb", "x.com header:A=$MISSING", "x.com extra", "*.", "https://a b", "http://[fe80::1%25eth0]:80",
 		"https://" + strings.Repeat("a", 64) + ".com"} {
 		if _, err := ParseRule(bad, env); !errors.Is(err, ErrInvalidRule) {
 			t.Errorf("%q: want ErrInvalidRule, got %v", bad, err)
@@ -203,6 +203,7 @@ func (c client) fetch(host string, port int, tls bool, raw string) (string, map[
 		return "", e
 	}
 	id := ok["id"]
+	defer c.op(map[string]any{"op": "close", "id": id}, nil) // also after an error: connections are capped
 	if tls {
 		if _, _, e := c.op(map[string]any{"op": "tls", "id": id}, nil); e != nil {
 			return "", e
@@ -222,7 +223,6 @@ func (c client) fetch(host string, port int, tls bool, raw string) (string, map[
 		}
 		out = append(out, data...)
 	}
-	c.op(map[string]any{"op": "close", "id": id}, nil)
 	return string(out), nil
 }
 

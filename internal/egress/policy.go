@@ -156,6 +156,17 @@ func (r Rule) canonical() (Rule, error) {
 	if r.PathPrefix == "/" {
 		r.PathPrefix = ""
 	}
+	if r.PathPrefix != "" {
+		// A prefix is matched segment by segment (rawPathUnder): one with
+		// dot or empty segments, or a backslash, would match nothing, or
+		// not what it says.
+		body := strings.TrimSuffix(r.PathPrefix[1:], "/")
+		for _, seg := range strings.Split(body, "/") {
+			if seg == "" || seg == "." || seg == ".." || strings.ContainsRune(seg, '\\') {
+				return r, fmt.Errorf("%w: path prefix %q: no empty, \".\" or \"..\" segments, no backslashes", ErrInvalidRule, r.PathPrefix)
+			}
+		}
+	}
 	hs := make(map[string]string, len(r.Headers))
 	for k, v := range r.Headers {
 		if !validToken(k) || strings.ContainsAny(v, "\r\n\x00") {
@@ -320,11 +331,88 @@ func (r Rule) matchEndpoint(scheme, host string, port int) bool {
 	return r.Scheme == scheme && r.Port == port && matchHost(r.Host, host)
 }
 
-func (r Rule) matchRequest(method, path string) bool {
+// matchRequest tells whether the rule takes method on rawPath, the path
+// as it is sent upstream (escaped); see rawPathUnder.
+func (r Rule) matchRequest(method, rawPath string) bool {
 	if len(r.Methods) > 0 && !slices.Contains(r.Methods, method) {
 		return false
 	}
-	return r.PathPrefix == "" || pathUnder(path, r.PathPrefix)
+	return r.PathPrefix == "" || rawPathUnder(rawPath, r.PathPrefix)
+}
+
+// rawPathUnder tells whether rawPath, as sent upstream, lies under
+// prefix (a clean path: no dot or empty segments) however the upstream
+// reads it. Servers differ in what they decode before routing: %2F and
+// %5C as separators or not, %2E%2E as a dot segment, a backslash as a
+// separator, "..;" as "..", twice-encoded escapes decoded twice. So the
+// prefix's segments must each be one segment of rawPath, equal after
+// decoding once (an encoded "/" in them cannot equal), and no segment
+// may read as a dot segment or hold a backslash in any of those
+// readings (ambiguousSegment). Encoded separators after the prefix stay
+// allowed: read either way they stay below it.
+func rawPathUnder(rawPath, prefix string) bool {
+	rest, ok := strings.CutPrefix(rawPath, "/")
+	if !ok {
+		return false
+	}
+	segs := strings.Split(rest, "/")
+	for _, s := range segs {
+		if ambiguousSegment(s) {
+			return false
+		}
+	}
+	ps := strings.Split(strings.TrimPrefix(prefix, "/"), "/")
+	if ps[len(ps)-1] == "" { // "/v1/" takes what is below /v1, not /v1
+		ps = ps[:len(ps)-1]
+		if len(segs) <= len(ps) {
+			return false
+		}
+	}
+	if len(segs) < len(ps) {
+		return false
+	}
+	for i, p := range ps {
+		d, err := url.PathUnescape(segs[i])
+		if err != nil || d != p {
+			return false
+		}
+	}
+	return true
+}
+
+// ambiguousSegment tells whether a raw path segment could read as "." or
+// "..", or hold a separator other than "/", in some server's reading:
+// decoded up to as often as it decodes, its ";parameters" dropped.
+func ambiguousSegment(s string) bool {
+	for range 4 {
+		name, _, _ := strings.Cut(s, ";")
+		if name == "." || name == ".." || strings.ContainsRune(s, '\\') {
+			return true
+		}
+		d, err := url.PathUnescape(s)
+		if err != nil || d == s {
+			return false
+		}
+		// Decoding made a "/": each part is a segment to some server.
+		for _, part := range strings.Split(d, "/") {
+			if name, _, _ := strings.Cut(part, ";"); name == "." || name == ".." {
+				return true
+			}
+		}
+		s = d
+	}
+	return true // escapes nested deeper than any server decodes: refused, not guessed
+}
+
+// ambiguousPath tells whether any segment of rawPath is ambiguous, for
+// the message that explains a refusal.
+func ambiguousPath(rawPath string) bool {
+	for _, s := range strings.Split(strings.TrimPrefix(rawPath, "/"), "/") {
+		if ambiguousSegment(s) {
+			return true
+		}
+	}
+	return false
 }
 
 // pathUnder tells whether path is at or under prefix. A prefix ending in

@@ -349,3 +349,53 @@ func TestConfigValidate(t *testing.T) {
 		}
 	}
 }
+
+// An index page cannot steer the host to another origin: a file linked
+// on another server (another port on loopback), or a redirect there, is
+// not fetched at all, and the refusal names the origin; an origin the
+// operator names (FileOrigins) is fetched from, checked as ever.
+func TestFilesOnlyFromTheIndexAndNamedOrigins(t *testing.T) {
+	w := indextest.Wheel{Name: "helper", Version: "2.3"}
+	ix := indextest.NewIndex(t, w)
+	elsewhere := indextest.NewIndex(t, w) // the same file, on another port
+	for _, mode := range []string{"json", "html"} {
+		ix.Mode.Store(mode)
+		ix.FilesAt.Store(elsewhere.Server.URL)
+		_, err := pkgindex.Install(context.Background(), config(ix, t.TempDir()), []string{"helper"}, nil)
+		if !errors.Is(err, pkgindex.ErrBadIndex) || !strings.Contains(err.Error(), elsewhere.Server.URL) {
+			t.Fatalf("%s: a file linked on another origin: %v", mode, err)
+		}
+		if n := elsewhere.Downloads.Load(); n != 0 {
+			t.Fatalf("%s: the other origin was asked %d times", mode, n)
+		}
+		ix.FilesAt.Store("")
+		ix.RedirectFilesTo.Store(elsewhere.Server.URL)
+		_, err = pkgindex.Install(context.Background(), config(ix, t.TempDir()), []string{"helper"}, nil)
+		if !errors.Is(err, pkgindex.ErrBadIndex) || !strings.Contains(err.Error(), elsewhere.Server.URL) {
+			t.Fatalf("%s: a redirect to another origin: %v", mode, err)
+		}
+		if n := elsewhere.Downloads.Load(); n != 0 {
+			t.Fatalf("%s: the other origin was asked %d times after a redirect", mode, n)
+		}
+		ix.RedirectFilesTo.Store("")
+	}
+	// Named by the operator: fetched, and a redirect there followed.
+	cfg := config(ix, t.TempDir())
+	cfg.FileOrigins = []string{elsewhere.Server.URL}
+	ix.FilesAt.Store(elsewhere.Server.URL)
+	if res, err := pkgindex.Install(context.Background(), cfg, []string{"helper"}, nil); err != nil || len(res.Wheels) != 1 || elsewhere.Downloads.Load() != 1 {
+		t.Fatalf("from a named origin: %+v %v (%d fetches there)", res, err, elsewhere.Downloads.Load())
+	}
+	ix.FilesAt.Store("")
+	ix.RedirectFilesTo.Store(elsewhere.Server.URL)
+	cfg.CacheDir = t.TempDir()
+	if _, err := pkgindex.Install(context.Background(), cfg, []string{"helper"}, nil); err != nil || elsewhere.Downloads.Load() != 2 {
+		t.Fatalf("redirected to a named origin: %v (%d fetches there)", err, elsewhere.Downloads.Load())
+	}
+	for _, bad := range []string{"ftp://x", "https://", "https://x/path", "https://u@x", "x"} {
+		cfg.FileOrigins = []string{bad}
+		if err := cfg.Validate(); err == nil {
+			t.Errorf("file origin %q accepted", bad)
+		}
+	}
+}

@@ -15,6 +15,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -61,6 +62,11 @@ type Config struct {
 	MaxFiles     int
 	MaxPageBytes int64
 	Timeout      time.Duration
+	// FileOrigins are origins ("https://files.example.org") besides the
+	// index's own that files may be fetched from, a redirect included:
+	// a page's link, or a redirect, anywhere else is refused unfetched,
+	// so an index cannot point the host at another address.
+	FileOrigins []string
 	// Pre allows pre-releases where no specifier names one.
 	Pre bool
 	// Client makes the requests (default: one without proxies from the
@@ -128,7 +134,36 @@ func (c Config) Validate() error {
 			return fmt.Errorf("allow-list entry %q is not a project name", a)
 		}
 	}
+	for _, o := range c.FileOrigins {
+		if _, err := parseOrigin(o); err != nil {
+			return err
+		}
+	}
 	return nil
+}
+
+// origin is a URL's scheme://host:port, the port explicit, as files and
+// redirects are compared with the allowed ones.
+func origin(u *url.URL) string {
+	port := u.Port()
+	if port == "" {
+		port = "443"
+		if u.Scheme == "http" {
+			port = "80"
+		}
+	}
+	return strings.ToLower(u.Scheme) + "://" + net.JoinHostPort(strings.ToLower(u.Hostname()), port)
+}
+
+// parseOrigin reads a file origin as the operator names it:
+// http(s)://host[:port], nothing after.
+func parseOrigin(s string) (string, error) {
+	u, err := url.Parse(s)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil ||
+		(u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.Fragment != "" {
+		return "", fmt.Errorf("file origin %q: want http(s)://host[:port]", s)
+	}
+	return origin(u), nil
 }
 
 // Wheel is one wheel an install chose, verified and in the cache.
@@ -166,10 +201,11 @@ type Result struct {
 }
 
 type resolver struct {
-	cfg    Config
-	base   *url.URL
-	client *http.Client
-	bytes  int64
+	cfg     Config
+	base    *url.URL
+	client  *http.Client
+	origins []string // where files may come from: the index's, then FileOrigins
+	bytes   int64
 	// pending are verified wheels to cache once the whole install
 	// resolves: a refused install leaves the cache as it was.
 	pending []pendingWheel
@@ -196,7 +232,27 @@ func Install(ctx context.Context, cfg Config, reqs []string, have map[string]Hav
 	}
 	ctx, cancel := context.WithTimeoutCause(ctx, cfg.Timeout, fmt.Errorf("the %s install limit passed", cfg.Timeout))
 	defer cancel()
-	r := &resolver{cfg: cfg, base: base, client: cfg.Client}
+	r := &resolver{cfg: cfg, base: base, origins: []string{origin(base)}}
+	for _, o := range cfg.FileOrigins {
+		o, _ := parseOrigin(o) // Validate checked it
+		r.origins = append(r.origins, o)
+	}
+	// The operator's client, redirects held to the same origins: an index
+	// could otherwise send the host anywhere by answering 302.
+	client := *cfg.Client
+	client.CheckRedirect = func(req *http.Request, via []*http.Request) error {
+		if err := r.checkOrigin(req.URL, "redirects to"); err != nil {
+			return err
+		}
+		if cfg.Client.CheckRedirect != nil {
+			return cfg.Client.CheckRedirect(req, via)
+		}
+		if len(via) >= 10 {
+			return errors.New("stopped after 10 redirects")
+		}
+		return nil
+	}
+	r.client = &client
 
 	type item struct {
 		req  Requirement
@@ -448,8 +504,15 @@ func (r *resolver) download(ctx context.Context, f *file) ([]byte, bool, error) 
 	if err != nil {
 		return nil, false, fmt.Errorf("%w: %s: %w", ErrBadIndex, f.Filename, err)
 	}
+	if err := r.checkOrigin(req.URL, "links "+f.Filename+" at"); err != nil {
+		return nil, false, err
+	}
 	resp, err := r.client.Do(req)
 	if err != nil {
+		var oe *originError
+		if errors.As(err, &oe) {
+			return nil, false, oe
+		}
 		return nil, false, r.fetchError(ctx, f.Filename, err)
 	}
 	defer resp.Body.Close()
@@ -471,6 +534,24 @@ func (r *resolver) download(ctx context.Context, f *file) ([]byte, bool, error) 
 	}
 	r.bytes += int64(len(data))
 	return data, false, nil
+}
+
+// originError is a file link or redirect to an origin files may not
+// come from.
+type originError struct{ msg string }
+
+func (e *originError) Error() string { return e.msg }
+func (e *originError) Unwrap() error { return ErrBadIndex }
+
+// checkOrigin refuses u unless it is on an origin files may come from;
+// what says how the index pointed there.
+func (r *resolver) checkOrigin(u *url.URL, what string) error {
+	o := origin(u)
+	if slices.Contains(r.origins, o) {
+		return nil
+	}
+	return &originError{fmt.Sprintf("%s: the index %s %s, an origin this host does not fetch from (files come from %s only; "+
+		"the operator can name more: PackageIndex.FileOrigins, --index-file-origin)", ErrBadIndex, what, o, strings.Join(r.origins, ", "))}
 }
 
 // store schedules a verified wheel for the cache (unless it came from

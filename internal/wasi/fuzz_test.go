@@ -192,7 +192,7 @@ func checkUsage(t *testing.T, fs *memfs.FS) {
 	err := fs.Walk("/", func(_ string, n *memfs.Inode) error {
 		if !seen[n] {
 			seen[n] = true
-			bytes += n.Stored()
+			bytes += n.Charged()
 		}
 		return nil
 	})

@@ -1095,16 +1095,18 @@ func TestQuotaENOSPC(t *testing.T) {
 		t.Error("failed write stored nwritten")
 	}
 	h.want(errno.ENOSPC, "fd_pwrite", fd, p, 1, 90, resPtr)
-	// Growing by fd_filestat_set_size is a hole: it stores nothing and
-	// needs no quota. fd_allocate stores the range, and is refused whole.
-	h.ok("fd_filestat_set_size", fd, 101)
+	// Growing by fd_filestat_set_size makes a hole: not stored, but its
+	// size counts, so past the quota it is refused and changes nothing.
+	// fd_allocate is refused whole too.
+	h.want(errno.ENOSPC, "fd_filestat_set_size", fd, 101)
 	if b, _ := fs.Usage(); b != 60 {
-		t.Errorf("usage after growing a hole = %d, want 60", b)
+		t.Errorf("usage after a refused growth = %d, want 60", b)
 	}
 	h.want(errno.ENOSPC, "fd_allocate", fd, 50, 51)
 	if b, _ := fs.Usage(); b != 60 {
 		t.Errorf("usage after a refused fd_allocate = %d, want 60", b)
 	}
+	h.ok("fd_filestat_set_size", fd, 80)
 	h.ok("fd_allocate", fd, 50, 50)
 	h.ok("fd_allocate", fd, 0, 10) // inside the file: nothing to do
 	if b, _ := fs.Usage(); b != 100 {

@@ -99,6 +99,10 @@ type Index struct {
 	Downloads atomic.Int64
 	// Pages counts page fetches.
 	Pages atomic.Int64
+	// FilesAt, when set (a string: another server's URL), is where the
+	// pages link the files, as absolute URLs; RedirectFilesTo, when set,
+	// answers each file fetch with a redirect there.
+	FilesAt, RedirectFilesTo atomic.Value
 
 	mu       sync.Mutex
 	projects map[string][]entry
@@ -165,6 +169,10 @@ func (ix *Index) serve(w http.ResponseWriter, r *http.Request) {
 	mode, _ := ix.Mode.Load().(string)
 	if name, ok := strings.CutPrefix(r.URL.Path, "/files/"); ok {
 		ix.Downloads.Add(1)
+		if to, _ := ix.RedirectFilesTo.Load().(string); to != "" {
+			http.Redirect(w, r, to+"/files/"+name, http.StatusFound)
+			return
+		}
 		ix.mu.Lock()
 		data, ok := ix.files[name]
 		ix.mu.Unlock()
@@ -210,6 +218,7 @@ func (ix *Index) serve(w http.ResponseWriter, r *http.Request) {
 		http.NotFound(w, r)
 		return
 	}
+	filesAt, _ := ix.FilesAt.Load().(string)
 	if mode == "json" && strings.Contains(r.Header.Get("Accept"), "application/vnd.pypi.simple.v1+json") {
 		type jf struct {
 			Filename       string            `json:"filename"`
@@ -224,7 +233,11 @@ func (ix *Index) serve(w http.ResponseWriter, r *http.Request) {
 			if e.w.Yanked {
 				y = "broken"
 			}
-			files = append(files, jf{e.name, "../../files/" + e.name, map[string]string{"sha256": e.sum}, e.w.RequiresPython, y})
+			link := "../../files/" + e.name
+			if filesAt != "" {
+				link = filesAt + "/files/" + e.name
+			}
+			files = append(files, jf{e.name, link, map[string]string{"sha256": e.sum}, e.w.RequiresPython, y})
 		}
 		w.Header().Set("Content-Type", "application/vnd.pypi.simple.v1+json")
 		json.NewEncoder(w).Encode(map[string]any{"meta": map[string]string{"api-version": "1.1"}, "name": project, "files": files})
@@ -241,7 +254,7 @@ func (ix *Index) serve(w http.ResponseWriter, r *http.Request) {
 		if e.w.Yanked {
 			attrs += ` data-yanked=""`
 		}
-		fmt.Fprintf(&b, "<a href=\"/files/%s#sha256=%s\"%s>%s</a><br/>\n", e.name, e.sum, attrs, html.EscapeString(e.name))
+		fmt.Fprintf(&b, "<a href=\"%s/files/%s#sha256=%s\"%s>%s</a><br/>\n", filesAt, e.name, e.sum, attrs, html.EscapeString(e.name))
 	}
 	b.WriteString("</body></html>\n")
 	w.Write([]byte(b.String()))

@@ -55,10 +55,12 @@ const (
 // only sensible for trusted content: an unlimited FS lets the guest
 // allocate as much host memory as it likes.
 type Quota struct {
-	// MaxBytes limits the bytes stored for all live files and links:
-	// holes in sparse files cost nothing (sparse.go). Spare capacity is
-	// not charged; it is kept no larger than what is stored, so file
-	// memory stays within twice MaxBytes.
+	// MaxBytes limits the size of all live files and links together,
+	// holes in sparse files included, as on a disk without sparse files:
+	// whatever the guest makes can leave the sandbox whole within it.
+	// Holes are still not stored (sparse.go), and spare capacity is kept
+	// no larger than what is stored, so file memory stays within twice
+	// MaxBytes.
 	MaxBytes int64
 	// MaxInodes limits files plus directories, the root included. It
 	// also caps names: Link, and creating, fail once the tree holds
@@ -81,7 +83,7 @@ type FS struct {
 	quota    Quota
 	now      func() int64
 	nextIno  uint64
-	bytes    int64 // sum of len(data) over files not yet freed
+	bytes    int64 // sum of size over files and links not yet freed
 	inodes   int   // inodes not yet freed
 	entries  int   // directory entries (names) in the whole tree
 	quotaHit bool
@@ -280,7 +282,7 @@ func (fs *FS) maybeFree(n *Inode) {
 	}
 	n.freed = true
 	fs.inodes--
-	fs.bytes -= n.stored()
+	fs.bytes -= n.charged()
 	n.data, n.ext = nil, nil
 	n.sorted, n.sortedOK = nil, false
 }
@@ -775,8 +777,8 @@ func (fs *FS) ReadAt(n *Inode, p []byte, off int64) (int, error) {
 //
 // # Errors
 //
-//   - ENOSPC: the bytes to store would exceed Quota.MaxBytes; nothing
-//     is written.
+//   - ENOSPC: the file would grow past Quota.MaxBytes (holes count);
+//     nothing is written.
 //   - EFBIG: off+len(p) exceeds 1 TiB.
 //   - EINVAL: off is negative.
 //   - EISDIR: n is a directory.
@@ -809,10 +811,11 @@ func (fs *FS) WriteAt(n *Inode, p []byte, off int64) (int, error) {
 }
 
 // Truncate sets a file's size like ftruncate(2). Growth is a hole: it
-// reads as zeros and costs no quota.
+// reads as zeros and is not stored, but counts against the quota.
 //
 // # Errors
 //
+//   - ENOSPC: the growth would pass Quota.MaxBytes; nothing changes.
 //   - EFBIG: size exceeds 1 TiB.
 //   - EINVAL: size is negative.
 //   - EISDIR: n is a directory.
@@ -838,21 +841,16 @@ func (fs *FS) Truncate(n *Inode, size int64) error {
 	return nil
 }
 
-// resize sets len(n.data), the dense prefix, to size, charging the quota for the logical
-// change only. It keeps cap(n.data) <= 2*len(n.data), so file memory is
-// at most twice the byte quota however the guest mixes growth and
-// truncation, while growth still at least doubles the length, making
-// sequential appends amortised O(1) per byte.
+// resize sets len(n.data), the dense prefix, to size (at most n's size,
+// which the caller has charged). It keeps cap(n.data) <= 2*len(n.data),
+// so file memory is at most twice the byte quota however the guest
+// mixes growth and truncation, while growth still at least doubles the
+// length, making sequential appends amortised O(1) per byte.
 func (fs *FS) resize(n *Inode, size int64) error {
 	if size > maxFileSize || size > math.MaxInt {
 		return errno.EFBIG
 	}
 	old := len(n.data)
-	delta := size - int64(old)
-	if q := fs.quota.MaxBytes; delta > 0 && q > 0 && fs.bytes > q-delta {
-		fs.quotaHit = true
-		return errno.ENOSPC
-	}
 	ns := int(size)
 	switch c := cap(n.data); {
 	case ns > c:
@@ -879,7 +877,6 @@ func (fs *FS) resize(n *Inode, size int64) error {
 	default:
 		n.data = n.data[:ns]
 	}
-	fs.bytes += delta
 	return nil
 }
 
@@ -996,7 +993,7 @@ func (fs *FS) WriteFile(path string, data []byte) error {
 	if n.readOnly {
 		return errno.EROFS
 	}
-	if err := fs.charge(int64(len(data)) - n.stored()); err != nil {
+	if err := fs.charge(int64(len(data)) - n.size); err != nil {
 		return err
 	}
 	fs.truncate(n, 0)
@@ -1005,6 +1002,7 @@ func (fs *FS) WriteFile(path string, data []byte) error {
 	}
 	copy(n.data, data)
 	n.size = int64(len(data))
+	fs.bytes += n.size
 	now := fs.now()
 	n.mtim, n.ctim = now, now
 	return nil
@@ -1016,8 +1014,8 @@ func (fs *FS) WriteFile(path string, data []byte) error {
 // # Errors
 //
 // Those of Lookup, EISDIR if path is a directory, and EFBIG for a sparse
-// file larger than Quota.MaxBytes (or 2 GiB): its holes would be host
-// memory the quota never saw.
+// file larger than 2 GiB in a filesystem without a byte quota: its holes
+// would be host memory nothing bounds. Under a quota every file reads.
 func (fs *FS) ReadFile(path string) ([]byte, error) {
 	n, err := fs.Lookup(fs.root, path)
 	if err != nil {

@@ -622,9 +622,9 @@ func TestQuotaBytes(t *testing.T) {
 	}
 	wantErr(t, "one more byte", second(fs.WriteAt(a, []byte{1}, 100)), errno.ENOSPC)
 	wantErr(t, "sparse write", second(fs.WriteAt(a, []byte{1}, 1<<30)), errno.ENOSPC)
-	// Growth by truncation is a hole: it stores, and costs, nothing.
-	wantErr(t, "truncate up", fs.Truncate(a, 1<<39), 0)
-	if b, _ := fs.Usage(); b != 100 || a.Size() != 1<<39 {
+	// Growth by truncation is a hole, not stored, but its size counts.
+	wantErr(t, "truncate up", fs.Truncate(a, 1<<39), errno.ENOSPC)
+	if b, _ := fs.Usage(); b != 100 || a.Size() != 100 {
 		t.Errorf("usage %d size %d after truncating up", b, a.Size())
 	}
 	wantErr(t, "WriteFile", fs.WriteFile("/b", []byte("x")), errno.ENOSPC)
@@ -1308,7 +1308,10 @@ func checkInvariants(t testing.TB, fs *FS, open []*Inode, shadow map[*Inode]*sha
 	}
 	var bytesSum int64
 	for n := range live {
-		bytesSum += n.stored()
+		bytesSum += n.charged()
+		if n.stored() > n.charged() {
+			t.Fatalf("ino %d stores %d bytes, more than its charge of %d", n.Ino(), n.stored(), n.charged())
+		}
 		if inos[n.Ino()] {
 			t.Fatalf("duplicate ino %d", n.Ino())
 		}
@@ -1725,10 +1728,11 @@ func mustLookupRules(t testing.TB, fs *FS, p string, rules Rule) *Inode {
 
 // TestSparse: a write far past the end stores only what is written (CPython's
 // test_large_file_ops seeks to 2 GiB), holes read as zeros, and the
-// quota counts what is stored.
+// quota counts the size, holes included.
 func TestSparse(t *testing.T) {
 	const large = 5 << 29 // 2.5 GiB
-	fs := New(Options{Quota: Quota{MaxBytes: 1 << 20}})
+	const quota = 3 << 30
+	fs := New(Options{Quota: Quota{MaxBytes: quota}})
 	root := fs.Root()
 	f, err := fs.Open(root, "big", OCreat)
 	wantErr(t, "Open", err, 0)
@@ -1737,8 +1741,8 @@ func TestSparse(t *testing.T) {
 	if f.Size() != large+3 {
 		t.Fatalf("size %d", f.Size())
 	}
-	if b, _ := fs.Usage(); b != 4+3+extentCost {
-		t.Fatalf("usage %d, want %d", b, 4+3+extentCost)
+	if b, _ := fs.Usage(); b != large+3 || f.stored() != 4+3+extentCost {
+		t.Fatalf("usage %d, stored %d, want %d and %d", b, f.stored(), large+3, 4+3+extentCost)
 	}
 	buf := bytes.Repeat([]byte{0xee}, 10)
 	if n, err := fs.ReadAt(f, buf, large-5); n != 8 || err != nil || string(buf[:8]) != "\x00\x00\x00\x00\x00xxx" {
@@ -1767,22 +1771,25 @@ func TestSparse(t *testing.T) {
 	if b, _ := other.Usage(); b != 3*holeMin+1 {
 		t.Fatalf("usage after absorbing %d", b)
 	}
-	// The quota holds for what is stored, not for holes.
-	wantErr(t, "over quota", second(fs.WriteAt(f, make([]byte, 1<<20), 1<<35)), errno.ENOSPC)
+	// The quota holds for the size, holes included.
+	wantErr(t, "over quota", second(fs.WriteAt(f, []byte("x"), quota)), errno.ENOSPC)
 	// Truncation cuts and drops extents, and frees their charge.
 	wantErr(t, "cut", fs.Truncate(f, large+1), 0)
-	if b, _ := fs.Usage(); b != 4+101+extentCost {
-		t.Fatalf("usage after cut %d", b)
+	if b, _ := fs.Usage(); b != large+1 || f.stored() != 4+101+extentCost {
+		t.Fatalf("usage after cut %d, stored %d", b, f.stored())
 	}
 	wantErr(t, "drop", fs.Truncate(f, 2), 0)
 	if b, _ := fs.Usage(); b != 2 || len(f.ext) != 0 {
 		t.Fatalf("usage after drop %d, %d extents", b, len(f.ext))
 	}
-	// Host helpers do not materialise a hole larger than the quota.
-	wantErr(t, "regrow", fs.Truncate(f, large), 0)
-	_, err = fs.ReadFile("/big")
+	// Without a byte quota, host helpers do not materialise a hole past
+	// 2 GiB; under one, every file fits in it and reads whole.
+	unbounded := New(Options{})
+	h, _ := unbounded.Open(unbounded.Root(), "big", OCreat)
+	wantErr(t, "regrow", unbounded.Truncate(h, large), 0)
+	_, err = unbounded.ReadFile("/big")
 	wantErr(t, "ReadFile of a huge sparse file", err, errno.EFBIG)
-	_, err = fs.View("/big")
+	_, err = unbounded.View("/big")
 	wantErr(t, "View of a huge sparse file", err, errno.EFBIG)
 	wantErr(t, "small", fs.Truncate(f, 10), 0)
 	if got, err := fs.ReadFile("/big"); err != nil || string(got) != "he\x00\x00\x00\x00\x00\x00\x00\x00" {
@@ -1811,7 +1818,7 @@ func TestSparseSurvivesSaveAndClone(t *testing.T) {
 				t.Fatalf("%s: byte %d = %q, %v", what, off, b[0], err)
 			}
 		}
-		if u, _ := c.Usage(); u != 3+2*extentCost {
+		if u, _ := c.Usage(); u != 1<<35 {
 			t.Fatalf("%s: usage %d", what, u)
 		}
 	}
@@ -1828,7 +1835,72 @@ func TestSparseSurvivesSaveAndClone(t *testing.T) {
 		t.Fatal(err)
 	}
 	check("load", got)
-	if _, err := Load(bytes.NewReader(buf.Bytes()), Options{Quota: Quota{MaxBytes: 100}}); !errors.Is(err, errno.ENOSPC) {
+	if _, err := Load(bytes.NewReader(buf.Bytes()), Options{Quota: Quota{MaxBytes: 1<<35 - 1}}); !errors.Is(err, errno.ENOSPC) {
 		t.Errorf("over quota: %v", err)
+	}
+}
+
+// TestQuotaCountsApparentSize: the byte quota counts a file's size, holes
+// included, as a disk without sparse files would, so that every file the
+// guest can make can also leave the sandbox whole, all of them together
+// within the quota. Growth past it, by truncation, a write past a hole or
+// an allocation, is refused with ENOSPC and changes nothing; holes are
+// still not stored.
+func TestQuotaCountsApparentSize(t *testing.T) {
+	const q = 1 << 20
+	fs := New(Options{Quota: Quota{MaxBytes: q}})
+	root := fs.Root()
+	f, _ := fs.Open(root, "f", OCreat)
+	g, _ := fs.Open(root, "g", OCreat)
+	wantErr(t, "truncate to a terabyte", fs.Truncate(f, 1<<40), errno.ENOSPC)
+	wantErr(t, "truncate past the quota", fs.Truncate(f, q+1), errno.ENOSPC)
+	wantErr(t, "write past a hole past the quota", second(fs.WriteAt(f, []byte("x"), 1<<35)), errno.ENOSPC)
+	wantErr(t, "allocate past the quota", fs.Allocate(f, q, 1), errno.ENOSPC)
+	if f.Size() != 0 || !fs.QuotaHit() {
+		t.Fatalf("after refusals: size %d, quota hit %v", f.Size(), fs.QuotaHit())
+	}
+	wantErr(t, "truncate within", fs.Truncate(f, q/2), 0)
+	if b, _ := fs.Usage(); b != q/2 || f.Stored() != 0 {
+		t.Fatalf("a %d-byte hole: usage %d, stored %d", q/2, b, f.Stored())
+	}
+	// Two files whose holes together pass the quota cannot both exist.
+	wantErr(t, "second hole past the rest", fs.Truncate(g, q/2+1), errno.ENOSPC)
+	wantErr(t, "write past the rest", second(fs.WriteAt(g, []byte("y"), q/2)), errno.ENOSPC)
+	wantErr(t, "second hole within", second(fs.WriteAt(g, []byte("y"), q/2-1)), 0)
+	wantErr(t, "not a byte more", fs.WriteFile("/h", []byte("z")), errno.ENOSPC)
+	// Shrinking gives the room back.
+	wantErr(t, "shrink", fs.Truncate(f, 10), 0)
+	wantErr(t, "room again", fs.WriteFile("/h", []byte("z")), 0)
+	// Every file reads back whole; together within the quota.
+	var total int64
+	for _, p := range []string{"/f", "/g", "/h"} {
+		b, err := fs.View(p)
+		if err != nil {
+			t.Fatalf("View(%s): %v", p, err)
+		}
+		total += int64(len(b))
+	}
+	if b, _ := fs.Usage(); total > q || total != b {
+		t.Fatalf("files hold %d bytes, usage %d, quota %d", total, b, q)
+	}
+	checkInvariants(t, fs, []*Inode{f, g}, nil)
+	// A clone and a saved copy count the same.
+	b0, _ := fs.Usage()
+	if b, _ := fs.Clone(fs.Quota()).Usage(); b != b0 {
+		t.Fatalf("clone usage %d, want %d", b, b0)
+	}
+	var buf bytes.Buffer
+	if err := fs.Save(&buf); err != nil {
+		t.Fatal(err)
+	}
+	got, err := Load(bytes.NewReader(buf.Bytes()), Options{Quota: fs.Quota()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := got.Usage(); b != b0 {
+		t.Fatalf("loaded usage %d, want %d", b, b0)
+	}
+	if _, err := Load(bytes.NewReader(buf.Bytes()), Options{Quota: Quota{MaxBytes: b0 - 1}}); !errors.Is(err, errno.ENOSPC) {
+		t.Fatalf("load under a smaller quota: %v", err)
 	}
 }

@@ -38,7 +38,7 @@ func (fs *FS) Clone(q Quota) *FS {
 			for _, e := range n.ext {
 				x.ext = append(x.ext, extent{e.off, bytes.Clone(e.b)})
 			}
-			c.bytes += n.stored()
+			c.bytes += n.charged()
 		default:
 			x.children = make(map[string]*Inode, len(n.children))
 			for name, child := range n.children {
@@ -152,7 +152,7 @@ func loadSparse(n *Inode, br *bufio.Reader, blob func(uint64) ([]byte, bool), ch
 	if size > maxFileSize || plen > size {
 		return errors.New("size")
 	}
-	if err := charge(int64(plen)); err != nil {
+	if err := charge(int64(size)); err != nil { // holes count
 		return err
 	}
 	var ok bool
@@ -170,9 +170,6 @@ func loadSparse(n *Inode, br *bufio.Reader, blob func(uint64) ([]byte, bool), ch
 		length, err2 := binary.ReadUvarint(br)
 		if err1 != nil || err2 != nil || length == 0 || off > size || length > size-off || int64(off) <= last+holeMin {
 			return fmt.Errorf("extent %d", k)
-		}
-		if err := charge(int64(length) + extentCost); err != nil {
-			return err
 		}
 		b, ok := blob(length)
 		if !ok {

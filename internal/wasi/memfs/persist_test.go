@@ -198,7 +198,7 @@ func checkTree(t *testing.T, fs *FS) {
 			t.Fatalf("directory %s reached twice", p)
 		}
 		if !inodes[n] {
-			bytes += n.stored()
+			bytes += n.charged()
 		}
 		inodes[n] = true
 		return nil

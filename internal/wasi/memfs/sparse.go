@@ -10,8 +10,10 @@ import (
 // A file is sparse: its bytes are a dense prefix (data, from offset 0)
 // and extents past it, each after a hole of more than holeMin bytes that
 // reads as zeros and is not stored. A seek far past the end and a write
-// allocate only what is written, and the quota counts what is stored:
-// the prefix, the extents and extentCost for each extent's bookkeeping.
+// allocate only what is written; the quota counts the file's size, holes
+// included, so what a file stores (the prefix, the extents and
+// extentCost for each extent's bookkeeping) is always within its charge:
+// each extent follows a hole wider than its bookkeeping.
 const (
 	// holeMin: a gap up to this size is stored as zeros, so ordinary
 	// files stay one dense slice and extents stay few.
@@ -30,7 +32,7 @@ type extent struct {
 
 func (e extent) end() int64 { return e.off + int64(len(e.b)) }
 
-// Stored is what n costs the quota in bytes: less than Size for a sparse
+// Stored is the bytes n holds in memory: less than Size for a sparse
 // file, whose holes are not stored.
 func (n *Inode) Stored() int64 {
 	if n == nil {
@@ -39,7 +41,23 @@ func (n *Inode) Stored() int64 {
 	return n.stored()
 }
 
-// stored is what n costs the quota in bytes.
+// Charged is what n costs the quota in bytes: a file's or link's size,
+// holes included; nothing for a directory.
+func (n *Inode) Charged() int64 {
+	if n == nil {
+		return 0
+	}
+	return n.charged()
+}
+
+func (n *Inode) charged() int64 {
+	if n.kind == KindDir {
+		return 0
+	}
+	return n.size
+}
+
+// stored is the bytes n holds in memory, at most n.charged().
 func (n *Inode) stored() int64 {
 	s := int64(len(n.data))
 	for _, e := range n.ext {
@@ -51,7 +69,7 @@ func (n *Inode) stored() int64 {
 // dense reports whether n's contents are exactly n.data.
 func (n *Inode) dense() bool { return len(n.ext) == 0 && int64(len(n.data)) == n.size }
 
-// charge checks a growth of delta stored bytes against the quota.
+// charge checks a growth of delta bytes of size against the quota.
 func (fs *FS) charge(delta int64) error {
 	if q := fs.quota.MaxBytes; delta > 0 && q > 0 && fs.bytes > q-delta {
 		fs.quotaHit = true
@@ -97,24 +115,22 @@ func (fs *FS) writeAt(n *Inode, p []byte, off int64) error {
 
 // store makes [off, end) of n stored (off < end <= maxFileSize), keeping
 // what is there and zeros in what was a hole, and returns that storage.
-// It changes nothing when the quota refuses.
+// It changes nothing when the quota refuses the growth in size.
 func (fs *FS) store(n *Inode, off, end int64) ([]byte, error) {
+	if err := fs.charge(end - n.size); err != nil {
+		return nil, err
+	}
+	fs.bytes += max(end-n.size, 0)
 	prefix := int64(len(n.data))
 	if off <= prefix+holeMin {
 		// Into the prefix, which grows over a small gap and absorbs the
 		// extents it then reaches.
 		grown := max(prefix, end)
-		k, absorbed := 0, int64(0)
+		k := 0
 		for ; k < len(n.ext) && n.ext[k].off <= grown+holeMin; k++ {
 			grown = max(grown, n.ext[k].end())
-			absorbed += int64(len(n.ext[k].b)) + extentCost
 		}
-		if err := fs.charge(grown - prefix - absorbed); err != nil {
-			return nil, err
-		}
-		fs.bytes -= absorbed
-		if err := fs.resize(n, grown); err != nil {
-			fs.bytes += absorbed
+		if err := fs.resize(n, grown); err != nil { // cannot fail: grown <= maxFileSize
 			return nil, err
 		}
 		for _, e := range n.ext[:k] {
@@ -130,13 +146,9 @@ func (fs *FS) store(n *Inode, off, end int64) ([]byte, error) {
 		i++
 	}
 	j := i
-	start, stop, freed := off, end, int64(0)
+	start, stop := off, end
 	for ; j < len(n.ext) && n.ext[j].off <= stop+holeMin; j++ {
 		start, stop = min(start, n.ext[j].off), max(stop, n.ext[j].end())
-		freed += int64(len(n.ext[j].b)) + extentCost
-	}
-	if err := fs.charge(stop - start + extentCost - freed); err != nil {
-		return nil, err
 	}
 	var b []byte
 	if j == i+1 && n.ext[i].off == start {
@@ -152,7 +164,6 @@ func (fs *FS) store(n *Inode, off, end int64) ([]byte, error) {
 		}
 	}
 	n.ext = slices.Replace(n.ext, i, j, extent{start, b})
-	fs.bytes += stop - start + extentCost - freed
 	n.size = max(n.size, end)
 	return b[off-start : end-start], nil
 }
@@ -163,8 +174,7 @@ func (fs *FS) store(n *Inode, off, end int64) ([]byte, error) {
 //
 // # Errors
 //
-//   - ENOSPC: the bytes to store would exceed Quota.MaxBytes; nothing
-//     changes.
+//   - ENOSPC: the file would grow past Quota.MaxBytes; nothing changes.
 //   - EFBIG, EINVAL, EISDIR, EROFS, EBADF: as WriteAt.
 func (fs *FS) Allocate(n *Inode, off, length int64) error {
 	if err := fs.checkFile(n); err != nil {
@@ -190,23 +200,25 @@ func (fs *FS) Allocate(n *Inode, off, length int64) error {
 	return nil
 }
 
-// truncate sets n's size; growth is a hole and costs nothing.
+// truncate sets n's size; growth is a hole, not stored but charged.
 func (fs *FS) truncate(n *Inode, size int64) error {
 	if size > maxFileSize || size > math.MaxInt {
 		return errno.EFBIG
 	}
+	if err := fs.charge(size - n.size); err != nil {
+		return err
+	}
+	fs.bytes += size - n.size
 	if size < int64(len(n.data)) {
 		fs.resize(n, size) // shrinking cannot fail
 	}
 	for k := len(n.ext) - 1; k >= 0 && n.ext[k].end() > size; k-- {
 		e := &n.ext[k]
 		if e.off >= size {
-			fs.bytes -= int64(len(e.b)) + extentCost
 			n.ext = n.ext[:k]
 			continue
 		}
 		keep := size - e.off
-		fs.bytes -= int64(len(e.b)) - keep
 		if int64(cap(e.b)) > 2*keep {
 			e.b = slices.Clone(e.b[:keep]) // do not pin what was cut
 		} else {
@@ -217,14 +229,15 @@ func (fs *FS) truncate(n *Inode, size int64) error {
 	return nil
 }
 
-// contents returns n's bytes as one slice: n.data itself when dense. A
-// sparse file larger than the byte quota could hold densely is refused
-// (EFBIG) rather than materialised on the host.
+// contents returns n's bytes as one slice: n.data itself when dense.
+// Under a byte quota, which counts holes, every file fits in it; without
+// one, a sparse file past 2 GiB is refused (EFBIG) rather than
+// materialised on the host.
 func (fs *FS) contents(n *Inode) ([]byte, error) {
 	if n.dense() {
 		return n.data, nil
 	}
-	if q := fs.quota.MaxBytes; (q > 0 && n.size > q) || n.size > math.MaxInt32 {
+	if fs.quota.MaxBytes <= 0 && n.size > math.MaxInt32 {
 		return nil, errno.EFBIG
 	}
 	b := make([]byte, n.size)
