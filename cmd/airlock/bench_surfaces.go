@@ -101,9 +101,14 @@ func cmdBenchSurfaces(ctx context.Context, common *commonFlags, runs int, native
 		return 1, err
 	}
 	defer os.RemoveAll(work)
-	if cli, note := cliSurface(ctx, common, work); cli != nil {
+	cli, stopWarm, note, err := cliSurface(ctx, common, work)
+	switch {
+	case err != nil:
+		return 1, err
+	case cli != nil:
+		defer stopWarm()
 		surfaces = append(surfaces, *cli)
-	} else {
+	default:
 		report.Notes = append(report.Notes, note)
 	}
 	if path, err := exec.LookPath(nativePython); err == nil {
@@ -120,9 +125,18 @@ func cmdBenchSurfaces(ctx context.Context, common *commonFlags, runs int, native
 			continue
 		}
 		// One untimed run through each: images, imports and connections
-		// made once, as a server that has been up for a while has them.
-		for _, s := range surfaces {
+		// made once, as a server that has been up for a while has them. A
+		// native interpreter without the workload's packages gets no row.
+		surfaces := slices.Clone(surfaces)
+		for i := 0; i < len(surfaces); i++ {
+			s := surfaces[i]
 			if _, err := s.run(ctx, w); err != nil {
+				if s.native && strings.Contains(err.Error(), "ModuleNotFoundError") {
+					report.Notes = append(report.Notes, fmt.Sprintf("%s: no native row (%s lacks a package it imports)", w.Name, s.name))
+					surfaces = slices.Delete(surfaces, i, i+1)
+					i--
+					continue
+				}
 				return 1, fmt.Errorf("%s through %s: %w", w.Name, s.name, err)
 			}
 		}
@@ -263,15 +277,16 @@ func mcpSurface(ctx context.Context, sb *airlock.Sandbox) (func(context.Context,
 }
 
 // cliSurface runs `airlock run FILE --file ...` as a whole process through
-// the warm server the first such run starts; nil and why when there is
-// none.
-func cliSurface(ctx context.Context, common *commonFlags, work string) (*surface, string) {
+// a warm server, started by a first run and stopped by stop unless it was
+// there before; nil and why when there can be none.
+func cliSurface(ctx context.Context, common *commonFlags, work string) (_ *surface, stop func(), note string, _ error) {
 	exe, err := os.Executable()
 	if err != nil {
-		return nil, "no CLI row: " + err.Error()
+		return nil, nil, "no CLI row: " + err.Error(), nil
 	}
-	if _, err := warmTargetFor(common, defaultWarmIdle, nil, nil); err != nil {
-		return nil, "no CLI row (no warm server): " + warmReason(common)
+	t, err := warmTargetFor(common, defaultWarmIdle, nil, nil)
+	if err != nil {
+		return nil, nil, "no CLI row (no warm server): " + warmReason(common), nil
 	}
 	var flags []string
 	if common.python != "" {
@@ -299,7 +314,20 @@ func cliSurface(ctx context.Context, common *commonFlags, work string) (*surface
 		}
 		return 0, nil
 	}
-	return &surface{name: "cli (warm)", run: run}, ""
+	wasThere := t.present()
+	if _, err := run(ctx, bench.SurfaceWorkloads[0]); err != nil {
+		return nil, nil, "", err
+	}
+	for deadline := time.Now().Add(2 * time.Minute); !t.present(); time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			return nil, nil, "", fmt.Errorf("bench --surfaces: no warm server came up at %s (see its log beside it)", t.sock())
+		}
+	}
+	stop = func() {}
+	if !wasThere {
+		stop = func() { t.stop() }
+	}
+	return &surface{name: "cli (warm)", run: run}, stop, "", nil
 }
 
 // runNative runs w with python in a new process, in work, where its
