@@ -153,7 +153,8 @@ func TestCXXMisuse(t *testing.T) {
 	cases := []struct {
 		mode   string
 		args   []string
-		crash  error  // nil: the guest exits 0
+		exit   int
+		crash  error  // nil: the guest exits with exit
 		stdout string // exactly
 		stderr string // a prefix
 	}{
@@ -169,6 +170,7 @@ func TestCXXMisuse(t *testing.T) {
 		// depth limit (or wasmtime's stack, whichever is first).
 		{mode: "nest", args: []string{"2000"}, stdout: "nest 2000\nreturned\n"},
 		{mode: "nest", crash: airlock.ErrCrash},
+		{mode: "exit-in-invoke", exit: 7},
 	}
 	for _, eng := range engine.Engines() {
 		t.Run(eng, func(t *testing.T) {
@@ -176,8 +178,8 @@ func TestCXXMisuse(t *testing.T) {
 				res := cxxehRun(t, eng, "misuse", append([]string{c.mode}, c.args...), airlock.Limits{Timeout: time.Minute})
 				name := strings.Join(append([]string{c.mode}, c.args...), " ")
 				if c.crash == nil {
-					if res.Error != nil || res.ExitCode != 0 {
-						t.Errorf("%s: error %v, exit %d, stderr %s", name, res.Error, res.ExitCode, res.Stderr)
+					if res.Error != nil || res.ExitCode != c.exit {
+						t.Errorf("%s: error %v, exit %d, want %d; stderr %s", name, res.Error, res.ExitCode, c.exit, res.Stderr)
 					}
 				} else if !errors.Is(res.Error, c.crash) || !errors.Is(res.Error, airlock.ErrCrash) {
 					t.Errorf("%s: error %v, want a crash with %v", name, res.Error, c.crash)

@@ -44,6 +44,16 @@ __attribute__((noinline)) static void catch_forever() {
 	}
 }
 
+// exit() beneath an invoke_: the run ends with this status, not as a
+// caught exception.
+struct Noisy {
+	~Noisy() { std::printf("not destroyed: exit unwinds nothing\n"); }
+};
+__attribute__((noinline)) static void exit_inside(int code) {
+	Noisy n;
+	std::exit(code);
+}
+
 static uintptr_t slot_of(void (*f)(int)) { return (uintptr_t)f; }
 
 int main(int argc, char **argv) {
@@ -82,6 +92,12 @@ int main(int argc, char **argv) {
 		if (argc > 2)
 			nest_limit = std::atoi(argv[2]);
 		std::printf("nest %d\n", nest(0));
+	} else if (!std::strcmp(mode, "exit-in-invoke")) {
+		try {
+			exit_inside(7);
+		} catch (...) {
+			std::printf("caught an exit\n");
+		}
 	} else if (!std::strcmp(mode, "forever")) {
 		catch_forever();
 	} else {
