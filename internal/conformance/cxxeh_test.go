@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -200,6 +201,36 @@ func TestCXXCatchForeverTimesOut(t *testing.T) {
 			res := cxxehRun(t, eng, "misuse", []string{"forever"}, airlock.Limits{Timeout: time.Second})
 			if !errors.Is(res.Error, airlock.ErrTimeout) || time.Since(start) > 20*time.Second {
 				t.Errorf("error %v after %v, want a timeout after ~1s", res.Error, time.Since(start))
+			}
+		})
+	}
+}
+
+// BenchmarkCXXInvoke reports, per engine, what a call costs plain, as an
+// invoke_ round trip through the host, and when it throws and is caught
+// (bench.cpp times 100,000 of each inside the guest); the medians of b.N
+// runs, in ns per call.
+func BenchmarkCXXInvoke(b *testing.B) {
+	for _, eng := range engine.Engines() {
+		b.Run(eng, func(b *testing.B) {
+			figures := map[string][]float64{}
+			for range b.N {
+				res := cxxehRun(b, eng, "bench", []string{"100000"}, airlock.Limits{Timeout: 5 * time.Minute})
+				if res.Error != nil || res.ExitCode != 0 {
+					b.Fatalf("error %v, exit %d, stderr %s", res.Error, res.ExitCode, res.Stderr)
+				}
+				for _, line := range strings.Split(strings.TrimSpace(string(res.Stdout)), "\n") {
+					var name string
+					var ns float64
+					if _, err := fmt.Sscanf(line, "%s %g", &name, &ns); err != nil {
+						b.Fatalf("line %q: %v", line, err)
+					}
+					figures[name] = append(figures[name], ns)
+				}
+			}
+			for name, v := range figures {
+				slices.Sort(v)
+				b.ReportMetric(v[len(v)/2], name+"-ns/call")
 			}
 		})
 	}
