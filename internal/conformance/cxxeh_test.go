@@ -169,7 +169,7 @@ func TestCXXMisuse(t *testing.T) {
 		{mode: "throw-outside-invoke", crash: airlock.ErrCrash, stderr: "libc++abi: terminating due to uncaught exception of type int\n"},
 		// Bounded recursion through invoke_ runs; unbounded stops at the
 		// depth limit (or wasmtime's stack, whichever is first).
-		{mode: "nest", args: []string{"2000"}, stdout: "nest 2000\nreturned\n"},
+		{mode: "nest", args: []string{"900"}, stdout: "nest 900\nreturned\n"},
 		{mode: "nest", crash: airlock.ErrCrash},
 		{mode: "exit-in-invoke", exit: 7},
 	}
