@@ -150,9 +150,14 @@ func checkModule(wasm []byte) error {
 	for _, f := range wasi.Functions() {
 		served[f.Name] = true
 	}
+	invokes := false
 	for _, im := range imports {
+		if engine.EHImport(im.Module, im.Name) {
+			invokes = true
+			continue
+		}
 		if im.Module != wasi.ModuleName || !served[im.Name] {
-			return fmt.Errorf("%w: %s.%s (only %s functions are served: a WASI preview1 command module)", ErrModuleImports, im.Module, im.Name, wasi.ModuleName)
+			return fmt.Errorf("%w: %s.%s (only %s functions are served, and C++ exceptions' invoke_ and airlock_eh.unwind: a WASI preview1 command module)", ErrModuleImports, im.Module, im.Name, wasi.ModuleName)
 		}
 	}
 	exports, err := wasmbin.Exports(wasm)
@@ -161,6 +166,9 @@ func checkModule(wasm []byte) error {
 	}
 	exported := func(name string, kind byte) bool {
 		return slices.ContainsFunc(exports, func(e wasmbin.Export) bool { return e.Name == name && e.Kind == kind })
+	}
+	if invokes && !(exported(engine.StackPointerExport, wasmbin.KindGlobal) && exported(engine.SetThrewExport, wasmbin.KindFunc) && exported(engine.TableExport, wasmbin.KindTable)) {
+		return fmt.Errorf("%w: %w", ErrModuleImports, engine.ErrEHExports)
 	}
 	if !exported("_start", wasmbin.KindFunc) {
 		return errors.New("the module exports no _start function: only WASI command modules run (a reactor or library has none)")

@@ -67,6 +67,7 @@ type RunState struct {
 	// exit, an output limit, a failed pause), for engines whose call
 	// error does not carry it.
 	hostErr error
+	eh      ehState // C++ exceptions' invoke_ (cxxeh.go)
 }
 
 type runKey struct{}

@@ -106,6 +106,10 @@ func loadWazero(ctx context.Context, src source, opts Options) (Code, error) {
 	if marker != "" {
 		writeCacheRecord(opts.CacheDir, marker, cached)
 	}
+	if err := registerEH(ctx, r, compiled); err != nil {
+		r.Close(ctx)
+		return nil, err
+	}
 	exports, err := wasmbin.Exports(wasm)
 	if err != nil { // wazero took the module: not expected
 		r.Close(ctx)

@@ -33,6 +33,9 @@ type ValueType byte
 const (
 	I32 ValueType = 0x7f
 	I64 ValueType = 0x7e
+	// Floats: no WASI function takes one, but invoke_ passes them through.
+	F32 ValueType = 0x7d
+	F64 ValueType = 0x7c
 )
 
 // HostFunc describes one imported function for an engine adapter.

@@ -85,6 +85,11 @@ func loadWasmtimeModule(ctx context.Context, digest string, read func() ([]byte,
 		return nil, err
 	}
 	linker, err := wasmtimeLinker(eng)
+	if err == nil {
+		if err = defineEH(linker, mod); err != nil {
+			linker.Close()
+		}
+	}
 	if err != nil {
 		mod.Close()
 		eng.Close()
@@ -234,8 +239,13 @@ func wtValTypes(ts []wasi.ValueType) []*wasmtime.ValType {
 	out := make([]*wasmtime.ValType, len(ts))
 	for i, t := range ts {
 		kind := wasmtime.KindI32
-		if t == wasi.I64 {
+		switch t {
+		case wasi.I64:
 			kind = wasmtime.KindI64
+		case wasi.F32:
+			kind = wasmtime.KindF32
+		case wasi.F64:
+			kind = wasmtime.KindF64
 		}
 		out[i] = wasmtime.NewValType(kind)
 	}
@@ -315,6 +325,7 @@ type wtInstance struct {
 	region     []byte
 	regionFree func([]byte)
 	imageLen   int
+	eh         *wtEH // invoke_'s exports, found at the first (cxxeh.go)
 }
 
 // offerRegion takes a region of size bytes that reads as img's memory

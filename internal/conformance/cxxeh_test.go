@@ -1,0 +1,237 @@
+package airlock_test
+
+import (
+	"context"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/airlock-sandbox/airlock"
+	"github.com/airlock-sandbox/airlock/internal/engine"
+	"github.com/airlock-sandbox/airlock/internal/python"
+	"github.com/airlock-sandbox/airlock/internal/testenv"
+)
+
+// C++ exceptions lowered to invoke_ (scripts/build-cxx-eh.sh builds
+// cxx-eh/*.cpp against its libc++abi), on every engine compiled in: the
+// guest's output exactly, many rounds, and a guest misusing the runtime
+// ending as its own crash, never the host's.
+
+const cxxehScript = "../../scripts/build-cxx-eh.sh"
+
+// cxxehKey is build-cxx-eh.sh's cache key: the sha256 of "<sha256>  <path>"
+// lines for the script, then scripts/cxx-eh/*, then cxx-eh/*, each
+// directory in byte order of its names.
+func cxxehKey() (string, error) {
+	var lines strings.Builder
+	add := func(file, name string) error {
+		data, err := os.ReadFile(file)
+		if err != nil {
+			return fmt.Errorf("hash %s: %w", file, err)
+		}
+		fmt.Fprintf(&lines, "%x  %s\n", sha256.Sum256(data), name)
+		return nil
+	}
+	if err := add(cxxehScript, "scripts/build-cxx-eh.sh"); err != nil {
+		return "", err
+	}
+	for _, d := range []struct{ dir, name string }{{"../../scripts/cxx-eh", "scripts/cxx-eh"}, {"cxx-eh", "internal/conformance/cxx-eh"}} {
+		ents, err := os.ReadDir(d.dir)
+		if err != nil {
+			return "", fmt.Errorf("list the sources: %w", err)
+		}
+		for _, e := range ents {
+			if e.Type().IsRegular() {
+				if err := add(filepath.Join(d.dir, e.Name()), d.name+"/"+e.Name()); err != nil {
+					return "", err
+				}
+			}
+		}
+	}
+	return fmt.Sprintf("%x", sha256.Sum256([]byte(lines.String())))[:16], nil
+}
+
+// cxxehProgram reads one test program built for exactly these sources.
+func cxxehProgram(t testing.TB, name string) []byte {
+	t.Helper()
+	key, err := cxxehKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cache := testenv.FromEnv().CacheDir
+	if cache == "" {
+		if cache, err = python.CacheDir(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	dir := filepath.Join(cache, "cxx-eh", key)
+	if _, err := os.Stat(filepath.Join(dir, ".complete")); err != nil {
+		t.Fatalf("the C++ exception programs for these sources are not built (no %s): run scripts/build-cxx-eh.sh (scripts/setup.sh does)", dir)
+	}
+	wasm, err := os.ReadFile(filepath.Join(dir, "test", name+".wasm"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return wasm
+}
+
+func cxxehRun(t testing.TB, eng, name string, args []string, limits airlock.Limits) *airlock.Result {
+	t.Helper()
+	opts := append(moduleCacheOpts(), airlock.WithEngine(eng))
+	res, err := airlock.RunModule(context.Background(), name+".wasm", cxxehProgram(t, name), airlock.ModuleRequest{Args: args, Limits: limits}, opts...)
+	if res == nil {
+		t.Fatalf("%s %v on %s: no result: %v", name, args, eng, err)
+	}
+	return res
+}
+
+// cxxehChecks is exceptions.cpp's output: one line per check, in order.
+var cxxehChecks = []string{
+	"catch by exact type",
+	"catch by base class",
+	"catch a pointer by base pointer",
+	"catch (...)",
+	"no throw returns",
+	"rethrow (throw;) keeps the object",
+	"throw inside a catch block",
+	"a throw escaping a catch block replaces the first",
+	"translate in catch (...) and rethrow",
+	"translate falls to the base translator",
+	"translate through exception_ptr",
+	"destructors run while unwinding",
+	"operator new throws std::bad_alloc",
+	"std::runtime_error's what()",
+	"catch by value copies",
+	"caught by value",
+	"uncaught_exceptions during unwinding",
+	"every exception object destroyed",
+	"the stack pointer is back",
+	"memory did not grow after the first round",
+}
+
+func TestCXXExceptions(t *testing.T) {
+	for _, eng := range engine.Engines() {
+		t.Run(eng, func(t *testing.T) {
+			for _, rounds := range []int{1, 2000} {
+				res := cxxehRun(t, eng, "exceptions", []string{fmt.Sprint(rounds)}, airlock.Limits{Timeout: 10 * time.Minute})
+				var want strings.Builder
+				for _, c := range cxxehChecks {
+					want.WriteString(c + ": ok\n")
+				}
+				fmt.Fprintf(&want, "PASS: %d rounds\n", rounds)
+				if res.Error != nil || res.ExitCode != 0 || string(res.Stdout) != want.String() || len(res.Stderr) != 0 {
+					t.Errorf("%d rounds: error %v, exit %d\nstdout:\n%s\nwant:\n%s\nstderr: %s", rounds, res.Error, res.ExitCode, res.Stdout, want.String(), res.Stderr)
+				}
+			}
+		})
+	}
+}
+
+// An exception nothing catches ends the run as a crash, after libc++abi
+// names it; the guards on the way ran.
+func TestCXXUncaught(t *testing.T) {
+	for _, eng := range engine.Engines() {
+		t.Run(eng, func(t *testing.T) {
+			res := cxxehRun(t, eng, "uncaught", nil, airlock.Limits{})
+			wantOut := "before\nguard inner destroyed\nguard outer destroyed\n"
+			wantErr := "libc++abi: terminating due to uncaught exception of type std::runtime_error: nobody catches this\n"
+			if !errors.Is(res.Error, airlock.ErrCrash) || string(res.Stdout) != wantOut || string(res.Stderr) != wantErr {
+				t.Errorf("error %v\nstdout:\n%s\nwant:\n%s\nstderr:\n%s\nwant:\n%s", res.Error, res.Stdout, wantOut, res.Stderr, wantErr)
+			}
+		})
+	}
+}
+
+// A guest misusing the runtime: each way ends as that run's crash or its
+// own clean exit, with the output below; the host carries on.
+func TestCXXMisuse(t *testing.T) {
+	cases := []struct {
+		mode   string
+		args   []string
+		exit   int
+		crash  error  // nil: the guest exits with exit
+		stdout string // exactly
+		stderr string // a prefix
+	}{
+		{mode: "bad-slot", crash: engine.ErrInvokeTarget},
+		{mode: "null-slot", crash: engine.ErrInvokeTarget},
+		{mode: "wrong-type", crash: engine.ErrInvokeTarget},
+		{mode: "unwind-outside-invoke", stdout: "unwind returned 0\n"},
+		{mode: "unwind-without-exception", stdout: "threw 1\nmatch 0\n"},
+		// The guest's own load of its garbage "type" traps.
+		{mode: "garbage-catch", crash: airlock.ErrCrash, stdout: "idle match 0\nthrew 1\n"},
+		{mode: "throw-outside-invoke", crash: airlock.ErrCrash, stderr: "libc++abi: terminating due to uncaught exception of type int\n"},
+		// Bounded recursion through invoke_ runs; unbounded stops at the
+		// depth limit (or wasmtime's stack, whichever is first).
+		{mode: "nest", args: []string{"900"}, stdout: "nest 900\nreturned\n"},
+		{mode: "nest", crash: airlock.ErrCrash},
+		{mode: "exit-in-invoke", exit: 7},
+	}
+	for _, eng := range engine.Engines() {
+		t.Run(eng, func(t *testing.T) {
+			for _, c := range cases {
+				res := cxxehRun(t, eng, "misuse", append([]string{c.mode}, c.args...), airlock.Limits{Timeout: time.Minute})
+				name := strings.Join(append([]string{c.mode}, c.args...), " ")
+				if c.crash == nil {
+					if res.Error != nil || res.ExitCode != c.exit {
+						t.Errorf("%s: error %v, exit %d, want %d; stderr %s", name, res.Error, res.ExitCode, c.exit, res.Stderr)
+					}
+				} else if !errors.Is(res.Error, c.crash) || !errors.Is(res.Error, airlock.ErrCrash) {
+					t.Errorf("%s: error %v, want a crash with %v", name, res.Error, c.crash)
+				}
+				if string(res.Stdout) != c.stdout || !strings.HasPrefix(string(res.Stderr), c.stderr) {
+					t.Errorf("%s: stdout %q, want %q; stderr %q, want it to start %q", name, res.Stdout, c.stdout, res.Stderr, c.stderr)
+				}
+			}
+		})
+	}
+}
+
+// A guest catching exceptions in a loop forever stops at its deadline.
+func TestCXXCatchForeverTimesOut(t *testing.T) {
+	for _, eng := range engine.Engines() {
+		t.Run(eng, func(t *testing.T) {
+			start := time.Now()
+			res := cxxehRun(t, eng, "misuse", []string{"forever"}, airlock.Limits{Timeout: time.Second})
+			if !errors.Is(res.Error, airlock.ErrTimeout) || time.Since(start) > 20*time.Second {
+				t.Errorf("error %v after %v, want a timeout after ~1s", res.Error, time.Since(start))
+			}
+		})
+	}
+}
+
+// BenchmarkCXXInvoke reports, per engine, what a call costs plain, as an
+// invoke_ round trip through the host, and when it throws and is caught
+// (bench.cpp times 100,000 of each inside the guest); the medians of b.N
+// runs, in ns per call.
+func BenchmarkCXXInvoke(b *testing.B) {
+	for _, eng := range engine.Engines() {
+		b.Run(eng, func(b *testing.B) {
+			figures := map[string][]float64{}
+			for range b.N {
+				res := cxxehRun(b, eng, "bench", []string{"100000"}, airlock.Limits{Timeout: 5 * time.Minute})
+				if res.Error != nil || res.ExitCode != 0 {
+					b.Fatalf("error %v, exit %d, stderr %s", res.Error, res.ExitCode, res.Stderr)
+				}
+				for _, line := range strings.Split(strings.TrimSpace(string(res.Stdout)), "\n") {
+					var name string
+					var ns float64
+					if _, err := fmt.Sscanf(line, "%s %g", &name, &ns); err != nil {
+						b.Fatalf("line %q: %v", line, err)
+					}
+					figures[name] = append(figures[name], ns)
+				}
+			}
+			for name, v := range figures {
+				slices.Sort(v)
+				b.ReportMetric(v[len(v)/2], name+"-ns/call")
+			}
+		})
+	}
+}
