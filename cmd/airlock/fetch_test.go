@@ -87,14 +87,11 @@ func TestSetupFetch(t *testing.T) {
 	mustBeEmpty(dir, "a usage error")
 
 	// The pinned bundle: installed and prepared without wasm-opt; a run
-	// there resumes from a snapshot and has numpy. The URL may come from
-	// the environment.
-	t.Setenv("AIRLOCK_BUNDLE_URL", url)
-	code, stdout, stderr = cli(t, "", "setup", "--bundle-sha256", sum, "--cache-dir", dir)
+	// there resumes from a snapshot and has numpy.
+	code, stdout, stderr = cli(t, "", "setup", "--fetch", url, "--bundle-sha256", sum, "--cache-dir", dir)
 	if code != 0 || !strings.Contains(stdout, "fetched "+url) || !strings.Contains(stdout, "(snapshots: true)") {
 		t.Fatalf("setup --fetch: exit %d\n%s\n%s", code, stdout, stderr)
 	}
-	t.Setenv("AIRLOCK_BUNDLE_URL", "")
 	code, stdout, stderr = cli(t, "", "run", "--cache-dir", dir, "-c", "import numpy; print(numpy.arange(4).sum())")
 	if code != 0 || stdout != "6\n" {
 		t.Fatalf("run after fetch: exit %d\n%s\n%s", code, stdout, stderr)

@@ -24,7 +24,7 @@ func cmdSetup(ctx context.Context, args []string, stdout, stderr io.Writer) (int
 	snapshots := fs.Bool("snapshots", true, "also asyncify python.wasm with Binaryen's wasm-opt ($AIRLOCK_WASM_OPT or $PATH) and capture the snapshot image")
 	exportPath := fs.String("export", "", "then write the own build and its asyncified module to this bundle `file` (gzipped if it ends in .gz or .tgz), for hosts that cannot build it")
 	importPath := fs.String("import", "", "install the own build and its asyncified module from a bundle `file` (setup --export), then prepare it: needs no wasm-opt, npm or root")
-	fetchURL := fs.String("fetch", os.Getenv(python.EnvBundleURL), "download the own build's bundle from this `URL` (a release's, or your mirror of it), check it against the pinned manifest sha256 (or --bundle-sha256), install and prepare it: needs no root, apt, wasm-opt or npm (default: $"+python.EnvBundleURL+")")
+	fetchURL := fs.String("fetch", "", "download the own build's bundle from this `URL` (a release's, or your mirror of it), check it against the pinned manifest sha256 (or --bundle-sha256), install and prepare it: needs no root, apt, wasm-opt or npm")
 	bundleSum := fs.String("bundle-sha256", "", "with --fetch, the bundle's manifest sha256 (setup --export prints it; default: the one this version of Airlock pins)")
 	compiledPath := fs.String("export-compiled", "", "then write this machine's compiled code for the own build's snapshot module to `file`, for scripts/embed.sh: an edge binary carrying it skips the compile on hosts of the same OS, architecture and CPU features")
 	if stop, code, err := flagResult(fs, stderr, parseFlags(fs, args)); stop {

@@ -22,10 +22,6 @@ import (
 // development version, where FetchBundle's caller names the sum.
 const ReleaseBundleSHA256 = ""
 
-// EnvBundleURL names the environment variable the airlock command takes
-// the bundle's URL from when `setup --fetch` is given none.
-const EnvBundleURL = "AIRLOCK_BUNDLE_URL"
-
 // maxBundleBytes bounds what FetchBundle reads: the entries' caps, the
 // manifest's, and tar's headers and padding.
 var maxBundleBytes = func() int64 {
