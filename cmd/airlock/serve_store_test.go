@@ -77,7 +77,7 @@ func (w *syncWriter) String() string {
 func TestServeReplicasShareRedis(t *testing.T) {
 	bin, err := exec.LookPath("redis-server")
 	if err != nil {
-		t.Fatalf("this test needs redis-server (apt-get install redis-server): %v", err)
+		t.Fatalf("this test needs redis-server (scripts/setup.sh installs it where it can; else apt-get install redis-server): %v", err)
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

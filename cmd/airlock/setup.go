@@ -25,12 +25,24 @@ func cmdSetup(ctx context.Context, args []string, stdout, stderr io.Writer) (int
 	snapshots := fs.Bool("snapshots", true, "also asyncify python.wasm with Binaryen's wasm-opt ($AIRLOCK_WASM_OPT or $PATH) and capture the snapshot image")
 	exportPath := fs.String("export", "", "then write the own build and its asyncified module to this bundle `file` (gzipped if it ends in .gz or .tgz), for hosts that cannot build it")
 	importPath := fs.String("import", "", "install the own build and its asyncified module from a bundle `file` (setup --export), then prepare it: needs no wasm-opt, npm or root")
+	fetchURL := fs.String("fetch", "", "download the own build's bundle from this `URL` (a release's, or your mirror of it), check it against the pinned manifest sha256 (or --bundle-sha256), install and prepare it: needs no root, apt, wasm-opt or npm")
+	bundleSum := fs.String("bundle-sha256", "", "with --fetch, the bundle's manifest sha256 (setup --export prints it; default: the one this version of Airlock pins)")
 	compiledPath := fs.String("export-compiled", "", "then write this machine's compiled code for the own build's snapshot module to `file`, for scripts/embed.sh: an edge binary carrying it skips the compile on hosts of the same OS, architecture and CPU features")
 	if stop, code, err := flagResult(fs, stderr, parseFlags(fs, args)); stop {
 		return code, err
 	}
-	if *exportPath != "" || *importPath != "" {
-		if err := bundleUsage(common, *exportPath, *importPath, *snapshots); err != nil {
+	if *fetchURL != "" && *importPath != "" {
+		return exitUsage, usageError{"--fetch and --import: one source at a time"}
+	}
+	if *bundleSum != "" && *fetchURL == "" {
+		return exitUsage, usageError{"--bundle-sha256: needs --fetch URL"}
+	}
+	source := *importPath
+	if *fetchURL != "" {
+		source = *fetchURL
+	}
+	if *exportPath != "" || source != "" {
+		if err := bundleUsage(common, *exportPath, source, *snapshots); err != nil {
 			return exitUsage, err
 		}
 	}
@@ -59,9 +71,19 @@ func cmdSetup(ctx context.Context, args []string, stdout, stderr io.Writer) (int
 			return 1, err
 		}
 	}
+	if *fetchURL != "" {
+		man, err := python.FetchBundle(ctx, nil, *fetchURL, *bundleSum, dir)
+		if errors.Is(err, python.ErrBundleNotPinned) {
+			return exitUsage, usageError{err.Error() + ": --bundle-sha256"}
+		}
+		if err != nil {
+			return 1, fmt.Errorf("fetch bundle %s: %w", *fetchURL, err)
+		}
+		fmt.Fprintf(stdout, "fetched %s into %s: CPython %s, manifest sha256 %s (pinned), %d files checked against their sha256\n", *fetchURL, dir, man.Python, man.SHA256, len(man.Files))
+	}
 	// An imported build is asyncified already: preparing it only loads
 	// that module, so no wasm-opt is needed.
-	if err := prepare(ctx, common, dir, *snapshots, *importPath == "", stdout, stderr); err != nil {
+	if err := prepare(ctx, common, dir, *snapshots, source == "", stdout, stderr); err != nil {
 		return 1, err
 	}
 	if *exportPath != "" {
@@ -114,7 +136,7 @@ func bundleUsage(common commonFlags, exportPath, importPath string, snapshots bo
 	build := common.python
 	switch {
 	case exportPath != "" && importPath != "":
-		return usageError{"--export and --import: one at a time"}
+		return usageError{"--export with --import or --fetch: one at a time"}
 	case build != "" && build != python.SelectOwn:
 		return usageError{fmt.Sprintf("--export and --import: a bundle holds the own build, not %q", build)}
 	case exportPath != "" && !snapshots:
@@ -159,7 +181,7 @@ func exportBundle(common commonFlags, path, dir string, stdout io.Writer) error 
 	for _, f := range man.Files {
 		size += f.Size
 	}
-	fmt.Fprintf(stdout, "exported %s: CPython %s, %d files (%d MB before compression)\n", path, man.Python, len(man.Files), size>>20)
+	fmt.Fprintf(stdout, "exported %s: CPython %s, %d files (%d MB before compression), manifest sha256 %s\n", path, man.Python, len(man.Files), size>>20, man.SHA256)
 	return nil
 }
 

@@ -108,7 +108,9 @@ func cmdTest(ctx context.Context, args []string, stdout, stderr io.Writer) (int,
 		watch   = fset.Bool("watch", false, "re-run on every change under DIR (Ctrl-C stops)")
 		clear   = fset.Bool("clear", false, "with --watch, clear the screen before each run")
 	)
+	var env envFlags
 	common.register(fset)
+	env.register(fset)
 	fset.Var(memory, "memory", "memory limit (e.g. 256MiB)")
 	fset.Usage = func() {
 		fmt.Fprintln(stderr, "usage: airlock test [flags] DIR   (pytest or unittest in the sandbox; DIR becomes /home/user)")
@@ -125,6 +127,10 @@ func cmdTest(ctx context.Context, args []string, stdout, stderr io.Writer) (int,
 	if *watch && !watching(ctx) {
 		return watchRun(ctx, positional[0], *clear, true, &common, nil, stdout, stderr,
 			func(ctx context.Context) (int, error) { return cmdTest(ctx, args, stdout, stderr) })
+	}
+	vars, err := env.env()
+	if err != nil {
+		return exitUsage, err
 	}
 	files, err := readTree(positional[0], airlock.DefaultLimits().FSBytes)
 	if err != nil {
@@ -202,7 +208,7 @@ func cmdTest(ctx context.Context, args []string, stdout, stderr io.Writer) (int,
 			code = pytestCode(*verbose, *keyword, *junit != "", target)
 		}
 		res, err := run(airlock.Request{
-			Code: code, Filename: "<airlock test>", Files: files,
+			Code: code, Filename: "<airlock test>", Files: files, Env: vars,
 			Limits: airlock.Limits{Timeout: *timeout, Memory: memory.n},
 		})
 		if err != nil {

@@ -12,7 +12,7 @@ import (
 
 // Run with: go test -run '^$' -bench . -count 6 ./internal/bench/ | tee new.txt; benchstat new.txt
 // CI runs each benchmark once (-benchtime=1x) so they keep working; the
-// figures in README.md come from -count runs on a named machine.
+// figures in docs/performance.md come from -count runs on a named machine.
 
 var sb *airlock.Sandbox
 

@@ -66,7 +66,7 @@ func TestDeepRecursionIsARecursionError(t *testing.T) {
 // with Python's limit lifted, CPython's C recursion guard (5000 for WASI)
 // still ends it before the stack does, on every engine (wasmtime's stack
 // limit: internal/engine/wasmtime/stack.go). The npm build (-O0, 512 KiB stack) does
-// not: ~50 levels of lru_cache crash it (README).
+// not: ~50 levels of lru_cache crash it (docs/engines.md).
 func TestDeepRecursionOwnBuild(t *testing.T) {
 	s := ownSandbox(t)
 	out := mustRunOn(t, s, `

@@ -142,6 +142,10 @@ type BundleManifest struct {
 	Version int          `json:"version"`
 	Python  string       `json:"python_version"` // informative: CPython's version
 	Files   []BundleFile `json:"files"`
+	// SHA256 is the sha256 of manifest.json's bytes as the bundle holds
+	// them: as each file's sum is in it, this one names the whole bundle,
+	// gzipped or not (what FetchBundle's caller pins).
+	SHA256 string `json:"-"`
 }
 
 // BundleFile is one entry named in a bundle's manifest.
@@ -209,7 +213,9 @@ func ExportBundle(w io.Writer, art *Artifact, cacheDir string, gz bool) (*Bundle
 		_, err := tw.Write(data)
 		return err
 	}
-	if err := write(bundleManifest, append(manJSON, '\n')); err != nil {
+	manJSON = append(manJSON, '\n')
+	man.SHA256 = sha256Hex(manJSON)
+	if err := write(bundleManifest, manJSON); err != nil {
 		return nil, fmt.Errorf("python: export bundle: %w", err)
 	}
 	for _, c := range bundleCaps {
@@ -335,6 +341,7 @@ func readBundle(r io.Reader, data []byte) (*bundle, error) {
 	if err != nil {
 		return nil, err
 	}
+	man.SHA256 = sha256Hex(manJSON)
 	files := map[string][]byte{}
 	for {
 		h, err := next()
@@ -494,6 +501,11 @@ func ImportBundle(r io.Reader, cacheDir string) (*BundleManifest, error) {
 	if err != nil {
 		return nil, err
 	}
+	return installBundle(b, cacheDir)
+}
+
+// installBundle installs b, read and checked whole, as ImportBundle says.
+func installBundle(b *bundle, cacheDir string) (*BundleManifest, error) {
 	art, err := b.artifact(false)
 	if err != nil {
 		return nil, err
