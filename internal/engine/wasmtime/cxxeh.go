@@ -106,6 +106,13 @@ func wtInvoke(name string, params, results []wasi.ValueType) func(*wasmtime.Call
 			if t, ok := err.(*wasmtime.Trap); ok {
 				return nil, t
 			}
+			if r.HostTrapped() {
+				// Its cause is recorded: pass on a short trap. wasmtime's
+				// message adds a backtrace at every level, so carrying it
+				// on grew with the square of the nesting (GBs at 1,000).
+				closeError(err)
+				return nil, wasmtime.NewTrap("airlock_eh: a host function trapped beneath invoke_")
+			}
 			return nil, wasmtime.NewTrap(plainError(err).Error())
 		}
 		closeError(err)
