@@ -16,6 +16,11 @@
 #  - Airlock's own WASI conformance programs (scripts/build-wasi-c.sh:
 #    C, compiled in the build's chroot; seconds, cached by their sources),
 #    which internal/conformance runs.
+#  - C++ exceptions without the engines' exception handling
+#    (scripts/build-cxx-eh.sh: LLVM 19's libc++abi from Debian's source,
+#    built for exceptions lowered to host calls, and its test programs;
+#    ~30 s and a 164 MB source download the first time, then cached by
+#    its sources), which internal/conformance runs on every engine.
 #  - `airlock setup`: the compiled modules and the snapshot image, in the
 #    on-disk cache ($AIRLOCK_CACHE_DIR, else ~/.cache/airlock).
 #  - Debian's redis-server (apt-get install redis-server, if missing, as
@@ -55,6 +60,7 @@ if [ "$build" = own ] && [ -z "$importing" ]; then
 		./scripts/build-python.sh
 		./scripts/cpython-tests.sh
 		./scripts/build-wasi-c.sh
+		./scripts/build-cxx-eh.sh
 	else
 		# One line: why, what is lost, and how to choose.
 		echo "setup: the own CPython 3.13 build needs root and apt-get here (it builds in a debootstrap chroot); preparing the npm fallback instead (CPython 3.12 built -O0: ~3-4x slower, no lzma, no working asyncio). Runs use it with AIRLOCK_PYTHON=npm; or import a bundle made elsewhere: airlock setup --import FILE" >&2
