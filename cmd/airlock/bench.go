@@ -117,7 +117,7 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) (int
 	compute := fs.Bool("compute", false, "time pure-Python workloads inside the interpreter, natively and on each python.wasm (own build, npm fallback)")
 	reps := fs.Int("reps", 5, "with --compute: timed repetitions of each workload (after one untimed)")
 	workloads := fs.String("workloads", "", "only these workloads (comma-separated, as the report names them)")
-	surfaces := fs.Bool("surfaces", false, "measure the surface workloads through the Go API, HTTP (serve's handler), MCP (streamable HTTP), the CLI through a warm server, and --native-python in a new process, alternating (--runs each)")
+	surfaces := fs.Bool("surfaces", false, "measure the surface workloads through the Go API, HTTP (serve's handler), MCP (streamable HTTP), the CLI through a warm server, and --native-python in a new process, in blocks of 10 runs taking turns (--runs each)")
 	cli := fs.Bool("cli", false, "time `airlock run -c pass` as whole processes instead: through a warm server, in a process of its own, and --native-python -c pass, alternating (--runs each)")
 	if stop, code, err := flagResult(fs, stderr, parseFlags(fs, args)); stop {
 		return code, err

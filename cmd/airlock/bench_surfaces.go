@@ -38,8 +38,8 @@ type surfaceRow struct {
 	// RunP50MS is the run's own time as the surface reports it
 	// (Result.Duration, the server's duration_ms), 0 where it reports none.
 	RunP50MS float64 `json:"run_p50_ms,omitempty"`
-	// ToNative is the median of the paired ratios to native CPython's
-	// round trip (a new process each), 0 without it.
+	// ToNative is the ratio of P50MS to native CPython's (a new process
+	// each run), 0 without it.
 	ToNative float64 `json:"to_native,omitempty"`
 }
 
@@ -60,7 +60,7 @@ type surface struct {
 }
 
 // cmdBenchSurfaces measures each surface workload through every surface
-// users call, alternating, in one process: the Go API, HTTP (`airlock
+// users call, side by side in one process: the Go API, HTTP (`airlock
 // serve`'s handler on loopback, rich output on as its default), MCP (the
 // SDK's client over streamable HTTP on loopback), the CLI through a warm
 // server, and native CPython in a new process.
@@ -142,19 +142,23 @@ func cmdBenchSurfaces(ctx context.Context, common *commonFlags, runs int, native
 		}
 		times := make([][]time.Duration, len(surfaces))
 		runTimes := make([][]time.Duration, len(surfaces))
-		for r := range runs {
-			// Each round starts with the next surface, so that none always
-			// follows the native process (which leaves the caches cold).
-			for k := range surfaces {
-				i := (r + k) % len(surfaces)
+		// In blocks of consecutive runs, as a server meets a stream of
+		// requests; the blocks take turns, so that drift over the
+		// measurement spreads over every surface, and a surface follows a
+		// native process (which leaves the caches cold) once a block,
+		// not once a run.
+		for done := 0; done < runs; done += surfaceBlock {
+			for _, i := range surfaceOrder(len(surfaces), done/surfaceBlock) {
 				s := surfaces[i]
-				start := time.Now()
-				d, err := s.run(ctx, w)
-				if err != nil {
-					return 1, fmt.Errorf("%s through %s: %w", w.Name, s.name, err)
+				for range min(surfaceBlock, runs-done) {
+					start := time.Now()
+					d, err := s.run(ctx, w)
+					if err != nil {
+						return 1, fmt.Errorf("%s through %s: %w", w.Name, s.name, err)
+					}
+					times[i] = append(times[i], time.Since(start))
+					runTimes[i] = append(runTimes[i], d)
 				}
-				times[i] = append(times[i], time.Since(start))
-				runTimes[i] = append(runTimes[i], d)
 			}
 		}
 		native := slices.IndexFunc(surfaces, func(s surface) bool { return s.native })
@@ -166,11 +170,7 @@ func cmdBenchSurfaces(ctx context.Context, common *commonFlags, runs int, native
 				row.RunP50MS = ms(bench.Median(runTimes[i]))
 			}
 			if native >= 0 && !s.native {
-				ratios := make([]float64, runs)
-				for r := range runs {
-					ratios[r] = float64(times[i][r]) / float64(times[native][r])
-				}
-				row.ToNative = bench.MedianOf(ratios)
+				row.ToNative = row.P50MS / ms(bench.Median(times[native]))
 			}
 			report.Rows = append(report.Rows, row)
 		}
@@ -191,12 +191,25 @@ func cmdBenchSurfaces(ctx context.Context, common *commonFlags, runs int, native
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%d\t%.2f\t%.2f\t%s\t%s\t\n", r.Workload, r.Surface, r.Runs, r.P50MS, r.P99MS, run, ratio)
 	}
-	fmt.Fprintf(tw, "\nround trips as each caller sees them, alternating, medians; run p50: the run's own time as the surface reports it; %s, %d CPUs, load %s, %s\n",
-		report.Date, report.CPUs, report.Load, sb.Engine())
+	fmt.Fprintf(tw, "\nround trips as each caller sees them, medians, in blocks of %d runs taking turns; run p50: the run's own time as the surface reports it; %s, %d CPUs, load %s, %s\n",
+		surfaceBlock, report.Date, report.CPUs, report.Load, sb.Engine())
 	for _, n := range report.Notes {
 		fmt.Fprintln(tw, n)
 	}
 	return 0, tw.Flush()
+}
+
+// surfaceBlock is how many runs a surface makes in a row.
+const surfaceBlock = 10
+
+// surfaceOrder is the order of n surfaces' blocks in round r: rotated, so
+// each starts a round in turn.
+func surfaceOrder(n, r int) []int {
+	order := make([]int, n)
+	for k := range order {
+		order[k] = (r + k) % n
+	}
+	return order
 }
 
 // httpSurface serves `airlock serve`'s handler on a loopback port and
