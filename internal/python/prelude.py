@@ -309,6 +309,8 @@ def _airlock_warm(image_imports):
             __import__(name)
     if "pandas" in sys.modules:
         _airlock_warm_pandas()
+    if "unittest" in sys.modules:
+        _airlock_warm_unittest()
     import gc
     gc.collect()
     _airlock_immortalise(gc)
@@ -342,6 +344,28 @@ def _airlock_warm_pandas():
     df.to_dict("records")
     a = np.arange(100.0).reshape(10, 10)
     str(a), repr(a), (a @ a.T).sum(), np.median(a), a.std(), np.linalg.norm(a)
+
+
+def _airlock_warm_unittest():
+    # Likewise unittest's first loader, runner and assertions: a test file
+    # in a run otherwise pays for them again.
+    import io
+    import unittest
+
+    class Warm(unittest.TestCase):
+        def test_asserts(self):
+            self.assertEqual([1, 2], [1, 2])
+            self.assertIn("a", {"a": 1})
+            self.assertTrue("1".isdigit())
+            self.assertAlmostEqual(0.1 + 0.2, 0.3)
+            with self.assertRaises(ZeroDivisionError):
+                1 / 0
+
+        def test_fails(self):
+            self.assertEqual(1, 2)
+
+    suite = unittest.defaultTestLoader.loadTestsFromTestCase(Warm)
+    unittest.TextTestRunner(stream=io.StringIO(), verbosity=2).run(suite)
 
 
 def _airlock_immortalise(gc):
