@@ -74,7 +74,7 @@ type Config struct {
 	// ReleaseIdle is how long the server runs nothing before it hands the
 	// Go heap's free memory back to the OS (debug.FreeOSMemory; default
 	// 5 s, negative: never). Without it a burst of runs leaves the process
-	// tens of MiB above its baseline for good (README, HTTP API).
+	// tens of MiB above its baseline for good (docs/http-api.md).
 	ReleaseIdle time.Duration
 	// Network is the operator's network allow-list (the Sandbox's
 	// WithNetwork): a request's "network" rules must lie within it; nil
@@ -362,7 +362,7 @@ func (w *envelopeWriter) WriteHeader(code int) {
 	kind, msg := "", ""
 	switch code {
 	case http.StatusNotFound:
-		kind, msg = "not_found", "no such endpoint: see the README's HTTP API for the routes"
+		kind, msg = "not_found", "no such endpoint: docs/http-api.md lists the routes"
 	case http.StatusMethodNotAllowed:
 		kind, msg = "method_not_allowed", "this endpoint takes "+w.Header().Get("Allow")
 	default:

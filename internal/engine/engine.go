@@ -56,7 +56,7 @@ type Options struct {
 	// EngineWasmtime (cgo; only in builds with -tags airlock_wasmtime).
 	Engine string
 	// Unmetered compiles wasmtime code without fuel metering, which costs
-	// ~20% on interpreter-bound code (README, Compute): runs then report no
+	// ~20% on interpreter-bound code (docs/performance.md, Compute): runs then report no
 	// fuel and cannot be given a fuel cap. wazero never meters.
 	Unmetered bool
 	// Entry names functions, in the module's name section, that a resume

@@ -96,7 +96,7 @@ func loadWazero(ctx context.Context, src source, opts Options) (Code, error) {
 	// run on an empty cache, the edge binary's, waits for this. It costs
 	// ~5-15% more CPU and ~50-60 MB more peak memory; on the 2-core CI
 	// machine kind, that first run took 2.8-4.4 s instead of 4.9-5.5 s
-	// at load ~1.5 (README, Edge build).
+	// at load ~1.5 (docs/build.md, Edge build).
 	workers := min(runtime.GOMAXPROCS(0), compileWorkers)
 	compiled, err := r.CompileModule(experimental.WithCompilationWorkers(ctx, workers), wasm)
 	if err != nil {

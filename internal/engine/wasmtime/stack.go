@@ -27,7 +27,7 @@ const (
 	// deep recursion CPython guards (Py_C_RECURSION_LIMIT, 5000 for WASI)
 	// ends as a RecursionError on the own build, the deepest found needing
 	// ~4.5 MiB (itertools.starmap re-entering the interpreter 2 500 times;
-	// README, Engines).
+	// docs/engines.md).
 	maxWasmtimeStack = 7 << 20
 	// wasmtimeStackReserve is left on the thread's stack for the frames
 	// under the first wasm one (Go's, wasmtime's): measured under 128 KiB,
