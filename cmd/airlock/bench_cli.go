@@ -56,16 +56,7 @@ func cmdBenchCLI(ctx context.Context, common *commonFlags, runs int, nativePytho
 	if err != nil {
 		return 1, err
 	}
-	var flags []string
-	if common.python != "" {
-		flags = append(flags, "--python", common.python)
-	}
-	if common.cacheDir != "" {
-		flags = append(flags, "--cache-dir", common.cacheDir)
-	}
-	if common.engine != "" {
-		flags = append(flags, "--engine", common.engine)
-	}
+	flags := common.childArgs()
 	run := append(append([]string{exe, "run"}, flags...), "-c", "pass")
 	report := cliReport{Date: time.Now().UTC().Format(time.RFC3339), CPUs: runtime.NumCPU()}
 	peak := bench.EnvReportPeak + "=1"
@@ -163,6 +154,22 @@ func cmdBenchCLI(ctx context.Context, common *commonFlags, runs int, nativePytho
 		fmt.Fprintln(tw, n)
 	}
 	return 0, tw.Flush()
+}
+
+// childArgs are the flags that make an airlock process this one starts
+// use the same build, cache and engine.
+func (c *commonFlags) childArgs() []string {
+	var flags []string
+	if c.python != "" {
+		flags = append(flags, "--python", c.python)
+	}
+	if c.cacheDir != "" {
+		flags = append(flags, "--cache-dir", c.cacheDir)
+	}
+	if c.engine != "" {
+		flags = append(flags, "--engine", c.engine)
+	}
+	return flags
 }
 
 // timeProcess runs v to its end and returns its wall time and its peak RSS

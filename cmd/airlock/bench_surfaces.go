@@ -301,16 +301,7 @@ func cliSurface(ctx context.Context, common *commonFlags, work string) (_ *surfa
 	if err != nil {
 		return nil, nil, "no CLI row (no warm server): " + warmReason(common), nil
 	}
-	var flags []string
-	if common.python != "" {
-		flags = append(flags, "--python", common.python)
-	}
-	if common.cacheDir != "" {
-		flags = append(flags, "--cache-dir", common.cacheDir)
-	}
-	if common.engine != "" {
-		flags = append(flags, "--engine", common.engine)
-	}
+	flags := common.childArgs()
 	run := func(ctx context.Context, w bench.SurfaceWorkload) (time.Duration, error) {
 		script, err := writeWorkload(work, w)
 		if err != nil {
