@@ -2,7 +2,6 @@ package airlock_test
 
 import (
 	"context"
-	"crypto/sha256"
 	"errors"
 	"fmt"
 	"os"
@@ -14,8 +13,6 @@ import (
 
 	"github.com/airlock-sandbox/airlock"
 	"github.com/airlock-sandbox/airlock/internal/engine"
-	"github.com/airlock-sandbox/airlock/internal/python"
-	"github.com/airlock-sandbox/airlock/internal/testenv"
 )
 
 // C++ exceptions lowered to invoke_ (scripts/build-cxx-eh.sh builds
@@ -25,55 +22,28 @@ import (
 
 const cxxehScript = "../../scripts/build-cxx-eh.sh"
 
-// cxxehKey is build-cxx-eh.sh's cache key: the sha256 of "<sha256>  <path>"
-// lines for the script, then scripts/cxx-eh/*, then cxx-eh/*, each
-// directory in byte order of its names.
-func cxxehKey() (string, error) {
-	var lines strings.Builder
-	add := func(file, name string) error {
-		data, err := os.ReadFile(file)
+// cxxehKeyFiles are build-cxx-eh.sh's cache key's inputs: the script,
+// then scripts/cxx-eh/*, then cxx-eh/*.
+func cxxehKeyFiles() ([]keyFile, error) {
+	files := []keyFile{{cxxehScript, "scripts/build-cxx-eh.sh"}}
+	for _, d := range []struct{ dir, name string }{{"../../scripts/cxx-eh", "scripts/cxx-eh/"}, {"cxx-eh", "internal/conformance/cxx-eh/"}} {
+		more, err := dirKeyFiles(d.dir, d.name)
 		if err != nil {
-			return fmt.Errorf("hash %s: %w", file, err)
+			return nil, err
 		}
-		fmt.Fprintf(&lines, "%x  %s\n", sha256.Sum256(data), name)
-		return nil
+		files = append(files, more...)
 	}
-	if err := add(cxxehScript, "scripts/build-cxx-eh.sh"); err != nil {
-		return "", err
-	}
-	for _, d := range []struct{ dir, name string }{{"../../scripts/cxx-eh", "scripts/cxx-eh"}, {"cxx-eh", "internal/conformance/cxx-eh"}} {
-		ents, err := os.ReadDir(d.dir)
-		if err != nil {
-			return "", fmt.Errorf("list the sources: %w", err)
-		}
-		for _, e := range ents {
-			if e.Type().IsRegular() {
-				if err := add(filepath.Join(d.dir, e.Name()), d.name+"/"+e.Name()); err != nil {
-					return "", err
-				}
-			}
-		}
-	}
-	return fmt.Sprintf("%x", sha256.Sum256([]byte(lines.String())))[:16], nil
+	return files, nil
 }
 
 // cxxehProgram reads one test program built for exactly these sources.
 func cxxehProgram(t testing.TB, name string) []byte {
 	t.Helper()
-	key, err := cxxehKey()
+	files, err := cxxehKeyFiles()
 	if err != nil {
 		t.Fatal(err)
 	}
-	cache := testenv.FromEnv().CacheDir
-	if cache == "" {
-		if cache, err = python.CacheDir(); err != nil {
-			t.Fatal(err)
-		}
-	}
-	dir := filepath.Join(cache, "cxx-eh", key)
-	if _, err := os.Stat(filepath.Join(dir, ".complete")); err != nil {
-		t.Fatalf("the C++ exception programs for these sources are not built (no %s): run scripts/build-cxx-eh.sh (scripts/setup.sh does)", dir)
-	}
+	dir := stageDir(t, "cxx-eh", "scripts/build-cxx-eh.sh", files)
 	wasm, err := os.ReadFile(filepath.Join(dir, "test", name+".wasm"))
 	if err != nil {
 		t.Fatal(err)

@@ -2,8 +2,6 @@ package airlock_test
 
 import (
 	"context"
-	"crypto/sha256"
-	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -11,8 +9,6 @@ import (
 	"testing"
 
 	"github.com/airlock-sandbox/airlock"
-	"github.com/airlock-sandbox/airlock/internal/python"
-	"github.com/airlock-sandbox/airlock/internal/testenv"
 	"github.com/airlock-sandbox/airlock/internal/wasi"
 	"github.com/airlock-sandbox/airlock/internal/wasmbin"
 )
@@ -29,33 +25,11 @@ const (
 	wasicScript  = "../../scripts/build-wasi-c.sh"
 )
 
-// wasicKey is build-wasi-c.sh's cache key: the sha256 of "<sha256>  <name>"
-// lines for the script, then each source in byte order of its name.
-func wasicKey() (string, error) {
-	var lines strings.Builder
-	add := func(file, name string) error {
-		data, err := os.ReadFile(file)
-		if err != nil {
-			return fmt.Errorf("hash %s: %w", file, err)
-		}
-		fmt.Fprintf(&lines, "%x  %s\n", sha256.Sum256(data), name)
-		return nil
-	}
-	if err := add(wasicScript, "scripts/build-wasi-c.sh"); err != nil {
-		return "", err
-	}
-	ents, err := os.ReadDir(wasicSources)
-	if err != nil {
-		return "", fmt.Errorf("list the sources: %w", err)
-	}
-	for _, e := range ents {
-		if e.Type().IsRegular() && !strings.HasPrefix(e.Name(), ".") {
-			if err := add(filepath.Join(wasicSources, e.Name()), e.Name()); err != nil {
-				return "", err
-			}
-		}
-	}
-	return fmt.Sprintf("%x", sha256.Sum256([]byte(lines.String())))[:16], nil
+// wasicKeyFiles are build-wasi-c.sh's cache key's inputs: the script,
+// then each source.
+func wasicKeyFiles() ([]keyFile, error) {
+	srcs, err := dirKeyFiles(wasicSources, "")
+	return append([]keyFile{{wasicScript, "scripts/build-wasi-c.sh"}}, srcs...), err
 }
 
 // wasicProgram is one compiled program and how the harness runs it.
@@ -74,20 +48,11 @@ type wasicProgram struct {
 // these sources.
 func wasicPrograms(t *testing.T) []wasicProgram {
 	t.Helper()
-	key, err := wasicKey()
+	files, err := wasicKeyFiles()
 	if err != nil {
 		t.Fatal(err)
 	}
-	cache := testenv.FromEnv().CacheDir
-	if cache == "" {
-		if cache, err = python.CacheDir(); err != nil {
-			t.Fatal(err)
-		}
-	}
-	dir := filepath.Join(cache, "wasi-c", key)
-	if _, err := os.Stat(filepath.Join(dir, ".complete")); err != nil {
-		t.Fatalf("the WASI C conformance programs for these sources are not built (no %s): run scripts/setup.sh (or scripts/build-wasi-c.sh)", dir)
-	}
+	dir := stageDir(t, "wasi-c", "scripts/build-wasi-c.sh", files)
 	srcs, err := filepath.Glob(filepath.Join(wasicSources, "*.c"))
 	if err != nil {
 		t.Fatal(err)
