@@ -1,0 +1,155 @@
+package server
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"runtime/debug"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// holdCode makes a session hold ~80 MiB of its own: a bytearray whose
+// pages are written, so they differ from the snapshot image.
+const holdCode = "x = bytearray(80 << 20)\nx[::4096] = b'\\x01' * len(range(0, len(x), 4096))\ntag = %q\n"
+
+// vmRSS is this process's resident memory (/proc/self/status).
+func vmRSS(t *testing.T) int64 {
+	t.Helper()
+	f, err := os.Open("/proc/self/status")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if rest, ok := strings.CutPrefix(sc.Text(), "VmRSS:"); ok {
+			kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return kb << 10
+		}
+	}
+	t.Fatal("no VmRSS in /proc/self/status")
+	return 0
+}
+
+// Past the budget, the least recently used idle sessions move to disk
+// and come back on their next call with their state; what the sessions in
+// memory hold stays within the budget, and so does the process's RSS
+// (with a fixed allowance for the runs themselves).
+func TestMemoryBudgetSpillsAndRestores(t *testing.T) {
+	const budget = 300 << 20
+	spillDir := t.TempDir()
+	url, s, _ := start(t, Config{MemoryBudget: budget, SpillDir: spillDir, Concurrency: 1})
+	ctx := context.Background()
+	c := &Client{URL: url}
+	debug.FreeOSMemory()
+	baseline := vmRSS(t)
+	const n = 10 // 800 MiB held without the budget
+	ids := make([]string, n)
+	for i := range ids {
+		id, err := c.NewSession(ctx, SessionRequest{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids[i] = id
+		res, err := c.RunSession(ctx, id, SessionRunRequest{Code: fmt.Sprintf(holdCode, id)})
+		if err != nil || res.ExitCode != 0 || res.Error != nil {
+			t.Fatalf("session %d: %v %+v", i, err, res)
+		}
+		if held := s.sessions.held(); held > budget {
+			t.Fatalf("after session %d, sessions hold %d bytes, over the %d budget", i, held, budget)
+		}
+	}
+	// The first sessions went to disk, in a private directory.
+	dirs, err := os.ReadDir(spillDir)
+	if err != nil || len(dirs) != 1 {
+		t.Fatalf("spill directory: %v %v", dirs, err)
+	}
+	private := spillDir + "/" + dirs[0].Name()
+	if fi, err := os.Stat(private); err != nil || fi.Mode().Perm() != 0o700 {
+		t.Fatalf("spill directory mode: %v %v", fi.Mode(), err)
+	}
+	files, _ := os.ReadDir(private)
+	if len(files) < n-3 {
+		t.Fatalf("%d sessions spilled, want at least %d (three fit in %d bytes)", len(files), n-3, budget)
+	}
+	// Every session answers with its state, the spilled ones loaded back.
+	for i, id := range ids {
+		res, err := c.RunSession(ctx, id, SessionRunRequest{Code: "print(len(x), tag, x[4096], x[4097])"})
+		if err != nil || res.Error != nil {
+			t.Fatalf("session %d after spilling: %v %+v", i, err, res)
+		}
+		if want := fmt.Sprintf("%d %s 1 0\n", 80<<20, id); res.Stdout != want {
+			t.Fatalf("session %d: stdout %q, want %q", i, res.Stdout, want)
+		}
+		if held := s.sessions.held(); held > budget {
+			t.Fatalf("sessions hold %d bytes, over the %d budget", held, budget)
+		}
+	}
+	debug.FreeOSMemory()
+	// One run's memory, the engine's pooled regions and slack, on top of
+	// the budget; without it the sessions alone would add 800 MiB.
+	const allowance = 256 << 20
+	grown := vmRSS(t) - baseline
+	t.Logf("RSS grew %d MiB; %d sessions spilled", grown>>20, len(files))
+	if grown > budget+allowance {
+		t.Errorf("RSS grew %d MiB, more than the %d MiB budget + %d MiB", grown>>20, budget>>20, allowance>>20)
+	}
+	// Deleting a spilled session removes its file; shutdown removes the rest.
+	if err := c.DeleteSession(ctx, ids[n-1]); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	if _, err := os.Stat(private); !os.IsNotExist(err) {
+		t.Fatalf("spill directory left after Close: %v", err)
+	}
+}
+
+// A session that holds more than the whole budget cannot come back: its
+// next call is refused 507 memory_budget, and it can still be deleted.
+func TestMemoryBudgetRefusesWhatCannotFit(t *testing.T) {
+	const budget = 64 << 20
+	url, s, _ := start(t, Config{MemoryBudget: budget, SpillDir: t.TempDir()})
+	ctx := context.Background()
+	c := &Client{URL: url}
+	id, err := c.NewSession(ctx, SessionRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := c.RunSession(ctx, id, SessionRunRequest{Code: fmt.Sprintf(holdCode, "big")})
+	if err != nil || res.ExitCode != 0 {
+		t.Fatalf("first call: %v %+v", err, res)
+	}
+	if held := s.sessions.held(); held > budget {
+		t.Fatalf("sessions hold %d bytes, over the %d budget", held, budget)
+	}
+	var apiErr *APIError
+	_, err = c.RunSession(ctx, id, SessionRunRequest{Code: "print(len(x))"})
+	if !errors.As(err, &apiErr) || apiErr.Status != 507 || apiErr.Kind != "memory_budget" {
+		t.Fatalf("call of a session over the whole budget: %v", err)
+	}
+	if !strings.Contains(apiErr.Message, "more than the whole budget") {
+		t.Errorf("message does not say why: %s", apiErr.Message)
+	}
+	// A fork needs as much: refused the same way.
+	if _, err := c.ForkSession(ctx, id); !errors.As(err, &apiErr) || apiErr.Status != 507 {
+		t.Fatalf("fork of a session over the whole budget: %v", err)
+	}
+	// Small sessions still work beside it.
+	small, err := c.NewSession(ctx, SessionRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res, err := c.RunSession(ctx, small, SessionRunRequest{Code: "print(6 * 7)"}); err != nil || res.Stdout != "42\n" {
+		t.Fatalf("small session: %v %+v", err, res)
+	}
+	if err := c.DeleteSession(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+}
