@@ -92,6 +92,21 @@ func TestMemoryBudgetSpillsAndRestores(t *testing.T) {
 			t.Fatalf("sessions hold %d bytes, over the %d budget", held, budget)
 		}
 	}
+	// The first session, least recently used again, is on disk: a fork
+	// of it is loaded from its file, with its state.
+	if !s.sessions.spilledNow(ids[0]) {
+		t.Fatalf("session 0 is not spilled after %d others were called", n-1)
+	}
+	fork, err := c.ForkSession(ctx, ids[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res, err := c.RunSession(ctx, fork, SessionRunRequest{Code: "print(len(x), tag)"}); err != nil || res.Stdout != fmt.Sprintf("%d %s\n", 80<<20, ids[0]) {
+		t.Fatalf("fork of a spilled session: %v %+v", err, res)
+	}
+	if held := s.sessions.held(); held > budget {
+		t.Fatalf("sessions hold %d bytes, over the %d budget", held, budget)
+	}
 	debug.FreeOSMemory()
 	// One run's memory, the engine's pooled regions and slack, on top of
 	// the budget; without it the sessions alone would add 800 MiB.

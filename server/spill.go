@@ -77,6 +77,14 @@ func (t *sessions) held() int64 {
 	return t.heldLocked()
 }
 
+// spilledNow tells whether session id is on disk (tests).
+func (t *sessions) spilledNow(id string) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	e := t.byID[id]
+	return e != nil && e.sess == nil
+}
+
 // victimLocked is the least recently used session in memory that may be
 // spilled (idle, not moving, not except), marked moving; nil if none.
 func (t *sessions) victimLocked(except *sessionEntry) *sessionEntry {
