@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"path/filepath"
 	"runtime/debug"
 	"strconv"
 	"strings"
@@ -21,18 +22,28 @@ const MemoryBudgetShare = 0.6
 const fallbackMemory = 4 << 30
 
 // DefaultMemoryBudget is the budget a zero Config.MemoryBudget takes:
-// MemoryBudgetShare of the first limit found among the cgroup v2 limit
-// (/sys/fs/cgroup/memory.max, the container's), GOMEMLIMIT, and physical
-// memory. from names which, for the serve log.
+// MemoryBudgetShare of the first limit found among the container's
+// (cgroup v2 memory.max, or v1 memory.limit_in_bytes), GOMEMLIMIT, and
+// physical memory. from names which, for the serve log.
 func DefaultMemoryBudget() (budget int64, from string) {
-	limit, from := memoryLimit()
+	limit, from := memoryLimit("/sys/fs/cgroup")
 	return int64(float64(limit) * MemoryBudgetShare), from
 }
 
-func memoryLimit() (int64, string) {
-	if b, err := os.ReadFile("/sys/fs/cgroup/memory.max"); err == nil {
-		if n, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64); err == nil && n > 0 {
-			return n, "cgroup memory.max"
+// noLimit is above any real limit: cgroup v1 writes "no limit" as the
+// largest page-aligned int64.
+const noLimit = 1 << 62
+
+func memoryLimit(cgroupRoot string) (int64, string) {
+	for _, f := range []struct{ path, name string }{
+		{"memory.max", "cgroup memory.max"},
+		{"memory/memory.limit_in_bytes", "cgroup memory.limit_in_bytes"},
+	} {
+		// "max" (v2's no limit) does not parse, and is passed over.
+		if b, err := os.ReadFile(filepath.Join(cgroupRoot, f.path)); err == nil {
+			if n, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64); err == nil && n > 0 && n < noLimit {
+				return n, f.name
+			}
 		}
 	}
 	if n := debug.SetMemoryLimit(-1); n > 0 && n != math.MaxInt64 {

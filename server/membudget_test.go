@@ -5,7 +5,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"os"
+	"path/filepath"
 	"runtime/debug"
 	"strconv"
 	"strings"
@@ -166,5 +168,39 @@ func TestMemoryBudgetRefusesWhatCannotFit(t *testing.T) {
 	}
 	if err := c.DeleteSession(ctx, id); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// The default budget follows the container's limit, else GOMEMLIMIT,
+// else physical memory.
+func TestDefaultMemoryBudgetSources(t *testing.T) {
+	root := t.TempDir()
+	write := func(path, v string) {
+		t.Helper()
+		if err := os.MkdirAll(filepath.Dir(filepath.Join(root, path)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(root, path), []byte(v+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	defer debug.SetMemoryLimit(debug.SetMemoryLimit(-1))
+	debug.SetMemoryLimit(math.MaxInt64)
+	if n, from := memoryLimit(root); from != "physical memory" || n <= 0 {
+		t.Fatalf("no limits: %d from %s, want physical memory", n, from)
+	}
+	write("memory/memory.limit_in_bytes", "9223372036854771712") // v1's "no limit"
+	write("memory.max", "max")
+	debug.SetMemoryLimit(3 << 30)
+	if n, from := memoryLimit(root); from != "GOMEMLIMIT" || n != 3<<30 {
+		t.Fatalf("GOMEMLIMIT only: %d from %s", n, from)
+	}
+	write("memory/memory.limit_in_bytes", "2147483648")
+	if n, from := memoryLimit(root); from != "cgroup memory.limit_in_bytes" || n != 2<<30 {
+		t.Fatalf("cgroup v1 limit: %d from %s", n, from)
+	}
+	write("memory.max", "4294967296")
+	if n, from := memoryLimit(root); from != "cgroup memory.max" || n != 4<<30 {
+		t.Fatalf("cgroup v2 limit: %d from %s", n, from)
 	}
 }
