@@ -6,12 +6,14 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"net/http"
 	"os"
 	"path/filepath"
 	"runtime/debug"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 )
 
 // holdCode makes a session hold ~80 MiB of its own: a bytearray whose
@@ -202,5 +204,55 @@ func TestDefaultMemoryBudgetSources(t *testing.T) {
 	write("memory.max", "4294967296")
 	if n, from := memoryLimit(root); from != "cgroup memory.max" || n != 4<<30 {
 		t.Fatalf("cgroup v2 limit: %d from %s", n, from)
+	}
+}
+
+// When sessions running calls hold the room a spilled session needs, its
+// call is refused 429 memory_budget with Retry-After (waiting helps),
+// and succeeds once they end.
+func TestMemoryBudgetWaitsForRunningCalls(t *testing.T) {
+	const budget = 128 << 20
+	url, s, _ := start(t, Config{MemoryBudget: budget, SpillDir: t.TempDir(), Concurrency: 2})
+	ctx := context.Background()
+	c := &Client{URL: url}
+	var ids [2]string
+	for i := range ids {
+		id, err := c.NewSession(ctx, SessionRequest{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids[i] = id
+		if res, err := c.RunSession(ctx, id, SessionRunRequest{Code: fmt.Sprintf(holdCode, id)}); err != nil || res.ExitCode != 0 {
+			t.Fatalf("session %d: %v %+v", i, err, res)
+		}
+	}
+	// ids[0] is on disk; its call loads it (moving ids[1] out) and sleeps.
+	if !s.sessions.spilledNow(ids[0]) || s.sessions.spilledNow(ids[1]) {
+		t.Fatal("want the first session on disk, the second in memory")
+	}
+	done := make(chan error, 1)
+	go func() {
+		res, err := c.RunSession(ctx, ids[0], SessionRunRequest{Code: "import time; time.sleep(3); print(tag)"})
+		if err == nil && res.Stdout != ids[0]+"\n" {
+			err = fmt.Errorf("stdout %q", res.Stdout)
+		}
+		done <- err
+	}()
+	for deadline := time.Now().Add(10 * time.Second); !s.sessions.spilledNow(ids[1]); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the first session's call did not move the second out")
+		}
+	}
+	r := post(t, url+"/v1/sessions/"+ids[1]+"/run", "", `{"code":"print(tag)"}`)
+	wantStatus(t, r, http.StatusTooManyRequests, "memory_budget")
+	if r.header.Get("Retry-After") == "" {
+		t.Error("429 memory_budget without Retry-After")
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("the running call: %v", err)
+	}
+	res, err := c.RunSession(ctx, ids[1], SessionRunRequest{Code: "print(tag)"})
+	if err != nil || res.Stdout != ids[1]+"\n" {
+		t.Fatalf("after the running call ended: %v %+v", err, res)
 	}
 }
