@@ -5,8 +5,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"log/slog"
 	"math"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"runtime/debug"
@@ -14,6 +17,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/airlock-sandbox/airlock"
 )
 
 // holdCode makes a session hold ~80 MiB of its own: a bytearray whose
@@ -254,5 +259,43 @@ func TestMemoryBudgetWaitsForRunningCalls(t *testing.T) {
 	res, err := c.RunSession(ctx, ids[1], SessionRunRequest{Code: "print(tag)"})
 	if err != nil || res.Stdout != ids[1]+"\n" {
 		t.Fatalf("after the running call ended: %v %+v", err, res)
+	}
+}
+
+// A spilled session expires after the Sandbox's TTL as a live one does,
+// and its file leaves the disk.
+func TestMemoryBudgetSpilledSessionsExpire(t *testing.T) {
+	ctx := context.Background()
+	short, err := airlock.New(ctx, airlock.WithSessionTTL(time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer short.Close(ctx)
+	spillDir := t.TempDir()
+	s, err := New(Config{Sandbox: short, MemoryBudget: 64 << 20, SpillDir: spillDir, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(s)
+	defer hs.Close()
+	defer s.Close()
+	c := &Client{URL: hs.URL}
+	id, err := c.NewSession(ctx, SessionRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.RunSession(ctx, id, SessionRunRequest{Code: fmt.Sprintf(holdCode, "big")}); err != nil {
+		t.Fatal(err)
+	}
+	if !s.sessions.spilledNow(id) {
+		t.Fatal("a session over the budget was not spilled")
+	}
+	time.Sleep(1500 * time.Millisecond)
+	var apiErr *APIError
+	if _, err := c.RunSession(ctx, id, SessionRunRequest{Code: "print(1)"}); !errors.As(err, &apiErr) || apiErr.Status != 404 {
+		t.Fatalf("a spilled session past its TTL: %v", err)
+	}
+	if files, _ := filepath.Glob(filepath.Join(spillDir, "*", "session-*")); len(files) != 0 {
+		t.Fatalf("an expired session's file is left: %v", files)
 	}
 }

@@ -248,12 +248,17 @@ func (t *sessions) len() int {
 	return len(t.byID)
 }
 
-// exists tells whether session id is in the table and not ended.
+// exists tells whether session id is in the table and not ended (an
+// ended one is forgotten, its file removed).
 func (t *sessions) exists(id string) bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	e := t.byID[id]
-	return e != nil && !t.ended(e)
+	if e != nil && t.ended(e) {
+		t.forget(e)
+		return false
+	}
+	return e != nil
 }
 
 // count is the number of sessions not ended, spilled ones included.

@@ -138,6 +138,11 @@ func (t *sessions) unreserve(n int64) {
 // table holds is within the budget or only running ones are left (they
 // are spilled after their calls, if still needed).
 func (t *sessions) fit() {
+	t.mu.Lock()
+	// Spilled sessions past their TTL leave the disk here too, not only
+	// when the table is next listed or grown.
+	t.dropEnded()
+	t.mu.Unlock()
 	for {
 		t.mu.Lock()
 		if t.heldLocked() <= t.spill.budget {
