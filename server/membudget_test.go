@@ -126,8 +126,22 @@ func TestMemoryBudgetSpillsAndRestores(t *testing.T) {
 		t.Errorf("RSS grew %d MiB, more than the %d MiB budget + %d MiB", grown>>20, budget>>20, allowance>>20)
 	}
 	// Deleting a spilled session removes its file; shutdown removes the rest.
-	if err := c.DeleteSession(ctx, ids[n-1]); err != nil {
-		t.Fatal(err)
+	var onDisk string
+	for _, id := range ids {
+		if s.sessions.spilledNow(id) {
+			onDisk = id
+			break
+		}
+	}
+	before, _ := os.ReadDir(private)
+	if err := c.DeleteSession(ctx, onDisk); err != nil {
+		t.Fatalf("deleting spilled session %q: %v", onDisk, err)
+	}
+	if after, _ := os.ReadDir(private); len(after) != len(before)-1 {
+		t.Fatalf("%d spilled files after deleting one of %d", len(after), len(before))
+	}
+	if _, err := c.RunSession(ctx, onDisk, SessionRunRequest{Code: "print(1)"}); err == nil {
+		t.Fatal("a deleted spilled session still answers")
 	}
 	s.Close()
 	if _, err := os.Stat(private); !os.IsNotExist(err) {
