@@ -52,8 +52,10 @@ const (
 // and its memory is freed; 0 keeps the default, negative disables expiry.
 func WithSessionTTL(d time.Duration) Option { return func(c *config) { c.sessionTTL = d } }
 
-// WithMaxSessions caps the live sessions of a Sandbox (each holds an image
-// of ~15-30 MB); 0 keeps the default, negative allows none.
+// WithMaxSessions caps the live sessions of a Sandbox (each holds the
+// pages its interpreter changed and its files: a few MB for a small
+// session, up to its memory limit and filesystem quota); 0 keeps the
+// default, negative allows none.
 func WithMaxSessions(n int) Option { return func(c *config) { c.maxSessions = n } }
 
 // SessionOptions configure NewSession.
@@ -506,6 +508,24 @@ func (sb *Sandbox) removeSession(s *Session) {
 	sb.sessMu.Lock()
 	delete(sb.sessions, s)
 	sb.sessMu.Unlock()
+}
+
+// SessionTTL is how long a session may sit idle (WithSessionTTL's,
+// DefaultSessionTTL for 0); negative: no expiry.
+func (sb *Sandbox) SessionTTL() time.Duration {
+	if sb.cfg.sessionTTL == 0 {
+		return DefaultSessionTTL
+	}
+	return sb.cfg.sessionTTL
+}
+
+// MaxSessions is the cap on live sessions (WithMaxSessions',
+// DefaultMaxSessions for 0).
+func (sb *Sandbox) MaxSessions() int {
+	if sb.cfg.maxSessions == 0 {
+		return DefaultMaxSessions
+	}
+	return sb.cfg.maxSessions
 }
 
 // Sessions is the number of live sessions.

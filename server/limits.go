@@ -152,10 +152,25 @@ func (s *Server) Serve(ln net.Listener) error {
 
 // Shutdown stops accepting and waits for the requests in progress (every
 // admitted run is answered) until ctx ends; see http.Server.Shutdown.
-func (s *Server) Shutdown(ctx context.Context) error { return s.hs.Shutdown(ctx) }
+// Spilled sessions (Config.MemoryBudget) are removed from disk then, as
+// in-memory ones go with the process.
+func (s *Server) Shutdown(ctx context.Context) error {
+	defer s.removeSpilled()
+	return s.hs.Shutdown(ctx)
+}
 
-// Close closes the listeners and every connection at once.
-func (s *Server) Close() error { return s.hs.Close() }
+// Close closes the listeners and every connection at once, and removes
+// spilled sessions.
+func (s *Server) Close() error {
+	defer s.removeSpilled()
+	return s.hs.Close()
+}
+
+func (s *Server) removeSpilled() {
+	if s.sessions.spill != nil {
+		s.sessions.spill.removeAll()
+	}
+}
 
 // idleRelease gives the Go heap's free memory back to the OS once the
 // server has run nothing for a while. Runs allocate and free a lot of

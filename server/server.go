@@ -90,6 +90,19 @@ type Config struct {
 	// then have a session key (airlock.WithSessionKey), so that what is
 	// written into the store cannot raise limits or forge state.
 	SessionStore SessionStore
+	// MemoryBudget bounds, in bytes, the memory sessions hold between
+	// calls (Session.HeldMemory, summed). Past it, the least recently
+	// used idle sessions are saved to files under SpillDir and closed;
+	// their next call loads them back. A session that cannot be placed
+	// is refused: 507 memory_budget if it needs more than the whole
+	// budget, 429 memory_budget with Retry-After if running calls hold
+	// the room. Default (0): DefaultMemoryBudget, a share of the
+	// container's limit; negative: no budget. With a SessionStore,
+	// sessions are not held between calls, and it does not apply.
+	MemoryBudget int64
+	// SpillDir is where the private directory of spilled sessions is made
+	// (default os.TempDir()); it is removed by Shutdown and Close.
+	SpillDir string
 }
 
 // Server is an http.Handler serving the API.
@@ -254,6 +267,30 @@ func New(cfg Config) (*Server, error) {
 	reg.MustRegister(s.runs, s.rejected, s.duration, s.queue, s.inFlight, s.live, openConns, bodyReads, releases, build)
 	s.net = newNetMetrics(reg)
 	s.installs = newInstallMetrics(reg)
+
+	if cfg.MemoryBudget == 0 {
+		s.cfg.MemoryBudget, _ = DefaultMemoryBudget()
+	}
+	if s.cfg.MemoryBudget > 0 {
+		sp := &spiller{budget: s.cfg.MemoryBudget, sb: sb, load: airlock.LoadOptions{MaxLimits: cfg.MaxLimits},
+			parent: cfg.SpillDir, log: cfg.Logger,
+			spilled: prometheus.NewCounter(prometheus.CounterOpts{
+				Name: "airlock_sessions_spilled_total", Help: "Idle sessions saved to disk and closed to keep within the memory budget.",
+			}),
+			loaded: prometheus.NewCounter(prometheus.CounterOpts{
+				Name: "airlock_sessions_unspilled_total", Help: "Spilled sessions loaded back by a call or a fork.",
+			}),
+		}
+		s.sessions.spill = sp
+		held := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "airlock_sessions_held_bytes", Help: "Memory the sessions in memory hold between calls, within the memory budget.",
+		}, func() float64 { return float64(s.sessions.held()) })
+		budget := prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "airlock_sessions_memory_budget_bytes", Help: "The memory budget for sessions held between calls.",
+		})
+		budget.Set(float64(s.cfg.MemoryBudget))
+		reg.MustRegister(sp.spilled, sp.loaded, held, budget)
+	}
 
 	s.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"os"
 	"slices"
 	"sync"
 	"time"
@@ -77,18 +78,45 @@ type SessionResult struct {
 // applies its TTL and cap; the table forgets those that ended. It keeps
 // what GET /v1/sessions lists itself, so listing never waits for a
 // session's lock (held through a call).
+//
+// With a memory budget (the HTTP server's), an idle session may be
+// spilled: saved to a file and closed, its entry kept under the same ID
+// until a call loads it back (spill.go).
 type sessions struct {
 	mu   sync.Mutex
 	byID map[string]*sessionEntry
+	// moved is signalled (on mu) when an entry stops moving.
+	moved *sync.Cond
+	// spill is nil without a memory budget (MCP's table).
+	spill *spiller
+	// reserved is memory promised to sessions being created or loaded,
+	// counted as held until they are in the table.
+	reserved int64
 }
 
 type sessionEntry struct {
-	sess     *airlock.Session
-	owner    any // the MCP client that made it; nil for anyone's
+	id       string
+	sess     *airlock.Session // nil while spilled
+	owner    any              // the MCP client that made it; nil for anyone's
 	created  time.Time
 	lastCall time.Time // when the last call ended; zero before one
 	calls    int       // calls made through the server, ended
 	running  bool      // an HTTP call is in progress (claim)
+	// held is what the session held at its last count (HeldMemory after
+	// its creation, its last call, or when it was spilled).
+	held int64
+	// file holds the saved session while it is spilled.
+	file string
+	// moving: being spilled, loaded or forked from its file; others wait.
+	moving bool
+}
+
+// lastActive is when the entry was last used, for LRU and expiry.
+func (e *sessionEntry) lastActive() time.Time {
+	if e.lastCall.IsZero() {
+		return e.created
+	}
+	return e.lastCall
 }
 
 // SessionStatus is one session in GET /v1/sessions.
@@ -106,53 +134,56 @@ type SessionList struct {
 	Sessions []SessionStatus `json:"sessions"`
 }
 
-// claim marks s as running a call and tells whether it was free: a session
-// runs one call at a time, and a second one waiting for it would hold a
-// run slot doing nothing (one client could so take every slot).
-func (t *sessions) claim(s *airlock.Session) bool {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	e := t.byID[s.ID()]
-	if e == nil || e.sess != s {
-		return true // deleted meanwhile: the call fails as closed
-	}
-	if e.running {
-		return false
-	}
-	e.running = true
-	return true
-}
-
-func (t *sessions) release(s *airlock.Session) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if e := t.byID[s.ID()]; e != nil && e.sess == s {
-		e.running = false
-		e.calls++
-		e.lastCall = time.Now()
-	}
-}
-
 func (t *sessions) add(s *airlock.Session) { t.addOwned(s, nil) }
 
 // addOwned adds s as owner's: get and remove find it for owner only
 // (any owner when nil).
-func (t *sessions) addOwned(s *airlock.Session, owner any) {
+func (t *sessions) addOwned(s *airlock.Session, owner any) { t.addHeld(s, owner, 0) }
+
+// addHeld adds s, which holds held bytes of memory.
+func (t *sessions) addHeld(s *airlock.Session, owner any, held int64) *sessionEntry {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if t.byID == nil {
-		t.byID = map[string]*sessionEntry{}
-	}
+	t.init()
 	// Expired sessions are dropped here, so the table stays as small as
 	// the Sandbox's cap however many come and go.
 	t.dropEnded()
-	t.byID[s.ID()] = &sessionEntry{sess: s, owner: owner, created: time.Now()}
+	e := &sessionEntry{id: s.ID(), sess: s, owner: owner, created: time.Now(), held: held}
+	t.byID[e.id] = e
+	return e
+}
+
+func (t *sessions) init() {
+	if t.byID == nil {
+		t.byID = map[string]*sessionEntry{}
+	}
+	if t.moved == nil {
+		t.moved = sync.NewCond(&t.mu)
+	}
+}
+
+// ended tells whether e's session is over: closed or expired in memory,
+// or spilled for longer than the Sandbox's TTL.
+func (t *sessions) ended(e *sessionEntry) bool {
+	if e.sess != nil {
+		return e.sess.Err() != nil
+	}
+	return e.file != "" && !e.moving && t.spill.expired(e)
+}
+
+// forget removes e from the table (under mu), and its file if spilled.
+func (t *sessions) forget(e *sessionEntry) {
+	delete(t.byID, e.id)
+	if e.file != "" && !e.moving {
+		os.Remove(e.file)
+		e.file = ""
+	}
 }
 
 func (t *sessions) dropEnded() {
-	for id, e := range t.byID {
-		if e.sess.Err() != nil {
-			delete(t.byID, id)
+	for _, e := range t.byID {
+		if t.ended(e) {
+			t.forget(e)
 		}
 	}
 }
@@ -161,16 +192,17 @@ func (t *sessions) dropEnded() {
 func (t *sessions) get(id string) *airlock.Session { return t.getOwned(id, nil) }
 
 // getOwned returns a live session that is owner's or anyone's, or nil
-// (also for another's, so that nobody learns it exists).
+// (also for another's, so that nobody learns it exists). Only tables
+// without a budget (whose sessions are never spilled) use it.
 func (t *sessions) getOwned(id string, owner any) *airlock.Session {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	e := t.byID[id]
-	if e == nil || (e.owner != nil && e.owner != owner) {
+	if e == nil || (e.owner != nil && e.owner != owner) || e.sess == nil {
 		return nil
 	}
-	if e.sess.Err() != nil {
-		delete(t.byID, id)
+	if t.ended(e) {
+		t.forget(e)
 		return nil
 	}
 	return e.sess
@@ -191,6 +223,23 @@ func (t *sessions) removeOwned(id string, owner any) *airlock.Session {
 	return e.sess
 }
 
+// removeEntry removes session id: found is false if there is none (or it
+// ended). A spilled session's file goes with it (at once, or when the
+// move under way ends).
+func (t *sessions) removeEntry(id string) (sess *airlock.Session, found bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	e := t.byID[id]
+	if e == nil || t.ended(e) {
+		if e != nil {
+			t.forget(e)
+		}
+		return nil, false
+	}
+	t.forget(e)
+	return e.sess, true
+}
+
 // len is the number of sessions in the table (ended ones included until
 // they are dropped).
 func (t *sessions) len() int {
@@ -199,10 +248,32 @@ func (t *sessions) len() int {
 	return len(t.byID)
 }
 
+// exists tells whether session id is in the table and not ended (an
+// ended one is forgotten, its file removed).
+func (t *sessions) exists(id string) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	e := t.byID[id]
+	if e != nil && t.ended(e) {
+		t.forget(e)
+		return false
+	}
+	return e != nil
+}
+
+// count is the number of sessions not ended, spilled ones included.
+func (t *sessions) count() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.dropEnded()
+	return len(t.byID)
+}
+
 // list is the live sessions, oldest first.
 func (t *sessions) list() SessionList {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	t.init()
 	t.dropEnded()
 	out := SessionList{Sessions: make([]SessionStatus, 0, len(t.byID))}
 	for id, e := range t.byID {
@@ -257,13 +328,63 @@ func (s *Server) notFound(w http.ResponseWriter, msg string) {
 	writeError(w, http.StatusNotFound, "not_found", msg)
 }
 
-func (s *Server) session(w http.ResponseWriter, r *http.Request) *airlock.Session {
-	id := r.PathValue("id")
-	sess := s.sessions.get(id)
-	if sess == nil {
-		s.notFound(w, fmt.Sprintf("no session %q (it may have expired or been deleted)", id))
+// budgetAnswer answers a session that cannot be placed within the
+// memory budget: 507 if it never could, 429 with Retry-After if running
+// calls hold the room.
+func (s *Server) budgetAnswer(err error) errorAnswer {
+	var b *budgetError
+	if !errors.As(err, &b) {
+		return errorAnswer{status: -1}
 	}
-	return sess
+	s.rejected.WithLabelValues("memory_budget").Inc()
+	if b.never {
+		return errorAnswer{status: http.StatusInsufficientStorage, kind: "memory_budget", msg: err.Error()}
+	}
+	return errorAnswer{status: http.StatusTooManyRequests, kind: "memory_budget", msg: err.Error(), retryAfter: true}
+}
+
+// placeError answers err of placing a session: the budget's, else as
+// sessionError.
+func (s *Server) placeError(w http.ResponseWriter, err error) {
+	if a := s.budgetAnswer(err); a.status > 0 {
+		s.writeAnswer(w, a)
+		return
+	}
+	s.sessionError(w, err)
+}
+
+// reserve makes room for need bytes of a session on its way into the
+// table (none to make without a budget).
+func (s *Server) reserve(need int64) error {
+	if s.sessions.spill == nil {
+		return nil
+	}
+	return s.sessions.reserve(need, nil)
+}
+
+func (s *Server) unreserve(need int64) {
+	if s.sessions.spill != nil {
+		s.sessions.unreserve(need)
+	}
+}
+
+// roomForOneMore answers 429 when the table (spilled sessions included)
+// is at the Sandbox's cap: spilled sessions are out of the Sandbox's
+// count, not out of the server's.
+func (s *Server) roomForOneMore(w http.ResponseWriter) bool {
+	if s.sessions.spill == nil {
+		return true
+	}
+	if max := s.cfg.Sandbox.MaxSessions(); s.sessions.count() >= max {
+		s.sessionError(w, fmt.Errorf("%w (%d, spilled ones included)", airlock.ErrTooManySessions, max))
+		return false
+	}
+	return true
+}
+
+func heldBy(sess *airlock.Session) int64 {
+	img, files := sess.HeldMemory()
+	return img + files
 }
 
 func (s *Server) handleNewSession(w http.ResponseWriter, r *http.Request) {
@@ -278,12 +399,25 @@ func (s *Server) handleNewSession(w http.ResponseWriter, r *http.Request) {
 		s.storeNewSession(w, r, opts)
 		return
 	}
+	if !s.roomForOneMore(w) {
+		return
+	}
+	var need int64
+	for _, data := range in.Files {
+		need += int64(len(data))
+	}
+	if err := s.reserve(need); err != nil {
+		s.placeError(w, err)
+		return
+	}
 	sess, err := s.cfg.Sandbox.NewSession(r.Context(), opts)
 	if err != nil {
+		s.unreserve(need)
 		s.sessionError(w, err)
 		return
 	}
-	s.sessions.add(sess)
+	s.sessions.addHeld(sess, nil, heldBy(sess))
+	s.unreserve(need)
 	s.cfg.Logger.Info("session", slog.String("id", sess.ID()), slog.String("event", "new"))
 	writeJSON(w, http.StatusCreated, SessionInfo{ID: sess.ID()})
 }
@@ -296,8 +430,10 @@ func (s *Server) handleSessionRun(w http.ResponseWriter, r *http.Request) {
 		}
 		return
 	}
-	sess := s.session(w, r)
-	if sess == nil {
+	id := r.PathValue("id")
+	noSession := fmt.Sprintf("no session %q (it may have expired or been deleted)", id)
+	if !s.sessions.exists(id) {
+		s.notFound(w, noSession)
 		return
 	}
 	var in SessionRunRequest
@@ -308,17 +444,39 @@ func (s *Server) handleSessionRun(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	if !s.sessions.claim(sess) {
+	e, err := s.sessions.claim(id)
+	switch {
+	case errors.Is(err, errBusySession):
 		s.rejected.WithLabelValues("session_busy").Inc()
-		writeError(w, http.StatusConflict, "session_busy", fmt.Sprintf("session %q is running another call; send the next one after it", sess.ID()))
+		writeError(w, http.StatusConflict, "session_busy", fmt.Sprintf("session %q is running another call; send the next one after it", id))
+		return
+	case e == nil:
+		s.notFound(w, noSession)
 		return
 	}
 	// Released as the call ends, before its answer is written: a client
 	// that lists sessions once it has the result sees the call done.
 	var release sync.Once
-	defer release.Do(func() { s.sessions.release(sess) })
+	defer release.Do(func() { s.sessions.unclaim(e) })
+	if err := s.sessions.bringBack(r.Context(), e); err != nil {
+		s.cfg.Logger.Warn("session", slog.String("id", id), slog.String("event", "load"), slog.String("error", err.Error()))
+		if errors.Is(err, airlock.ErrSessionClosed) {
+			s.notFound(w, noSession)
+			return
+		}
+		if a := s.budgetAnswer(err); a.status > 0 {
+			s.writeAnswer(w, a)
+			return
+		}
+		writeError(w, http.StatusInternalServerError, "internal", err.Error())
+		return
+	}
+	sess := e.sess
 	s.execute(w, r, req, clamped, sess.Exec, func(res *airlock.Result) any {
-		release.Do(func() { s.sessions.release(sess) })
+		release.Do(func() { s.sessions.release(e, heldBy(sess)) })
+		if s.sessions.spill != nil {
+			s.sessions.fit()
+		}
 		if res.Error != nil && (errors.Is(res.Error, airlock.ErrSessionClosed) || errors.Is(res.Error, airlock.ErrSessionExpired)) {
 			return nil // ended between the look-up and the call
 		}
@@ -331,17 +489,21 @@ func (s *Server) handleFork(w http.ResponseWriter, r *http.Request) {
 		s.storeFork(w, r)
 		return
 	}
-	sess := s.session(w, r)
-	if sess == nil {
+	from := r.PathValue("id")
+	if !s.roomForOneMore(w) {
 		return
 	}
-	fork, err := sess.Fork()
-	if err != nil {
-		s.sessionError(w, err)
+	fork, held, err := s.sessions.fork(r.Context(), from)
+	switch {
+	case err != nil:
+		s.placeError(w, err)
+		return
+	case fork == nil:
+		s.notFound(w, fmt.Sprintf("no session %q (it may have expired or been deleted)", from))
 		return
 	}
-	s.sessions.add(fork)
-	s.cfg.Logger.Info("session", slog.String("id", fork.ID()), slog.String("event", "fork"), slog.String("from", sess.ID()))
+	s.sessions.addHeld(fork, nil, held)
+	s.cfg.Logger.Info("session", slog.String("id", fork.ID()), slog.String("event", "fork"), slog.String("from", from))
 	writeJSON(w, http.StatusCreated, SessionInfo{ID: fork.ID()})
 }
 
@@ -351,12 +513,14 @@ func (s *Server) handleDeleteSession(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	id := r.PathValue("id")
-	sess := s.sessions.remove(id)
-	if sess == nil || sess.Err() != nil {
+	sess, found := s.sessions.removeEntry(id)
+	if !found {
 		s.notFound(w, fmt.Sprintf("no session %q (it may have expired or been deleted)", id))
 		return
 	}
-	sess.Close() // waits for a running call
+	if sess != nil {
+		sess.Close() // waits for a running call
+	}
 	s.cfg.Logger.Info("session", slog.String("id", id), slog.String("event", "delete"))
 	w.WriteHeader(http.StatusNoContent)
 }

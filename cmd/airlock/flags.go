@@ -336,7 +336,7 @@ type sessionFlags struct {
 
 func (f *sessionFlags) register(fs *flag.FlagSet) {
 	f.ttl = fs.Duration("session-ttl", airlock.DefaultSessionTTL, "how long a session may sit idle before it expires (negative: never)")
-	f.max = fs.Int("max-sessions", airlock.DefaultMaxSessions, "live sessions at most (each holds ~15-30 MB)")
+	f.max = fs.Int("max-sessions", airlock.DefaultMaxSessions, "live sessions at most (each holds the memory its calls built, a few MB for small state up to --max-memory, and its files)")
 }
 
 func (f *sessionFlags) options() ([]airlock.Option, error) {

@@ -46,6 +46,7 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) (int
 		concurrency = fs.Int("concurrency", 0, "runs at once (default: the number of CPUs)")
 		queue       = fs.Int("queue", 0, "requests that may wait for a slot before 429 (default: 4 × concurrency; -1: none)")
 		maxBody     = sizeFlag{32 << 20}
+		memBudget   = sizeFlag{0}
 		tools       = fs.String("tools", "", "expose built-in host tools to Python: demo")
 		logJSON     = fs.Bool("log-json", false, "log JSON records instead of text")
 		drain       = fs.Duration("drain-timeout", 2*time.Minute, "on SIGINT/SIGTERM, how long to let admitted runs finish")
@@ -65,6 +66,7 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) (int
 	var canaries canaryFlags
 	canaries.register(fs)
 	fs.Var(&maxBody, "max-body", "request body cap")
+	fs.Var(&memBudget, "memory-budget", "memory the sessions may hold between calls, e.g. 2GiB; past it idle ones move to disk until their next call (default 0: 60% of the container's memory.max, else GOMEMLIMIT, else physical memory)")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: airlock serve [flags]   (bearer token: $AIRLOCK_TOKEN)")
 		fs.PrintDefaults()
@@ -128,20 +130,28 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) (int
 	if store != nil {
 		defer store.Close()
 	}
+	budget, budgetFrom := memBudget.n, "--memory-budget"
+	if budget == 0 {
+		budget, budgetFrom = server.DefaultMemoryBudget()
+		budgetFrom = fmt.Sprintf("%.0f%% of %s", server.MemoryBudgetShare*100, budgetFrom)
+	}
 	srv, err := server.New(server.Config{
-		Sandbox: sb, MaxLimits: maxima.limits(), Concurrency: *concurrency, Queue: *queue,
+		MemoryBudget: budget,
+		Sandbox:      sb, MaxLimits: maxima.limits(), Concurrency: *concurrency, Queue: *queue,
 		MaxBody: maxBody.n, Token: os.Getenv("AIRLOCK_TOKEN"), Logger: logger,
 		MaxConns: *maxConns, MaxConnsPerClient: *maxPerAddr, Network: netPolicy, SessionStore: storeOrNil(store),
 	})
 	if err != nil {
 		return 1, err
 	}
+	defer srv.Close() // removes spilled sessions on every way out
 	ln, err := net.Listen("tcp", *addr)
 	if err != nil {
 		return 1, err
 	}
 	logger.Info("serving", slog.String("addr", "http://"+ln.Addr().String()), slog.Bool("snapshots", sb.Snapshots()),
-		slog.Bool("auth", os.Getenv("AIRLOCK_TOKEN") != ""), slog.String("sessions", storeName(store)))
+		slog.Bool("auth", os.Getenv("AIRLOCK_TOKEN") != ""), slog.String("sessions", storeName(store)),
+		slog.String("memory_budget", budgetLog(budget, budgetFrom, store != nil)))
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	select {
@@ -157,6 +167,15 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) (int
 	}
 	logger.Info("stopped")
 	return 0, nil
+}
+
+// budgetLog says the sessions' memory budget and where it came from; a
+// session store holds sessions between calls instead.
+func budgetLog(budget int64, from string, stored bool) string {
+	if stored {
+		return "none needed (sessions live in the store between calls)"
+	}
+	return fmt.Sprintf("%s (%s)", (&sizeFlag{budget - budget%(1<<20)}).String(), from)
 }
 
 func cmdMCP(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) (int, error) {

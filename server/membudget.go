@@ -1,0 +1,104 @@
+package server
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"runtime/debug"
+	"strconv"
+	"strings"
+)
+
+// MemoryBudgetShare is the share of the process's memory limit that the
+// default Config.MemoryBudget gives to sessions held between calls; the
+// rest is for runs in flight (each up to its memory limit), images,
+// pooled regions and the Go heap.
+const MemoryBudgetShare = 0.6
+
+// fallbackMemory is assumed when no limit can be read at all.
+const fallbackMemory = 4 << 30
+
+// DefaultMemoryBudget is the budget a zero Config.MemoryBudget takes:
+// MemoryBudgetShare of the first limit found among the container's
+// (cgroup v2 memory.max, or v1 memory.limit_in_bytes), GOMEMLIMIT, and
+// physical memory. from names which, for the serve log.
+func DefaultMemoryBudget() (budget int64, from string) {
+	limit, from := memoryLimit("/sys/fs/cgroup")
+	return int64(float64(limit) * MemoryBudgetShare), from
+}
+
+// noLimit is above any real limit: cgroup v1 writes "no limit" as the
+// largest page-aligned int64.
+const noLimit = 1 << 62
+
+func memoryLimit(cgroupRoot string) (int64, string) {
+	for _, f := range []struct{ path, name string }{
+		{"memory.max", "cgroup memory.max"},
+		{"memory/memory.limit_in_bytes", "cgroup memory.limit_in_bytes"},
+	} {
+		// "max" (v2's no limit) does not parse, and is passed over.
+		if b, err := os.ReadFile(filepath.Join(cgroupRoot, f.path)); err == nil {
+			if n, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64); err == nil && n > 0 && n < noLimit {
+				return n, f.name
+			}
+		}
+	}
+	if n := debug.SetMemoryLimit(-1); n > 0 && n != math.MaxInt64 {
+		return n, "GOMEMLIMIT"
+	}
+	if n, err := physicalMemory(); err == nil {
+		return n, "physical memory"
+	}
+	return fallbackMemory, "assumed 4 GiB (no limit readable)"
+}
+
+// physicalMemory reads MemTotal from /proc/meminfo.
+func physicalMemory() (int64, error) {
+	f, err := os.Open("/proc/meminfo")
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		fields := strings.Fields(sc.Text())
+		if len(fields) >= 2 && fields[0] == "MemTotal:" {
+			kb, err := strconv.ParseInt(fields[1], 10, 64)
+			if err != nil {
+				return 0, fmt.Errorf("meminfo: %w", err)
+			}
+			return kb << 10, nil
+		}
+	}
+	return 0, errors.New("meminfo: no MemTotal")
+}
+
+// ErrMemoryBudget is what the errors of a session that cannot be placed
+// within Config.MemoryBudget are (errors.Is). HTTP answers 507
+// memory_budget when the session could never fit, 429 memory_budget
+// with Retry-After when sessions running calls hold the room (they
+// become idle, and movable, as their calls end).
+var ErrMemoryBudget = errors.New("server memory budget for sessions exceeded")
+
+// budgetError is a session that cannot be placed now: never (over, 507)
+// or not until running calls end (429).
+type budgetError struct {
+	need, budget int64
+	never        bool
+}
+
+func (e *budgetError) Error() string {
+	if e.never {
+		return fmt.Sprintf("%v: the session needs %s, more than the whole budget of %s; delete it (DELETE /v1/sessions/{id}) or hold less in it",
+			ErrMemoryBudget, mib(e.need), mib(e.budget))
+	}
+	return fmt.Sprintf("%v: the session needs %s and sessions running calls hold the rest of the %s budget; retry when they end",
+		ErrMemoryBudget, mib(e.need), mib(e.budget))
+}
+
+func (e *budgetError) Is(target error) bool { return target == ErrMemoryBudget }
+
+func mib(n int64) string { return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20)) }

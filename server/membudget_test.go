@@ -1,0 +1,315 @@
+package server
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"runtime/debug"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/airlock-sandbox/airlock"
+)
+
+// holdCode makes a session hold ~80 MiB of its own: a bytearray whose
+// pages are written, so they differ from the snapshot image.
+const holdCode = "x = bytearray(80 << 20)\nx[::4096] = b'\\x01' * len(range(0, len(x), 4096))\ntag = %q\n"
+
+// vmRSS is this process's resident memory (/proc/self/status).
+func vmRSS(t *testing.T) int64 {
+	t.Helper()
+	f, err := os.Open("/proc/self/status")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if rest, ok := strings.CutPrefix(sc.Text(), "VmRSS:"); ok {
+			kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return kb << 10
+		}
+	}
+	t.Fatal("no VmRSS in /proc/self/status")
+	return 0
+}
+
+// Past the budget, the least recently used idle sessions move to disk
+// and come back on their next call with their state; what the sessions in
+// memory hold stays within the budget, and so does the process's RSS
+// (with a fixed allowance for the runs themselves).
+func TestMemoryBudgetSpillsAndRestores(t *testing.T) {
+	const budget = 300 << 20
+	spillDir := t.TempDir()
+	url, s, _ := start(t, Config{MemoryBudget: budget, SpillDir: spillDir, Concurrency: 1})
+	ctx := context.Background()
+	c := &Client{URL: url}
+	debug.FreeOSMemory()
+	baseline := vmRSS(t)
+	const n = 10 // 800 MiB held without the budget
+	ids := make([]string, n)
+	for i := range ids {
+		id, err := c.NewSession(ctx, SessionRequest{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids[i] = id
+		res, err := c.RunSession(ctx, id, SessionRunRequest{Code: fmt.Sprintf(holdCode, id)})
+		if err != nil || res.ExitCode != 0 || res.Error != nil {
+			t.Fatalf("session %d: %v %+v", i, err, res)
+		}
+		if held := s.sessions.held(); held > budget {
+			t.Fatalf("after session %d, sessions hold %d bytes, over the %d budget", i, held, budget)
+		}
+	}
+	// The first sessions went to disk, in a private directory.
+	dirs, err := os.ReadDir(spillDir)
+	if err != nil || len(dirs) != 1 {
+		t.Fatalf("spill directory: %v %v", dirs, err)
+	}
+	private := spillDir + "/" + dirs[0].Name()
+	if fi, err := os.Stat(private); err != nil || fi.Mode().Perm() != 0o700 {
+		t.Fatalf("spill directory mode: %v %v", fi.Mode(), err)
+	}
+	files, _ := os.ReadDir(private)
+	if len(files) < n-3 {
+		t.Fatalf("%d sessions spilled, want at least %d (three fit in %d bytes)", len(files), n-3, budget)
+	}
+	// Every session answers with its state, the spilled ones loaded back.
+	for i, id := range ids {
+		res, err := c.RunSession(ctx, id, SessionRunRequest{Code: "print(len(x), tag, x[4096], x[4097])"})
+		if err != nil || res.Error != nil {
+			t.Fatalf("session %d after spilling: %v %+v", i, err, res)
+		}
+		if want := fmt.Sprintf("%d %s 1 0\n", 80<<20, id); res.Stdout != want {
+			t.Fatalf("session %d: stdout %q, want %q", i, res.Stdout, want)
+		}
+		if held := s.sessions.held(); held > budget {
+			t.Fatalf("sessions hold %d bytes, over the %d budget", held, budget)
+		}
+	}
+	// The first session, least recently used again, is on disk: a fork
+	// of it is loaded from its file, with its state.
+	if !s.sessions.spilledNow(ids[0]) {
+		t.Fatalf("session 0 is not spilled after %d others were called", n-1)
+	}
+	fork, err := c.ForkSession(ctx, ids[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res, err := c.RunSession(ctx, fork, SessionRunRequest{Code: "print(len(x), tag)"}); err != nil || res.Stdout != fmt.Sprintf("%d %s\n", 80<<20, ids[0]) {
+		t.Fatalf("fork of a spilled session: %v %+v", err, res)
+	}
+	if held := s.sessions.held(); held > budget {
+		t.Fatalf("sessions hold %d bytes, over the %d budget", held, budget)
+	}
+	debug.FreeOSMemory()
+	// One run's memory, the engine's pooled regions and slack, on top of
+	// the budget; without it the sessions alone would add 800 MiB.
+	const allowance = 256 << 20
+	grown := vmRSS(t) - baseline
+	t.Logf("RSS grew %d MiB; %d sessions spilled", grown>>20, len(files))
+	if grown > budget+allowance && !raceDetector {
+		t.Errorf("RSS grew %d MiB, more than the %d MiB budget + %d MiB", grown>>20, budget>>20, allowance>>20)
+	}
+	// Deleting a spilled session removes its file; shutdown removes the rest.
+	var onDisk string
+	for _, id := range ids {
+		if s.sessions.spilledNow(id) {
+			onDisk = id
+			break
+		}
+	}
+	before, _ := os.ReadDir(private)
+	if err := c.DeleteSession(ctx, onDisk); err != nil {
+		t.Fatalf("deleting spilled session %q: %v", onDisk, err)
+	}
+	if after, _ := os.ReadDir(private); len(after) != len(before)-1 {
+		t.Fatalf("%d spilled files after deleting one of %d", len(after), len(before))
+	}
+	if _, err := c.RunSession(ctx, onDisk, SessionRunRequest{Code: "print(1)"}); err == nil {
+		t.Fatal("a deleted spilled session still answers")
+	}
+	s.Close()
+	if _, err := os.Stat(private); !os.IsNotExist(err) {
+		t.Fatalf("spill directory left after Close: %v", err)
+	}
+}
+
+// A session that holds more than the whole budget cannot come back: its
+// next call is refused 507 memory_budget, and it can still be deleted.
+func TestMemoryBudgetRefusesWhatCannotFit(t *testing.T) {
+	const budget = 64 << 20
+	url, s, _ := start(t, Config{MemoryBudget: budget, SpillDir: t.TempDir()})
+	ctx := context.Background()
+	c := &Client{URL: url}
+	id, err := c.NewSession(ctx, SessionRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := c.RunSession(ctx, id, SessionRunRequest{Code: fmt.Sprintf(holdCode, "big")})
+	if err != nil || res.ExitCode != 0 {
+		t.Fatalf("first call: %v %+v", err, res)
+	}
+	if held := s.sessions.held(); held > budget {
+		t.Fatalf("sessions hold %d bytes, over the %d budget", held, budget)
+	}
+	var apiErr *APIError
+	_, err = c.RunSession(ctx, id, SessionRunRequest{Code: "print(len(x))"})
+	if !errors.As(err, &apiErr) || apiErr.Status != 507 || apiErr.Kind != "memory_budget" {
+		t.Fatalf("call of a session over the whole budget: %v", err)
+	}
+	if !strings.Contains(apiErr.Message, "more than the whole budget") {
+		t.Errorf("message does not say why: %s", apiErr.Message)
+	}
+	// A fork needs as much: refused the same way.
+	if _, err := c.ForkSession(ctx, id); !errors.As(err, &apiErr) || apiErr.Status != 507 {
+		t.Fatalf("fork of a session over the whole budget: %v", err)
+	}
+	// Small sessions still work beside it.
+	small, err := c.NewSession(ctx, SessionRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res, err := c.RunSession(ctx, small, SessionRunRequest{Code: "print(6 * 7)"}); err != nil || res.Stdout != "42\n" {
+		t.Fatalf("small session: %v %+v", err, res)
+	}
+	if err := c.DeleteSession(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// The default budget follows the container's limit, else GOMEMLIMIT,
+// else physical memory.
+func TestDefaultMemoryBudgetSources(t *testing.T) {
+	root := t.TempDir()
+	write := func(path, v string) {
+		t.Helper()
+		if err := os.MkdirAll(filepath.Dir(filepath.Join(root, path)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(root, path), []byte(v+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	defer debug.SetMemoryLimit(debug.SetMemoryLimit(-1))
+	debug.SetMemoryLimit(math.MaxInt64)
+	if n, from := memoryLimit(root); from != "physical memory" || n <= 0 {
+		t.Fatalf("no limits: %d from %s, want physical memory", n, from)
+	}
+	write("memory/memory.limit_in_bytes", "9223372036854771712") // v1's "no limit"
+	write("memory.max", "max")
+	debug.SetMemoryLimit(3 << 30)
+	if n, from := memoryLimit(root); from != "GOMEMLIMIT" || n != 3<<30 {
+		t.Fatalf("GOMEMLIMIT only: %d from %s", n, from)
+	}
+	write("memory/memory.limit_in_bytes", "2147483648")
+	if n, from := memoryLimit(root); from != "cgroup memory.limit_in_bytes" || n != 2<<30 {
+		t.Fatalf("cgroup v1 limit: %d from %s", n, from)
+	}
+	write("memory.max", "4294967296")
+	if n, from := memoryLimit(root); from != "cgroup memory.max" || n != 4<<30 {
+		t.Fatalf("cgroup v2 limit: %d from %s", n, from)
+	}
+}
+
+// When sessions running calls hold the room a spilled session needs, its
+// call is refused 429 memory_budget with Retry-After (waiting helps),
+// and succeeds once they end.
+func TestMemoryBudgetWaitsForRunningCalls(t *testing.T) {
+	const budget = 128 << 20
+	url, s, _ := start(t, Config{MemoryBudget: budget, SpillDir: t.TempDir(), Concurrency: 2})
+	ctx := context.Background()
+	c := &Client{URL: url}
+	var ids [2]string
+	for i := range ids {
+		id, err := c.NewSession(ctx, SessionRequest{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids[i] = id
+		if res, err := c.RunSession(ctx, id, SessionRunRequest{Code: fmt.Sprintf(holdCode, id)}); err != nil || res.ExitCode != 0 {
+			t.Fatalf("session %d: %v %+v", i, err, res)
+		}
+	}
+	// ids[0] is on disk; its call loads it (moving ids[1] out) and sleeps.
+	if !s.sessions.spilledNow(ids[0]) || s.sessions.spilledNow(ids[1]) {
+		t.Fatal("want the first session on disk, the second in memory")
+	}
+	done := make(chan error, 1)
+	go func() {
+		res, err := c.RunSession(ctx, ids[0], SessionRunRequest{Code: "import time; time.sleep(3); print(tag)"})
+		if err == nil && res.Stdout != ids[0]+"\n" {
+			err = fmt.Errorf("stdout %q", res.Stdout)
+		}
+		done <- err
+	}()
+	for deadline := time.Now().Add(10 * time.Second); !s.sessions.spilledNow(ids[1]); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the first session's call did not move the second out")
+		}
+	}
+	r := post(t, url+"/v1/sessions/"+ids[1]+"/run", "", `{"code":"print(tag)"}`)
+	wantStatus(t, r, http.StatusTooManyRequests, "memory_budget")
+	if r.header.Get("Retry-After") == "" {
+		t.Error("429 memory_budget without Retry-After")
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("the running call: %v", err)
+	}
+	res, err := c.RunSession(ctx, ids[1], SessionRunRequest{Code: "print(tag)"})
+	if err != nil || res.Stdout != ids[1]+"\n" {
+		t.Fatalf("after the running call ended: %v %+v", err, res)
+	}
+}
+
+// A spilled session expires after the Sandbox's TTL as a live one does,
+// and its file leaves the disk.
+func TestMemoryBudgetSpilledSessionsExpire(t *testing.T) {
+	ctx := context.Background()
+	short, err := airlock.New(ctx, airlock.WithSessionTTL(time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer short.Close(ctx)
+	spillDir := t.TempDir()
+	s, err := New(Config{Sandbox: short, MemoryBudget: 64 << 20, SpillDir: spillDir, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(s)
+	defer hs.Close()
+	defer s.Close()
+	c := &Client{URL: hs.URL}
+	id, err := c.NewSession(ctx, SessionRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.RunSession(ctx, id, SessionRunRequest{Code: fmt.Sprintf(holdCode, "big")}); err != nil {
+		t.Fatal(err)
+	}
+	if !s.sessions.spilledNow(id) {
+		t.Fatal("a session over the budget was not spilled")
+	}
+	time.Sleep(1500 * time.Millisecond)
+	var apiErr *APIError
+	if _, err := c.RunSession(ctx, id, SessionRunRequest{Code: "print(1)"}); !errors.As(err, &apiErr) || apiErr.Status != 404 {
+		t.Fatalf("a spilled session past its TTL: %v", err)
+	}
+	if files, _ := filepath.Glob(filepath.Join(spillDir, "*", "session-*")); len(files) != 0 {
+		t.Fatalf("an expired session's file is left: %v", files)
+	}
+}
