@@ -3,14 +3,12 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -153,24 +151,8 @@ func writeFile(t *testing.T, content string) string {
 // canaries in every run and session call: the API's result says why the
 // run is suspicious and /metrics counts it.
 func TestServePlantsCanaries(t *testing.T) {
-	logs := &syncWriter{}
-	cmd := exec.Command(os.Args[0], "serve", "--addr", "127.0.0.1:0", "--drain-timeout", "5s",
+	url, _, logs := startServe(t, nil, "--drain-timeout", "5s",
 		"--canaries-file", writeCanaries(t), "--canary", "env:GITHUB_TOKEN=ghp_canary0000000000000000")
-	cmd.Env = append(os.Environ(), envExecMain+"=1", "AIRLOCK_TOKEN=", "AIRLOCK_SESSION_STORE=", "AIRLOCK_SESSION_KEY=")
-	cmd.Stdout, cmd.Stderr = io.Discard, logs
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	addrRE := regexp.MustCompile(`addr=http://(\S+)`)
-	var url string
-	for deadline := time.Now().Add(2 * time.Minute); url == ""; time.Sleep(50 * time.Millisecond) {
-		if m := addrRE.FindStringSubmatch(logs.String()); m != nil {
-			url = "http://" + m[1]
-		} else if time.Now().After(deadline) {
-			t.Fatalf("serve did not start: %s", logs.String())
-		}
-	}
 	ctx := context.Background()
 	c := &server.Client{URL: url}
 	reasons := func(ss []server.Suspicion) string {

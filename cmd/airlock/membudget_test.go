@@ -3,15 +3,10 @@ package main
 import (
 	"context"
 	"errors"
-	"io"
-	"os"
-	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"syscall"
 	"testing"
-	"time"
 
 	"github.com/airlock-sandbox/airlock/server"
 )
@@ -20,24 +15,8 @@ import (
 // that holds more than all of it (507 memory_budget) once that session
 // has been moved to disk, and leaves no spilled session behind at exit.
 func TestServeMemoryBudget(t *testing.T) {
-	logs := &syncWriter{}
 	tmp := t.TempDir()
-	cmd := exec.Command(os.Args[0], "serve", "--addr", "127.0.0.1:0", "--drain-timeout", "5s", "--memory-budget", "64MiB")
-	cmd.Env = append(os.Environ(), envExecMain+"=1", "AIRLOCK_TOKEN=", "AIRLOCK_SESSION_STORE=", "AIRLOCK_SESSION_KEY=", "TMPDIR="+tmp)
-	cmd.Stdout, cmd.Stderr = io.Discard, logs
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	addrRE := regexp.MustCompile(`addr=http://(\S+)`)
-	var url string
-	for deadline := time.Now().Add(2 * time.Minute); url == ""; time.Sleep(50 * time.Millisecond) {
-		if m := addrRE.FindStringSubmatch(logs.String()); m != nil {
-			url = "http://" + m[1]
-		} else if time.Now().After(deadline) {
-			t.Fatalf("serve did not start: %s", logs.String())
-		}
-	}
+	url, cmd, logs := startServe(t, []string{"TMPDIR=" + tmp}, "--drain-timeout", "5s", "--memory-budget", "64MiB")
 	if !strings.Contains(logs.String(), `memory_budget="64MiB (--memory-budget)"`) {
 		t.Errorf("start-up line does not say the budget: %s", logs.String())
 	}

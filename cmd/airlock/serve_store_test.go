@@ -4,12 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -111,33 +109,14 @@ func TestServeReplicasShareRedis(t *testing.T) {
 	}
 
 	const lease = 2 * time.Second
-	addrRE := regexp.MustCompile(`addr=http://(\S+)`)
 	procs := make([]*exec.Cmd, 3)
 	urls := make([]string, 3)
 	for i := range procs {
-		logs := &syncWriter{}
-		cmd := exec.Command(os.Args[0], "serve", "--addr", "127.0.0.1:0", "--session-store", storeURL, "--session-key-file", keyFile,
+		var logs *syncWriter
+		urls[i], procs[i], logs = startServe(t, nil, "--session-store", storeURL, "--session-key-file", keyFile,
 			"--session-lease", lease.String(), "--drain-timeout", "5s")
-		cmd.Env = append(os.Environ(), envExecMain+"=1", "AIRLOCK_SESSION_KEY=", "AIRLOCK_TOKEN=", "AIRLOCK_SESSION_STORE=")
-		cmd.Stdout, cmd.Stderr = io.Discard, logs
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		procs[i] = cmd
-		t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-		deadline := time.Now().Add(2 * time.Minute)
-		for urls[i] == "" {
-			if m := addrRE.FindStringSubmatch(logs.String()); m != nil {
-				urls[i] = "http://" + m[1]
-				if !strings.Contains(logs.String(), "sessions="+storeURL) {
-					t.Fatalf("serve does not log its store: %s", logs.String())
-				}
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("replica %d did not start: %s", i, logs.String())
-			}
-			time.Sleep(50 * time.Millisecond)
+		if !strings.Contains(logs.String(), "sessions="+storeURL) {
+			t.Fatalf("serve does not log its store: %s", logs.String())
 		}
 	}
 	bg := context.Background()
