@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/airlock-sandbox/airlock/internal/engine"
 	"github.com/airlock-sandbox/airlock/internal/python"
@@ -64,9 +65,12 @@ type snapshotter struct {
 	// fullSpec is nil when the build lacks numpy and pandas or with
 	// WithFullImage(false).
 	fullSpec *python.ImageSpec
+	fullKey  engine.ImageKey // fullSpec's
 	fullOnce sync.Once
-	full     *baseImage // nil until made, and when it could not be
-	cacheDir string     // where images are stored; "" for none
+	// full is nil until made, and when it could not be; atomic, as
+	// IdleMemory reads it while a first run may be making it.
+	full     atomic.Pointer[baseImage]
+	cacheDir string // where images are stored; "" for none
 	notice   io.Writer
 }
 
@@ -130,7 +134,7 @@ func newSnapshotter(ctx context.Context, cfg config, art *python.Artifact, layer
 	if !cfg.noFullImage && art.HasLibraries("numpy", "pandas") {
 		full := spec
 		full.Env = append(slices.Clip(spec.Env), python.ImageImportsVar+"="+strings.Join(fullImports, ","))
-		s.fullSpec = &full
+		s.fullSpec, s.fullKey = &full, full.Key()
 	}
 	return s, nil
 }
@@ -195,9 +199,9 @@ func (s *snapshotter) fullImage(ctx context.Context) *baseImage {
 			}
 			return
 		}
-		s.full = &baseImage{img: img, key: s.fullSpec.Key()}
+		s.full.Store(&baseImage{img: img, key: s.fullKey})
 	})
-	return s.full
+	return s.full.Load()
 }
 
 // byKey is the base image whose key is key (a saved session's), making
@@ -207,7 +211,7 @@ func (s *snapshotter) byKey(ctx context.Context, key []byte) *baseImage {
 		return s.lean
 	}
 	if s.fullSpec != nil {
-		if want := s.fullSpec.Key(); bytes.Equal(key, want[:]) {
+		if bytes.Equal(key, s.fullKey[:]) {
 			return s.fullImage(ctx)
 		}
 	}
@@ -216,8 +220,8 @@ func (s *snapshotter) byKey(ctx context.Context, key []byte) *baseImage {
 
 // images are the base images made so far.
 func (s *snapshotter) images() []*baseImage {
-	if s.full != nil {
-		return []*baseImage{s.lean, s.full}
+	if full := s.full.Load(); full != nil {
+		return []*baseImage{s.lean, full}
 	}
 	return []*baseImage{s.lean}
 }
