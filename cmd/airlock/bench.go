@@ -118,6 +118,8 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) (int
 	reps := fs.Int("reps", 5, "with --compute: timed repetitions of each workload (after one untimed)")
 	workloads := fs.String("workloads", "", "only these workloads (comma-separated, as the report names them)")
 	surfaces := fs.Bool("surfaces", false, "measure the surface workloads through the Go API, HTTP (serve's handler), MCP (streamable HTTP), the CLI through a warm server, and --native-python in a new process, in blocks of 10 runs taking turns (--runs each)")
+	humanEval := fs.Bool("humaneval", false, "run HumanEval's 164 canonical solutions with their tests, one fresh run each, --workers at a time, through serve's handler (HTTP on loopback), the Go API and --native-python (a process each), in rounds taking turns (--runs rounds, default 5); fetches the problems with that python's pip")
+	workers := fs.Int("workers", 2, "with --humaneval: problems run at once")
 	cli := fs.Bool("cli", false, "time `airlock run -c pass` as whole processes instead: through a warm server, in a process of its own, and --native-python -c pass, alternating (--runs each)")
 	if stop, code, err := flagResult(fs, stderr, parseFlags(fs, args)); stop {
 		return code, err
@@ -125,8 +127,8 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) (int
 	if *runs < 1 {
 		return exitUsage, usageError{"--runs must be at least 1"}
 	}
-	if *markdown && (*asJSON || *phases || *sessions || *peers || *compute || *cli) {
-		return exitUsage, usageError{"--markdown: the latency report only, without --json, --phases, --sessions, --peers, --compute or --cli"}
+	if *markdown && (*asJSON || *phases || *sessions || *peers || *compute || *cli || *humanEval) {
+		return exitUsage, usageError{"--markdown: the latency report only, without --json, --phases, --sessions, --peers, --compute, --cli or --humaneval"}
 	}
 	var names []string
 	for _, w := range bench.Workloads {
@@ -163,6 +165,18 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) (int
 	}
 	if *surfaces {
 		return cmdBenchSurfaces(ctx, &common, *runs, po.nativePython, chosen, *asJSON, stdout, stderr)
+	}
+	if *humanEval {
+		if *workers < 1 {
+			return exitUsage, usageError{"--workers must be at least 1"}
+		}
+		rounds := 5
+		fs.Visit(func(f *flag.Flag) {
+			if f.Name == "runs" {
+				rounds = *runs
+			}
+		})
+		return cmdBenchHumanEval(ctx, &common, rounds, *workers, po.nativePython, *asJSON, stdout, stderr)
 	}
 	if *cli {
 		return cmdBenchCLI(ctx, &common, *runs, po.nativePython, *asJSON, stdout, stderr)

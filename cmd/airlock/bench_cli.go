@@ -83,14 +83,7 @@ func cmdBenchCLI(ctx context.Context, common *commonFlags, runs int, nativePytho
 		}
 		variants = append([]cliVariant{{name: "airlock run, warm server", argv: run, env: warmEnv, warm: true}}, variants...)
 	}
-	if path, err := exec.LookPath(nativePython); err == nil {
-		// The interpreter itself, not a launcher in front of it (pyenv's
-		// shim is a shell script that adds ~130 ms here).
-		if out, err := exec.CommandContext(ctx, path, "-c", "import sys; print(sys.executable)").Output(); err == nil {
-			if real := strings.TrimSpace(string(out)); real != "" {
-				path = real
-			}
-		}
+	if path, _, err := bench.ResolvePython(ctx, nativePython); err == nil {
 		variants = append(variants, cliVariant{name: nativePython + " -c pass", argv: []string{path, "-c", bench.PythonPeakPrefix + "pass"}, native: true})
 		report.Notes = append(report.Notes, nativePython+": "+path)
 	} else {

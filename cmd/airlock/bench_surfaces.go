@@ -111,7 +111,7 @@ func cmdBenchSurfaces(ctx context.Context, common *commonFlags, runs int, native
 	default:
 		report.Notes = append(report.Notes, note)
 	}
-	if path, err := exec.LookPath(nativePython); err == nil {
+	if path, _, err := bench.ResolvePython(ctx, nativePython); err == nil {
 		surfaces = append(surfaces, surface{name: "native " + nativePython, native: true,
 			run: func(ctx context.Context, w bench.SurfaceWorkload) (time.Duration, error) {
 				return 0, runNative(ctx, path, work, w)

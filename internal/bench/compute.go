@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"os"
 	"os/exec"
 	"slices"
 	"strings"
@@ -223,19 +222,9 @@ func GeoMean(xs []float64) float64 {
 // CPython, python resolved to the interpreter binary; it also returns
 // that interpreter's version.
 func NativeRunner(ctx context.Context, python string) (Runner, string, error) {
-	path, err := exec.LookPath(python)
+	path, version, err := ResolvePython(ctx, python)
 	if err != nil {
-		return nil, "", fmt.Errorf("bench: %s not found on PATH: %w", python, err)
-	}
-	out, err := exec.CommandContext(ctx, path, "-c", "import sys, platform; print(sys.executable); print(platform.python_version())").Output()
-	if err != nil {
-		return nil, "", fmt.Errorf("bench: %s: %w", path, err)
-	}
-	exe, version, _ := strings.Cut(strings.TrimSpace(string(out)), "\n")
-	if _, err := os.Stat(exe); err == nil {
-		// The binary itself, past shims such as pyenv's; a wrapper that
-		// runs Python elsewhere (a chroot, a container) is kept.
-		path = exe
+		return nil, "", err
 	}
 	return func(ctx context.Context, code string) ([]byte, error) {
 		var stdout, stderr bytes.Buffer
