@@ -28,6 +28,20 @@ func TestRichOutputValue(t *testing.T) {
 		{"x = 1", ""},
 		{"for i in range(2):\n    i", ""}, // not an expression statement at the top
 		{"[1, 2]  # a comment", "[1, 2]"},
+		// Where the last statement starts is the compiler's to say: lines in
+		// column 0 inside brackets, strings and continuations, and ";".
+		{"def f(a,\n      b):\n    return a + b\nf(1,\n  2)\n# done\n", "3"},
+		{"sum([\n1,\n2,\n])", "3"},
+		{"max(1,\n2)", "2"},
+		{"x = 1; x", "1"},
+		{"s = '''\nabc\n'''\ns.strip()", "'abc'"},
+		{"t = '''\nx\n'''", ""},
+		{"y = 1 + \\\n2\ny", "3"},
+		{"y = 1 + \\\n2", ""},
+		{"if True:\n    5", ""},
+		{"import os", ""},
+		{"from __future__ import annotations\nx: int = 3\nx", "3"},
+		{"# -*- coding: latin-1 -*-\n'\xe9'", "'é'"},
 	}
 	for _, tc := range cases {
 		res := mustRunResult(t, rich(tc.code))
@@ -40,7 +54,7 @@ func TestRichOutputValue(t *testing.T) {
 		t.Errorf("plain run: value %q, stdout %q", res.Value, res.Stdout)
 	}
 	// Errors read as without it: a syntax error, and one in the last expression.
-	for _, code := range []string{"x = (", "x = 1\n1 / 0"} {
+	for _, code := range []string{"x = (", "x = 1\n1 / 0", "def f():\n    return 1 / 0\n\nf(\n)", "x = 1\nx +"} {
 		plain, _ := run(t, airlock.Request{Code: code})
 		got, _ := run(t, rich(code))
 		if got.ExitCode != 1 || string(got.Stderr) != string(plain.Stderr) || got.Value != "" {
@@ -161,5 +175,19 @@ func TestSessionRichOutput(t *testing.T) {
 	res, err := s.Exec(ctx, rich("import airlock\nairlock.display('shown')\nx + 2"))
 	if err != nil || res.Value != "42" || len(res.Displays) != 1 || res.Displays[0].Text() != "'shown'" {
 		t.Fatalf("session: %v, %+v", err, res)
+	}
+}
+
+// The host's mode variables (rich output here) tell the prelude how to
+// run the code; they are not the program's environment.
+func TestRichOutputModeNotInEnviron(t *testing.T) {
+	res := mustRunResult(t, rich("import os\nsorted(k for k in os.environ if k.startswith('AIRLOCK'))"))
+	if res.Value != "[]" {
+		t.Errorf("os.environ holds %s", res.Value)
+	}
+	req := rich("import os\nos.environ['GREETING']")
+	req.Env = map[string]string{"GREETING": "hi"}
+	if res := mustRunResult(t, req); res.Value != "'hi'" {
+		t.Errorf("the program's own variable: %q", res.Value)
 	}
 }

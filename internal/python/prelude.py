@@ -83,8 +83,19 @@ def _airlock_setup():
         # long ago. A first call whose environment is the image's (or, in
         # a fresh interpreter, the one it started with) has nothing to
         # apply; otherwise only the differences are: each costs a putenv.
-        if state["calls"] == 0 and env_block == state["env_block"]:
+        # The host's mode variables (_MODE_KEYS) come after the rest and
+        # stay out of os.environ: a run with rich output or the network
+        # otherwise paid for the whole comparison and a putenv, ~90k
+        # instructions.
+        image_block = state["env_block"]
+        modes = None
+        if state["calls"] == 0 and env_block.startswith(image_block):
+            modes = _airlock_modes(env_block[len(image_block) :], bool(image_block))
+        if modes is not None:
             run_env = state["env"]
+            if modes:
+                run_env = dict(run_env)
+                run_env.update(modes)
         else:
             run_env = {}
             for item in env_block.decode("utf-8", "surrogateescape").split("\0"):
@@ -95,12 +106,13 @@ def _airlock_setup():
             applied = state["env"]
             if state["calls"] > 0:
                 applied = dict(os.environ)
-            for key in [k for k in applied if k not in run_env]:
+            program_env = {k: v for k, v in run_env.items() if k not in _MODE_KEYS}
+            for key in [k for k in applied if k not in program_env]:
                 os.environ.pop(key, None)
-            for key, value in run_env.items():
+            for key, value in program_env.items():
                 if applied.get(key) != value:
                     os.environ[key] = value
-            state["env"] = run_env
+            state["env"] = program_env
         session = run_env.get("AIRLOCK_SESSION") == "1"
         _airlock_packages(run_env)
         if run_env.get("AIRLOCK_NET") == "1":
@@ -158,21 +170,15 @@ def _airlock_setup():
         rich = run_env.get("AIRLOCK_RICH") == "1" and not interactive
         status = 0
         try:
-            last = None
-            if rich:
-                import ast
-                try:
-                    tree = ast.parse(source, code_name)
-                except SyntaxError:
-                    tree = None  # compile below raises it as without rich output
-                if tree is not None and tree.body and isinstance(tree.body[-1], ast.Expr):
-                    last = ast.Expression(tree.body.pop().value)
-            if last is None:
-                exec(compile(source, code_name, mode, dont_inherit=True), main.__dict__)
+            split = _airlock_compile_rich(source, code_name) if rich else None
+            if split is None:
+                codes, last = (compile(source, code_name, mode, dont_inherit=True),), None
             else:
-                exec(compile(tree, code_name, "exec", dont_inherit=True), main.__dict__)
-                value = eval(compile(last, code_name, "eval", dont_inherit=True), main.__dict__)
-                __import__("airlock")._show_value(value)
+                codes, last = split
+            for code in codes:
+                exec(code, main.__dict__)
+            if last is not None:
+                __import__("airlock")._show_value(eval(last, main.__dict__))
         except SystemExit as e:
             status = _exit_status(e.code)
         except BaseException as e:
@@ -263,6 +269,96 @@ def _airlock_new_call():
         sys.modules["airlock"]._forget()
     except BaseException:  # not imported, or replaced by the program
         pass
+
+
+# Words that start a statement and never an expression's continuation
+# line: a last top-level line starting with one ends in no expression.
+# What the host tells this prelude through the frame's environment, which
+# is not the program's: they never reach os.environ.
+_MODE_KEYS = frozenset(("AIRLOCK_INTERACTIVE", "AIRLOCK_NET", "AIRLOCK_RESEED", "AIRLOCK_RICH", "AIRLOCK_SESSION"))
+
+
+def _airlock_modes(rest, after):
+    # rest, what follows the image's environment in a frame's (after it:
+    # behind a NUL), as {mode: value} when it holds mode variables only;
+    # else None.
+    if not rest:
+        return {}
+    if after:
+        if rest[:1] != b"\0":
+            return None
+        rest = rest[1:]
+    modes = {}
+    for item in rest.split(b"\0"):
+        key, sep, value = item.decode("utf-8", "surrogateescape").partition("=")
+        if not sep or key not in _MODE_KEYS:
+            return None
+        modes[key] = value
+    return modes
+
+
+_FUTURE_FLAGS = 0
+for _feature in __import__("__future__").all_feature_names:
+    _FUTURE_FLAGS |= getattr(__import__("__future__"), _feature).compiler_flag
+del _feature
+
+_NEVER_EXPRESSION = frozenset((
+    b"assert", b"break", b"class", b"continue", b"def", b"del", b"elif", b"except", b"finally",
+    b"global", b"import", b"nonlocal", b"pass", b"raise", b"return", b"try", b"while", b"with",
+))
+
+
+def _airlock_compile_rich(source, code_name):
+    # The code (bytes) compiled as a notebook runs it: (code objects that
+    # run in turn, a last expression statement's value in "eval" mode or
+    # None), or None where the code does not compile, or the split is not
+    # certain and the code ends in no expression: the caller then compiles
+    # it as without rich output, and raises its SyntaxError where that
+    # would. Parsing the whole code into ast objects to look at its last
+    # statement cost as much as the rest of a 1 KB program's run
+    # (wasmtime's fuel: 4.1M instructions against 2.2M), so the compiler
+    # is asked instead, of a head and a tail: the last top-level statement
+    # starts at the last line that begins in column 0 and not with a
+    # closing bracket. The split holds where the head compiles alone (the
+    # tail is then a statement of its own); where that is not so (a last
+    # line inside a string or brackets) or cannot be checked this way (a
+    # ";", an encoding declaration the tail would lose, a __future__
+    # import that is legal only at the top), the whole parse decides.
+    lines = source.splitlines(True)
+    i = len(lines) - 1
+    while i >= 0 and lines[i][:1] in b" \t\r\n\f#)]}":
+        i -= 1
+    if i >= 0 and b";" not in lines[i] and b"coding" not in b"".join(lines[:2]):
+        tail = b"".join(lines[i:])
+        first = tail.split(None, 1)[0].rstrip(b":")
+        if first in _NEVER_EXPRESSION:
+            return None
+        head = b"".join(lines[:i])
+        try:
+            head_code = compile(head, code_name, "exec", dont_inherit=True) if head.strip() else None
+        except (SyntaxError, ValueError):
+            head_code = False
+        if head_code is not False and not tail.startswith(b"from __future__"):
+            codes = () if head_code is None else (head_code,)
+            # The head's __future__ features hold in the tail, as they did
+            # in the whole; blank lines keep the tail's line numbers.
+            flags = 0 if head_code is None else head_code.co_flags & _FUTURE_FLAGS
+            padded = b"\n" * i + tail
+            for mode in ("eval", "exec"):
+                try:
+                    tail_code = compile(padded, code_name, mode, flags, dont_inherit=True)
+                except (SyntaxError, ValueError):
+                    continue
+                return (codes, tail_code) if mode == "eval" else (codes + (tail_code,), None)
+    import ast
+    try:
+        tree = ast.parse(source, code_name)
+        if not (tree.body and isinstance(tree.body[-1], ast.Expr)):
+            return None
+        last = ast.Expression(tree.body.pop().value)
+        return (compile(tree, code_name, "exec", dont_inherit=True),), compile(last, code_name, "eval", dont_inherit=True)
+    except (SyntaxError, ValueError):
+        return None
 
 
 def _airlock_reseed_numpy(mtrand):
