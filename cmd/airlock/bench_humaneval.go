@@ -13,7 +13,6 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/airlock-sandbox/airlock"
 	"github.com/airlock-sandbox/airlock/internal/bench"
 	"github.com/airlock-sandbox/airlock/internal/python"
 )
@@ -79,13 +78,7 @@ func cmdBenchHumanEval(ctx context.Context, common *commonFlags, rounds, workers
 	defer stopHTTP()
 	surfaces := []surface{
 		{name: "http (serve)", run: httpRun},
-		{name: "go", run: func(ctx context.Context, w bench.SurfaceWorkload) (time.Duration, error) {
-			res, err := sb.Run(ctx, airlock.Request{Code: w.Code})
-			if err == nil && res.ExitCode != 0 {
-				err = fmt.Errorf("exit %d: %s", res.ExitCode, res.Stderr)
-			}
-			return 0, err
-		}},
+		goSurface(sb),
 	}
 	report := humanEvalReport{Date: time.Now().UTC().Format(time.RFC3339), CPUs: runtime.NumCPU(), Workers: workers, Problems: len(problems)}
 	work, err := os.MkdirTemp("", "airlock-bench-humaneval-")
@@ -93,13 +86,10 @@ func cmdBenchHumanEval(ctx context.Context, common *commonFlags, rounds, workers
 		return 1, err
 	}
 	defer os.RemoveAll(work)
-	if path, _, err := bench.ResolvePython(ctx, nativePython); err == nil {
-		surfaces = append(surfaces, surface{name: "native " + nativePython, native: true,
-			run: func(ctx context.Context, w bench.SurfaceWorkload) (time.Duration, error) {
-				return 0, runNative(ctx, path, work, w)
-			}})
+	if native, err := nativeSurface(ctx, nativePython, work); err == nil {
+		surfaces = append(surfaces, native)
 	} else {
-		report.Notes = append(report.Notes, fmt.Sprintf("no %s on $PATH: no native row", nativePython))
+		report.Notes = append(report.Notes, err.Error())
 	}
 	workloads := make([]bench.SurfaceWorkload, len(problems))
 	for i, p := range problems {

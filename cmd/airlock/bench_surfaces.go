@@ -71,16 +71,7 @@ func cmdBenchSurfaces(ctx context.Context, common *commonFlags, runs int, native
 		return 1, err
 	}
 	defer sb.Close(context.Background())
-	surfaces := []surface{{name: "go", run: func(ctx context.Context, w bench.SurfaceWorkload) (time.Duration, error) {
-		res, err := sb.Run(ctx, airlock.Request{Code: w.Code, Files: w.Files})
-		if err == nil && res.ExitCode != 0 {
-			err = fmt.Errorf("exit %d: %s", res.ExitCode, res.Stderr)
-		}
-		if err != nil {
-			return 0, err
-		}
-		return res.Duration, nil
-	}}}
+	surfaces := []surface{goSurface(sb)}
 
 	httpRun, stopHTTP, err := httpSurface(sb)
 	if err != nil {
@@ -111,13 +102,10 @@ func cmdBenchSurfaces(ctx context.Context, common *commonFlags, runs int, native
 	default:
 		report.Notes = append(report.Notes, note)
 	}
-	if path, _, err := bench.ResolvePython(ctx, nativePython); err == nil {
-		surfaces = append(surfaces, surface{name: "native " + nativePython, native: true,
-			run: func(ctx context.Context, w bench.SurfaceWorkload) (time.Duration, error) {
-				return 0, runNative(ctx, path, work, w)
-			}})
+	if native, err := nativeSurface(ctx, nativePython, work); err == nil {
+		surfaces = append(surfaces, native)
 	} else {
-		report.Notes = append(report.Notes, fmt.Sprintf("no %s on $PATH: no native row", nativePython))
+		report.Notes = append(report.Notes, err.Error())
 	}
 
 	for _, w := range bench.SurfaceWorkloads {
@@ -197,6 +185,34 @@ func cmdBenchSurfaces(ctx context.Context, common *commonFlags, runs int, native
 		fmt.Fprintln(tw, n)
 	}
 	return 0, tw.Flush()
+}
+
+// goSurface runs workloads with Sandbox.Run.
+func goSurface(sb *airlock.Sandbox) surface {
+	return surface{name: "go", run: func(ctx context.Context, w bench.SurfaceWorkload) (time.Duration, error) {
+		res, err := sb.Run(ctx, airlock.Request{Code: w.Code, Files: w.Files})
+		if err == nil && res.ExitCode != 0 {
+			err = fmt.Errorf("exit %d: %s", res.ExitCode, res.Stderr)
+		}
+		if err != nil {
+			return 0, err
+		}
+		return res.Duration, nil
+	}}
+}
+
+// nativeSurface runs workloads with python (the interpreter it
+// resolves to) in a new process each, in work; its error is the report's
+// note on why there is no native row.
+func nativeSurface(ctx context.Context, python, work string) (surface, error) {
+	path, _, err := bench.ResolvePython(ctx, python)
+	if err != nil {
+		return surface{}, fmt.Errorf("no native row: %w", err)
+	}
+	return surface{name: "native " + python, native: true,
+		run: func(ctx context.Context, w bench.SurfaceWorkload) (time.Duration, error) {
+			return 0, runNative(ctx, path, work, w)
+		}}, nil
 }
 
 // surfaceBlock is how many runs a surface makes in a row.
