@@ -2,6 +2,8 @@ package bench
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"io"
 	"runtime"
@@ -185,5 +187,14 @@ func TestSetupWasiPythonUnavailable(t *testing.T) {
 	}
 	if WasiPythonInstalled(dir) {
 		t.Fatal("a failed set-up left the stamp")
+	}
+}
+
+// The pandas workload's input is the same bytes in every version, so
+// that its figures compare across them.
+func TestSalesCSVUnchanged(t *testing.T) {
+	sum := sha256.Sum256(SalesCSV)
+	if got := hex.EncodeToString(sum[:]); got != "03be46e32b8f9e17a3ee428ec70b1eeffc521fe2ad54132f52e821b9cd75c7a8" || len(SalesCSV) != 98756 {
+		t.Errorf("SalesCSV is %d bytes with sha256 %s", len(SalesCSV), got)
 	}
 }
