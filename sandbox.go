@@ -12,11 +12,11 @@ import (
 	"sync"
 	"time"
 
+	"github.com/airlock-sandbox/airlock/hostfuncs"
 	"github.com/airlock-sandbox/airlock/internal/engine"
 	"github.com/airlock-sandbox/airlock/internal/python"
 	"github.com/airlock-sandbox/airlock/internal/testenv"
 	"github.com/airlock-sandbox/airlock/internal/wasi/memfs"
-	"github.com/airlock-sandbox/airlock/tools"
 )
 
 // Sandbox runs requests against one compiled python.wasm.
@@ -94,7 +94,7 @@ func New(ctx context.Context, opts ...Option) (*Sandbox, error) {
 	if err := setupNetwork(&cfg); err != nil {
 		return nil, fmt.Errorf("airlock: WithNetwork: %w", err)
 	}
-	reg, err := tools.NewRegistry(cfg.tools...)
+	reg, err := hostfuncs.NewRegistry(cfg.tools...)
 	if err != nil {
 		return nil, fmt.Errorf("airlock: %w", err)
 	}

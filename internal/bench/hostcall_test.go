@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/airlock-sandbox/airlock"
-	"github.com/airlock-sandbox/airlock/tools"
+	"github.com/airlock-sandbox/airlock/hostfuncs"
 )
 
 type addArgs struct {
@@ -23,7 +23,7 @@ type addArgs struct {
 func BenchmarkHostCall(b *testing.B) {
 	ctx := context.Background()
 	tsb, err := airlock.New(ctx, airlock.WithTools(
-		tools.Func("add", "Add.", func(_ context.Context, in addArgs) (int, error) { return in.A + in.B, nil }),
+		hostfuncs.Func("add", "Add.", func(_ context.Context, in addArgs) (int, error) { return in.A + in.B, nil }),
 	))
 	if err != nil {
 		b.Fatal(err)

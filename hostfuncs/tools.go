@@ -26,7 +26,7 @@
 // A Tool's function may run concurrently for different runs; within a run
 // calls are sequential, inside the guest's fd_write, with the run's context
 // (ended at the run's deadline). CallInfo tells which run is calling.
-package tools
+package hostfuncs
 
 import (
 	"context"
