@@ -16,7 +16,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/airlock-sandbox/airlock/hostfuncs"
-	"github.com/airlock-sandbox/airlock/internal/wasi/memfs"
+	"github.com/airlock-sandbox/airlock/wasi/memfs"
 )
 
 // Every run leaves a record of what it tried (Result.Audit), so that an

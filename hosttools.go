@@ -4,7 +4,7 @@ import (
 	"errors"
 
 	"github.com/airlock-sandbox/airlock/hostfuncs"
-	"github.com/airlock-sandbox/airlock/internal/wasi"
+	"github.com/airlock-sandbox/airlock/wasi"
 )
 
 // WithTools registers host tools: Go functions sandboxed Python may call

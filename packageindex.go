@@ -15,7 +15,7 @@ import (
 
 	"github.com/airlock-sandbox/airlock/internal/frame"
 	"github.com/airlock-sandbox/airlock/internal/pkgindex"
-	"github.com/airlock-sandbox/airlock/internal/wasi/memfs"
+	"github.com/airlock-sandbox/airlock/wasi/memfs"
 )
 
 // Packages from an index: the guest asks the host to install (the

@@ -20,7 +20,7 @@ import (
 
 	"github.com/airlock-sandbox/airlock/internal/engine"
 	"github.com/airlock-sandbox/airlock/internal/python"
-	"github.com/airlock-sandbox/airlock/internal/wasi/memfs"
+	"github.com/airlock-sandbox/airlock/wasi/memfs"
 )
 
 // Packages are pure-Python code the host makes importable in the guest

@@ -16,8 +16,8 @@ import (
 
 	"github.com/airlock-sandbox/airlock/internal/engine"
 	"github.com/airlock-sandbox/airlock/internal/python"
-	"github.com/airlock-sandbox/airlock/internal/wasi"
-	"github.com/airlock-sandbox/airlock/internal/wasi/memfs"
+	"github.com/airlock-sandbox/airlock/wasi"
+	"github.com/airlock-sandbox/airlock/wasi/memfs"
 )
 
 // Sessions keep an interpreter's state from one call to the next, as a

@@ -13,8 +13,8 @@ import (
 	"time"
 
 	"github.com/airlock-sandbox/airlock/internal/engine"
-	"github.com/airlock-sandbox/airlock/internal/wasi/errno"
-	"github.com/airlock-sandbox/airlock/internal/wasi/memfs"
+	"github.com/airlock-sandbox/airlock/wasi/errno"
+	"github.com/airlock-sandbox/airlock/wasi/memfs"
 )
 
 // A saved session is one blob:

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/airlock-sandbox/airlock/internal/wasi"
+	"github.com/airlock-sandbox/airlock/wasi"
 )
 
 // C++ exceptions without the exception-handling proposal (RATIONALE, "C++

@@ -9,7 +9,7 @@ import (
 	"github.com/tetratelabs/wazero/api"
 	"github.com/tetratelabs/wazero/experimental/table"
 
-	"github.com/airlock-sandbox/airlock/internal/wasi"
+	"github.com/airlock-sandbox/airlock/wasi"
 )
 
 // The exception imports on wazero (cxxeh.go): an unwind is a Go panic

@@ -15,7 +15,7 @@ import (
 	"io"
 	"sync"
 
-	"github.com/airlock-sandbox/airlock/internal/wasi"
+	"github.com/airlock-sandbox/airlock/wasi"
 )
 
 // Errors a run can end with besides the guest's own exit.

@@ -5,7 +5,7 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/airlock-sandbox/airlock/internal/wasi"
+	"github.com/airlock-sandbox/airlock/wasi"
 )
 
 // What each engine provides, so that running, the snapshot protocol

@@ -13,9 +13,9 @@ import (
 	"github.com/airlock-sandbox/airlock/internal/engine"
 	"github.com/airlock-sandbox/airlock/internal/engine/enginetest"
 	"github.com/airlock-sandbox/airlock/internal/python"
-	"github.com/airlock-sandbox/airlock/internal/wasi"
-	"github.com/airlock-sandbox/airlock/internal/wasi/memfs"
 	"github.com/airlock-sandbox/airlock/internal/wasmbin"
+	"github.com/airlock-sandbox/airlock/wasi"
+	"github.com/airlock-sandbox/airlock/wasi/memfs"
 )
 
 func sha(b []byte) string {

@@ -12,8 +12,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/airlock-sandbox/airlock/internal/wasi"
 	"github.com/airlock-sandbox/airlock/internal/wasmbin"
+	"github.com/airlock-sandbox/airlock/wasi"
 )
 
 // Snapshots. A module transformed by Binaryen's asyncify (with fd_read as

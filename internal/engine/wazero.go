@@ -17,8 +17,8 @@ import (
 	"github.com/tetratelabs/wazero/experimental"
 	"github.com/tetratelabs/wazero/sys"
 
-	"github.com/airlock-sandbox/airlock/internal/wasi"
 	"github.com/airlock-sandbox/airlock/internal/wasmbin"
+	"github.com/airlock-sandbox/airlock/wasi"
 )
 
 // The wazero engine, the default: pure Go, no cgo.

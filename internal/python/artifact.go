@@ -18,8 +18,8 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/airlock-sandbox/airlock/internal/wasi/memfs"
 	"github.com/airlock-sandbox/airlock/internal/wasmbin"
+	"github.com/airlock-sandbox/airlock/wasi/memfs"
 )
 
 // The default artifact: VMware Labs' CPython 3.12.0 WASI build, as shipped

@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/airlock-sandbox/airlock/internal/engine"
-	"github.com/airlock-sandbox/airlock/internal/wasi/errno"
+	"github.com/airlock-sandbox/airlock/wasi/errno"
 )
 
 func words(ws ...uint32) []byte {

@@ -12,7 +12,7 @@ import (
 
 	"github.com/airlock-sandbox/airlock/internal/filehash"
 
-	"github.com/airlock-sandbox/airlock/internal/wasi/memfs"
+	"github.com/airlock-sandbox/airlock/wasi/memfs"
 )
 
 // Airlock's own CPython 3.13 build (scripts/build-python.sh, `make

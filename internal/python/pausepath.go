@@ -8,7 +8,7 @@ import (
 	"strings"
 
 	"github.com/airlock-sandbox/airlock/internal/engine"
-	"github.com/airlock-sandbox/airlock/internal/wasi"
+	"github.com/airlock-sandbox/airlock/wasi"
 )
 
 // The functions a snapshot's pause goes through. A snapshot (and a session

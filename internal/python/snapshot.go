@@ -25,9 +25,9 @@ import (
 
 	"github.com/airlock-sandbox/airlock/internal/atomicfile"
 	"github.com/airlock-sandbox/airlock/internal/engine"
-	"github.com/airlock-sandbox/airlock/internal/wasi"
-	"github.com/airlock-sandbox/airlock/internal/wasi/errno"
-	"github.com/airlock-sandbox/airlock/internal/wasi/memfs"
+	"github.com/airlock-sandbox/airlock/wasi"
+	"github.com/airlock-sandbox/airlock/wasi/errno"
+	"github.com/airlock-sandbox/airlock/wasi/memfs"
 )
 
 // Snapshots (see internal/engine/snapshot.go) need python.wasm transformed by

@@ -11,7 +11,7 @@ import (
 	"testing"
 
 	"github.com/airlock-sandbox/airlock/internal/engine"
-	"github.com/airlock-sandbox/airlock/internal/wasi/memfs"
+	"github.com/airlock-sandbox/airlock/wasi/memfs"
 )
 
 // TestStoredImageRejected: a corrupt image, or one made from other inputs,

@@ -8,7 +8,7 @@ import (
 	wasmtime "github.com/bytecodealliance/wasmtime-go/v39"
 
 	"github.com/airlock-sandbox/airlock/internal/engine"
-	"github.com/airlock-sandbox/airlock/internal/wasi"
+	"github.com/airlock-sandbox/airlock/wasi"
 )
 
 // The exception imports on wasmtime (engine/cxxeh.go): an unwind is a

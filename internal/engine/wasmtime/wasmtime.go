@@ -19,8 +19,8 @@ import (
 	"github.com/airlock-sandbox/airlock/internal/atomicfile"
 	"github.com/airlock-sandbox/airlock/internal/engine"
 	"github.com/airlock-sandbox/airlock/internal/filehash"
-	"github.com/airlock-sandbox/airlock/internal/wasi"
 	"github.com/airlock-sandbox/airlock/internal/wasmbin"
+	"github.com/airlock-sandbox/airlock/wasi"
 )
 
 // The same WASI table, snapshots and limits as on wazero, plus fuel. Fuel

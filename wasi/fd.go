@@ -6,8 +6,8 @@ import (
 	"errors"
 	"io"
 
-	"github.com/airlock-sandbox/airlock/internal/wasi/errno"
-	"github.com/airlock-sandbox/airlock/internal/wasi/memfs"
+	"github.com/airlock-sandbox/airlock/wasi/errno"
+	"github.com/airlock-sandbox/airlock/wasi/memfs"
 )
 
 // Preview1 file types, rights and flags used below (wasi_snapshot_preview1.witx).

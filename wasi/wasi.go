@@ -21,7 +21,7 @@ package wasi
 import (
 	"context"
 
-	"github.com/airlock-sandbox/airlock/internal/wasi/errno"
+	"github.com/airlock-sandbox/airlock/wasi/errno"
 )
 
 // ModuleName is the import module every function lives in.

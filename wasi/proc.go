@@ -8,7 +8,7 @@ import (
 	"runtime"
 	"time"
 
-	"github.com/airlock-sandbox/airlock/internal/wasi/errno"
+	"github.com/airlock-sandbox/airlock/wasi/errno"
 )
 
 // ExitError is the trap proc_exit raises: the guest asked to end with Code.

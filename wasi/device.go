@@ -6,8 +6,8 @@ import (
 	"fmt"
 	"path"
 
-	"github.com/airlock-sandbox/airlock/internal/wasi/errno"
-	"github.com/airlock-sandbox/airlock/internal/wasi/memfs"
+	"github.com/airlock-sandbox/airlock/wasi/errno"
+	"github.com/airlock-sandbox/airlock/wasi/memfs"
 )
 
 // Device is a host-implemented character device the guest reaches by

@@ -4,7 +4,7 @@ import (
 	"math"
 	"slices"
 
-	"github.com/airlock-sandbox/airlock/internal/wasi/errno"
+	"github.com/airlock-sandbox/airlock/wasi/errno"
 )
 
 // A file is sparse: its bytes are a dense prefix (data, from offset 0)

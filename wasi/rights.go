@@ -1,6 +1,6 @@
 package wasi
 
-import "github.com/airlock-sandbox/airlock/internal/wasi/errno"
+import "github.com/airlock-sandbox/airlock/wasi/errno"
 
 // Preview1 rights (wasi_snapshot_preview1.witx, flags rights), one bit each.
 const (

@@ -3,7 +3,7 @@ package memfs
 import (
 	"strings"
 
-	"github.com/airlock-sandbox/airlock/internal/wasi/errno"
+	"github.com/airlock-sandbox/airlock/wasi/errno"
 )
 
 // Linux's limits, so guest code sees the errors it would see natively.

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/airlock-sandbox/airlock/internal/wasi/errno"
+	"github.com/airlock-sandbox/airlock/wasi/errno"
 )
 
 // Layer is a set of read-only files shared by many filesystems: the

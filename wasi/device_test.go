@@ -6,8 +6,8 @@ import (
 	"errors"
 	"testing"
 
-	"github.com/airlock-sandbox/airlock/internal/wasi"
-	"github.com/airlock-sandbox/airlock/internal/wasi/errno"
+	"github.com/airlock-sandbox/airlock/wasi"
+	"github.com/airlock-sandbox/airlock/wasi/errno"
 )
 
 // echoDevice answers each write with the same bytes upper-cased; a write

@@ -7,8 +7,8 @@ import (
 	"math"
 	"time"
 
-	"github.com/airlock-sandbox/airlock/internal/wasi/errno"
-	"github.com/airlock-sandbox/airlock/internal/wasi/memfs"
+	"github.com/airlock-sandbox/airlock/wasi/errno"
+	"github.com/airlock-sandbox/airlock/wasi/memfs"
 )
 
 // Config is what one run's WASI world consists of. Anything left zero is

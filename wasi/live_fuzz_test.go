@@ -15,8 +15,8 @@ import (
 	"github.com/tetratelabs/wazero/api"
 
 	"github.com/airlock-sandbox/airlock/internal/python"
-	"github.com/airlock-sandbox/airlock/internal/wasi"
-	"github.com/airlock-sandbox/airlock/internal/wasi/memfs"
+	"github.com/airlock-sandbox/airlock/wasi"
+	"github.com/airlock-sandbox/airlock/wasi/memfs"
 )
 
 // live is one real python.wasm instance per process, started and paused

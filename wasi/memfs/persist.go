@@ -9,7 +9,7 @@ import (
 	"io"
 	"strings"
 
-	"github.com/airlock-sandbox/airlock/internal/wasi/errno"
+	"github.com/airlock-sandbox/airlock/wasi/errno"
 )
 
 // Clone returns a deep copy of fs under quota q: what a session forks or

@@ -11,7 +11,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/airlock-sandbox/airlock/internal/wasi/errno"
+	"github.com/airlock-sandbox/airlock/wasi/errno"
 )
 
 // newFS returns an FS with a deterministic clock and the tree

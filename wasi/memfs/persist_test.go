@@ -5,7 +5,7 @@ import (
 	"errors"
 	"testing"
 
-	"github.com/airlock-sandbox/airlock/internal/wasi/errno"
+	"github.com/airlock-sandbox/airlock/wasi/errno"
 )
 
 // sessionLike is a filesystem as a session leaves it: a layer, files,

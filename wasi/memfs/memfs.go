@@ -34,7 +34,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/airlock-sandbox/airlock/internal/wasi/errno"
+	"github.com/airlock-sandbox/airlock/wasi/errno"
 )
 
 // maxFileSize bounds one file (1 TiB); beyond it writes fail with EFBIG
