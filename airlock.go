@@ -23,8 +23,8 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/airlock-sandbox/airlock/engine"
 	"github.com/airlock-sandbox/airlock/hostfuncs"
-	"github.com/airlock-sandbox/airlock/internal/engine"
 	"github.com/airlock-sandbox/airlock/internal/testenv"
 )
 

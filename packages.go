@@ -18,7 +18,7 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/airlock-sandbox/airlock/internal/engine"
+	"github.com/airlock-sandbox/airlock/engine"
 	"github.com/airlock-sandbox/airlock/internal/python"
 	"github.com/airlock-sandbox/airlock/wasi/memfs"
 )

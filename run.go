@@ -9,8 +9,8 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/airlock-sandbox/airlock/engine"
 	"github.com/airlock-sandbox/airlock/internal/egress"
-	"github.com/airlock-sandbox/airlock/internal/engine"
 	"github.com/airlock-sandbox/airlock/internal/python"
 	"github.com/airlock-sandbox/airlock/wasi"
 	"github.com/airlock-sandbox/airlock/wasi/errno"

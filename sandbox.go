@@ -12,8 +12,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/airlock-sandbox/airlock/engine"
 	"github.com/airlock-sandbox/airlock/hostfuncs"
-	"github.com/airlock-sandbox/airlock/internal/engine"
 	"github.com/airlock-sandbox/airlock/internal/python"
 	"github.com/airlock-sandbox/airlock/internal/testenv"
 	"github.com/airlock-sandbox/airlock/wasi/memfs"

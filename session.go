@@ -14,7 +14,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/airlock-sandbox/airlock/internal/engine"
+	"github.com/airlock-sandbox/airlock/engine"
 	"github.com/airlock-sandbox/airlock/internal/python"
 	"github.com/airlock-sandbox/airlock/wasi"
 	"github.com/airlock-sandbox/airlock/wasi/memfs"

@@ -12,7 +12,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/airlock-sandbox/airlock/internal/engine"
+	"github.com/airlock-sandbox/airlock/engine"
 	"github.com/airlock-sandbox/airlock/wasi/errno"
 	"github.com/airlock-sandbox/airlock/wasi/memfs"
 )

@@ -2,4 +2,4 @@
 
 package wasmtime
 
-import _ "github.com/airlock-sandbox/airlock/internal/engine/wasmtime" // registers the engine
+import _ "github.com/airlock-sandbox/airlock/engine/wasmtime" // registers the engine

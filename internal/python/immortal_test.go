@@ -7,7 +7,7 @@ import (
 	"errors"
 	"testing"
 
-	"github.com/airlock-sandbox/airlock/internal/engine"
+	"github.com/airlock-sandbox/airlock/engine"
 	"github.com/airlock-sandbox/airlock/wasi/errno"
 )
 

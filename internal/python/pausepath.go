@@ -7,7 +7,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/airlock-sandbox/airlock/internal/engine"
+	"github.com/airlock-sandbox/airlock/engine"
 	"github.com/airlock-sandbox/airlock/wasi"
 )
 

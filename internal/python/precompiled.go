@@ -8,7 +8,7 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/airlock-sandbox/airlock/internal/engine"
+	"github.com/airlock-sandbox/airlock/engine"
 )
 
 // CompiledDir is where, under cacheDir, engines keep compiled code.

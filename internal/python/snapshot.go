@@ -23,8 +23,8 @@ import (
 
 	"github.com/airlock-sandbox/airlock/internal/filehash"
 
+	"github.com/airlock-sandbox/airlock/engine"
 	"github.com/airlock-sandbox/airlock/internal/atomicfile"
-	"github.com/airlock-sandbox/airlock/internal/engine"
 	"github.com/airlock-sandbox/airlock/wasi"
 	"github.com/airlock-sandbox/airlock/wasi/errno"
 	"github.com/airlock-sandbox/airlock/wasi/memfs"

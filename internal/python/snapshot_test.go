@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/airlock-sandbox/airlock/internal/engine"
+	"github.com/airlock-sandbox/airlock/engine"
 	"github.com/airlock-sandbox/airlock/wasi/memfs"
 )
 

@@ -14,8 +14,8 @@ import (
 	"testing"
 	"time"
 
+	enginewasmtime "github.com/airlock-sandbox/airlock/engine/wasmtime"
 	"github.com/airlock-sandbox/airlock/internal/atomicfile"
-	enginewasmtime "github.com/airlock-sandbox/airlock/internal/engine/wasmtime"
 	"github.com/airlock-sandbox/airlock/internal/python"
 	"github.com/bytecodealliance/wasmtime-go/v39"
 

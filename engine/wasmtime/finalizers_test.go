@@ -9,7 +9,7 @@ import (
 	"runtime/metrics"
 	"testing"
 
-	"github.com/airlock-sandbox/airlock/internal/engine"
+	"github.com/airlock-sandbox/airlock/engine"
 )
 
 // A run leaves wasmtime-go objects to Go's finalizers only where

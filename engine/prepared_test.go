@@ -10,8 +10,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/airlock-sandbox/airlock/internal/engine"
-	"github.com/airlock-sandbox/airlock/internal/engine/enginetest"
+	"github.com/airlock-sandbox/airlock/engine"
+	"github.com/airlock-sandbox/airlock/engine/internal/enginetest"
 	"github.com/airlock-sandbox/airlock/internal/python"
 	"github.com/airlock-sandbox/airlock/internal/wasmbin"
 	"github.com/airlock-sandbox/airlock/wasi"

@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/airlock-sandbox/airlock/internal/engine"
-	"github.com/airlock-sandbox/airlock/internal/engine/enginetest"
+	"github.com/airlock-sandbox/airlock/engine"
+	"github.com/airlock-sandbox/airlock/engine/internal/enginetest"
 )
 
 // An image is engine-neutral: captured on either engine, it resumes on both.

@@ -16,8 +16,8 @@ import (
 	wasmtime "github.com/bytecodealliance/wasmtime-go/v39"
 	"golang.org/x/sys/unix"
 
+	"github.com/airlock-sandbox/airlock/engine"
 	"github.com/airlock-sandbox/airlock/internal/atomicfile"
-	"github.com/airlock-sandbox/airlock/internal/engine"
 	"github.com/airlock-sandbox/airlock/internal/filehash"
 	"github.com/airlock-sandbox/airlock/internal/wasmbin"
 	"github.com/airlock-sandbox/airlock/wasi"

@@ -1,8 +1,8 @@
 package engine_test
 
-import "github.com/airlock-sandbox/airlock/internal/engine/enginetest"
+import "github.com/airlock-sandbox/airlock/engine/internal/enginetest"
 
-// The helpers the wasmtime back end's tests share (internal/engine/enginetest).
+// The helpers the wasmtime back end's tests share (engine/internal/enginetest).
 var (
 	resumable     = enginetest.Resumable
 	resumableOn   = enginetest.ResumableOn

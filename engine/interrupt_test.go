@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/airlock-sandbox/airlock/internal/engine"
-	"github.com/airlock-sandbox/airlock/internal/engine/enginetest"
+	"github.com/airlock-sandbox/airlock/engine"
+	"github.com/airlock-sandbox/airlock/engine/internal/enginetest"
 	"github.com/airlock-sandbox/airlock/internal/python"
 )
 

@@ -16,7 +16,7 @@ import (
 
 	"github.com/airlock-sandbox/airlock/internal/filehash"
 
-	"github.com/airlock-sandbox/airlock/internal/engine"
+	"github.com/airlock-sandbox/airlock/engine"
 )
 
 // writtenPack compiles wasm into a cache of its own and returns its pack.

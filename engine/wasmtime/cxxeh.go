@@ -7,7 +7,7 @@ import (
 
 	wasmtime "github.com/bytecodealliance/wasmtime-go/v39"
 
-	"github.com/airlock-sandbox/airlock/internal/engine"
+	"github.com/airlock-sandbox/airlock/engine"
 	"github.com/airlock-sandbox/airlock/wasi"
 )
 

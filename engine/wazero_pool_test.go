@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/airlock-sandbox/airlock/internal/engine"
+	"github.com/airlock-sandbox/airlock/engine"
 )
 
 // TestInstancePoolIsolation: runs resumed from one image, many at once and

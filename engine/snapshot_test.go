@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/airlock-sandbox/airlock/internal/engine"
+	"github.com/airlock-sandbox/airlock/engine"
 )
 
 func TestCaptureRefusals(t *testing.T) {

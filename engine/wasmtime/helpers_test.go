@@ -3,12 +3,12 @@
 package wasmtime_test
 
 import (
-	"github.com/airlock-sandbox/airlock/internal/engine/enginetest"
+	"github.com/airlock-sandbox/airlock/engine/internal/enginetest"
 
-	_ "github.com/airlock-sandbox/airlock/internal/engine/wasmtime" // the engine under test
+	_ "github.com/airlock-sandbox/airlock/engine/wasmtime" // the engine under test
 )
 
-// The engine's test helpers (internal/engine/enginetest).
+// The engine's test helpers (engine/internal/enginetest).
 var (
 	resumableOn   = enginetest.ResumableOn
 	resumableWith = enginetest.ResumableWith
