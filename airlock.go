@@ -277,7 +277,7 @@ const (
 	EngineWazero = "wazero"
 	// EngineWasmtime is wasmtime through cgo, in binaries built with
 	// -tags airlock_wasmtime that import package
-	// github.com/airlock-sandbox/airlock/wasmtime. It meters fuel (Limits.Fuel, Result.Fuel)
+	// github.com/airlock-sandbox/airlock/engine/wasmtime. It meters fuel (Limits.Fuel, Result.Fuel)
 	// unless WithFuelMetering(false).
 	EngineWasmtime = "wasmtime"
 )

@@ -103,7 +103,7 @@ func New(ctx context.Context, opts ...Option) (*Sandbox, error) {
 		cfg.engine = EngineWazero
 	}
 	if !slices.Contains(engine.Engines(), cfg.engine) {
-		return nil, fmt.Errorf("%w: %q (this binary has %s; wasmtime needs a build with -tags airlock_wasmtime that imports github.com/airlock-sandbox/airlock/wasmtime)",
+		return nil, fmt.Errorf("%w: %q (this binary has %s; wasmtime needs a build with -tags airlock_wasmtime that imports github.com/airlock-sandbox/airlock/engine/wasmtime)",
 			ErrEngineUnavailable, cfg.engine, strings.Join(engine.Engines(), ", "))
 	}
 	art, err := python.Load(cfg.pythonPath, cfg.cacheDir)

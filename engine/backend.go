@@ -50,7 +50,7 @@ func engineName(name string) (string, error) {
 		return name, nil
 	}
 	if name == EngineWasmtime {
-		return "", fmt.Errorf("%w: wasmtime is not compiled in; build with -tags airlock_wasmtime (cgo, Linux or macOS) and import github.com/airlock-sandbox/airlock/wasmtime", ErrEngineUnavailable)
+		return "", fmt.Errorf("%w: wasmtime is not compiled in; build with -tags airlock_wasmtime (cgo, Linux or macOS) and import github.com/airlock-sandbox/airlock/engine/wasmtime", ErrEngineUnavailable)
 	}
 	return "", fmt.Errorf("%w: unknown engine %q (have %v)", ErrEngineUnavailable, name, Engines())
 }
