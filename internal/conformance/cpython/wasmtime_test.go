@@ -16,7 +16,7 @@ import (
 
 	enginewasmtime "github.com/airlock-sandbox/airlock/engine/wasmtime" // also registers the engine: TestCPythonInSandbox runs on it too ($AIRLOCK_ENGINE)
 	"github.com/airlock-sandbox/airlock/internal/atomicfile"
-	"github.com/airlock-sandbox/airlock/internal/python"
+	"github.com/airlock-sandbox/airlock/python"
 	"github.com/bytecodealliance/wasmtime-go/v39"
 )
 

@@ -11,7 +11,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/airlock-sandbox/airlock/internal/python"
+	"github.com/airlock-sandbox/airlock/python"
 )
 
 // tinyArtifact is a tiny valid module (it exits 0) standing in for
