@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/airlock-sandbox/airlock"
-	"github.com/airlock-sandbox/airlock/internal/bench"
+	"github.com/airlock-sandbox/airlock/bench"
 	"github.com/airlock-sandbox/airlock/python"
 )
 

@@ -24,7 +24,7 @@ import (
 	"time"
 
 	"github.com/airlock-sandbox/airlock"
-	"github.com/airlock-sandbox/airlock/internal/bench"
+	"github.com/airlock-sandbox/airlock/bench"
 )
 
 // Exit statuses beyond the program's own (the CLI contract): a usage

@@ -10,7 +10,7 @@ import (
 	"github.com/airlock-sandbox/airlock"
 )
 
-// Run with: go test -run '^$' -bench . -count 6 ./internal/bench/ | tee new.txt; benchstat new.txt
+// Run with: go test -run '^$' -bench . -count 6 ./bench/ | tee new.txt; benchstat new.txt
 // CI runs each benchmark once (-benchtime=1x) so they keep working; the
 // figures in docs/performance.md come from -count runs on a named machine.
 

@@ -1,7 +1,7 @@
 // Command charts draws the PNG charts of `airlock bench --peers --json`:
 //
 //	go run ./cmd/airlock bench --peers --json > peers.json
-//	go run ./internal/bench/charts -o docs/bench peers.json
+//	go run ./bench/charts -o docs/bench peers.json
 //
 // It is its own program so that the plotting stack (7 MB) stays out of
 // every airlock binary.
@@ -14,7 +14,7 @@ import (
 	"os"
 	"strings"
 
-	"github.com/airlock-sandbox/airlock/internal/bench"
+	"github.com/airlock-sandbox/airlock/bench"
 )
 
 func main() {

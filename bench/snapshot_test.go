@@ -11,7 +11,7 @@ import (
 // BenchmarkModes runs every workload resumed from the snapshot and in a
 // freshly started interpreter, side by side:
 //
-//	go test -run '^$' -bench Modes -count 6 ./internal/bench/ | tee modes.txt; benchstat modes.txt
+//	go test -run '^$' -bench Modes -count 6 ./bench/ | tee modes.txt; benchstat modes.txt
 func BenchmarkModes(b *testing.B) {
 	ctx := context.Background()
 	fresh, err := airlock.New(ctx, airlock.WithSnapshots(false))
@@ -50,7 +50,7 @@ func BenchmarkModes(b *testing.B) {
 // saturated do: the pool refills between them. Back to back on every
 // core, the refill competes with the runs and the two cost the same.
 //
-//	go test -run '^$' -bench InstancePool -benchtime 300x -count 6 ./internal/bench/
+//	go test -run '^$' -bench InstancePool -benchtime 300x -count 6 ./bench/
 func BenchmarkInstancePool(b *testing.B) {
 	ctx := context.Background()
 	unpooled, err := airlock.New(ctx, airlock.WithInstancePool(false))

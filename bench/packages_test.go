@@ -20,7 +20,7 @@ import (
 // "request-unused" names the package without importing it (the host's
 // cost of a request's package: a stat, a cache hit and a mount).
 //
-//	go test -run '^$' -bench PackageImport -count 6 ./internal/bench/ | tee pkg.txt; benchstat pkg.txt
+//	go test -run '^$' -bench PackageImport -count 6 ./bench/ | tee pkg.txt; benchstat pkg.txt
 func BenchmarkPackageImport(b *testing.B) {
 	ctx := context.Background()
 	whl := benchWheel(b, b.TempDir())
