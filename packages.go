@@ -45,7 +45,7 @@ const (
 	maxZipUncompressed = 1 << 30
 )
 
-// Environment variables the prelude reads (internal/python/prelude.py).
+// Environment variables the prelude reads (python/prelude.py).
 const (
 	envPackages    = "AIRLOCK_PACKAGES"     // sys.path entries, ':'-separated
 	envWarmImports = "AIRLOCK_WARM_IMPORTS" // modules to import, ','-separated

@@ -30,7 +30,7 @@ import (
 	"github.com/airlock-sandbox/airlock/wasi/memfs"
 )
 
-// Snapshots (see internal/engine/snapshot.go) need python.wasm transformed by
+// Snapshots (see engine/snapshot.go) need python.wasm transformed by
 // Binaryen's asyncify so it can pause in fd_read. The transform takes a
 // minute or two and ~1 GB of memory, so it runs at set-up time
 // (Asyncify, called by `airlock setup`) and its output is kept in the

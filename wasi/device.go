@@ -34,7 +34,7 @@ type Device interface {
 // A MemoryDevice is a Device whose writes also get the guest's whole
 // linear memory, for a host that must change the guest's heap in step
 // with the guest: a snapshot capture marking the image's objects
-// immortal (internal/python) cannot do it after the capture, when some of
+// immortal (python) cannot do it after the capture, when some of
 // those objects may have been freed and their memory reused. p aliases
 // mem.
 type MemoryDevice interface {
