@@ -30,6 +30,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/airlock-sandbox/airlock"
+	"github.com/airlock-sandbox/airlock/server/wire"
 )
 
 // Config configures a Server. As everywhere in Airlock, zero means the
@@ -421,12 +422,10 @@ func (w *envelopeWriter) Write(p []byte) (int, error) {
 }
 
 // errorBody is the body of a refused request: {"error":{"kind","message"}}.
-type errorBody struct {
-	Error ErrorInfo `json:"error"`
-}
+type errorBody = wire.ErrorBody
 
 func writeError(w http.ResponseWriter, status int, kind, msg string) {
-	writeJSON(w, status, errorBody{ErrorInfo{Kind: kind, Message: msg}})
+	writeJSON(w, status, errorBody{Error: ErrorInfo{Kind: kind, Message: msg}})
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
@@ -580,7 +579,7 @@ func (s *Server) request(w http.ResponseWriter, in RunRequest) (airlock.Request,
 // clampLimits clamps l to the server's maxima and names what it clamped
 // in the Airlock-Limits-Clamped header.
 func (s *Server) clampLimits(w http.ResponseWriter, l RunLimits) (airlock.Limits, []string) {
-	limits, clamped := l.clamp(s.cfg.Sandbox.Limits(), s.cfg.MaxLimits)
+	limits, clamped := clampLimits(l, s.cfg.Sandbox.Limits(), s.cfg.MaxLimits)
 	if len(clamped) > 0 {
 		w.Header().Set("Airlock-Limits-Clamped", strings.Join(clamped, ","))
 	}
@@ -633,7 +632,7 @@ func (s *Server) execute(w http.ResponseWriter, r *http.Request, req airlock.Req
 	if a, ok := out.(errorAnswer); ok {
 		// The run went, but what it leaves could not be kept (a store).
 		if stream {
-			sse.finish(errorBody{ErrorInfo{Kind: a.kind, Message: a.msg}})
+			sse.finish(errorBody{Error: ErrorInfo{Kind: a.kind, Message: a.msg}})
 			return
 		}
 		s.writeAnswer(w, a)

@@ -16,6 +16,8 @@ import (
 	"github.com/airlock-sandbox/airlock"
 	"github.com/airlock-sandbox/airlock/python"
 	"github.com/airlock-sandbox/airlock/server"
+	"github.com/airlock-sandbox/airlock/server/client"
+	"github.com/airlock-sandbox/airlock/server/wire"
 )
 
 func cmdRun(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) (int, error) {
@@ -191,7 +193,7 @@ func streamTo(stdout, stderr io.Writer) func(string, []byte) {
 // report prints a run's result the same way whether it ran here or on a
 // server (res is the JSON contract, without file data; files carry it)
 // and returns the exit status.
-func report(res server.Result, files []airlock.File, out outFiles, asJSON, streamed bool, stdout, stderr io.Writer) int {
+func report(res wire.Result, files []airlock.File, out outFiles, asJSON, streamed bool, stdout, stderr io.Writer) int {
 	if asJSON {
 		for i := range res.Files {
 			res.Files[i].Data = nil
@@ -235,7 +237,7 @@ func report(res server.Result, files []airlock.File, out outFiles, asJSON, strea
 
 // printRich prints, after a run's output (--value), each display's text
 // form and the other forms it has, then the last expression's value.
-func printRich(w io.Writer, res server.Result) {
+func printRich(w io.Writer, res wire.Result) {
 	for _, d := range res.Displays {
 		if d.Value {
 			continue // its text is the value, below
@@ -285,7 +287,7 @@ func kindStatus(kind airlock.Kind) int {
 }
 
 // printJSON prints the --json contract (server.Result, without file data).
-func printJSON(w io.Writer, out server.Result) {
+func printJSON(w io.Writer, out wire.Result) {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	enc.SetEscapeHTML(false)
@@ -327,16 +329,16 @@ func (o outFiles) write(files []airlock.File, stderr io.Writer) bool {
 // runRemote sends req to an `airlock serve` at url and reports the result
 // as a local run would.
 func runRemote(ctx context.Context, url string, req airlock.Request, outDir string, asJSON bool, stdout, stderr io.Writer) (int, error) {
-	c := &server.Client{URL: url, Token: os.Getenv("AIRLOCK_TOKEN")}
+	c := &client.Client{URL: url, Token: os.Getenv("AIRLOCK_TOKEN")}
 	return sendRun(ctx, c, req, outDir, asJSON, streamTo(stdout, stderr), stdout, stderr)
 }
 
 // sendRun sends req through c, onOutput getting the output as it comes
 // unless asJSON, and reports the result as a local run would.
-func sendRun(ctx context.Context, c *server.Client, req airlock.Request, outDir string, asJSON bool,
+func sendRun(ctx context.Context, c *client.Client, req airlock.Request, outDir string, asJSON bool,
 	onOutput func(string, []byte), stdout, stderr io.Writer) (int, error) {
 	in := apiRequest(req)
-	var res *server.Result
+	var res *wire.Result
 	var err error
 	if asJSON {
 		res, err = c.Run(ctx, in)
@@ -354,9 +356,9 @@ func sendRun(ctx context.Context, c *server.Client, req airlock.Request, outDir 
 }
 
 // apiRequest is req as the HTTP API takes it.
-func apiRequest(req airlock.Request) server.RunRequest {
+func apiRequest(req airlock.Request) wire.RunRequest {
 	rich := req.RichOutput
-	return server.RunRequest{
+	return wire.RunRequest{
 		Code: req.Code, Filename: req.Filename, Files: req.Files, Stdin: req.Stdin, Env: req.Env,
 		Limits: server.FromLimits(req.Limits), Deterministic: req.Deterministic, Seed: req.Seed,
 		RichOutput: &rich,

@@ -30,6 +30,8 @@ import (
 	"github.com/airlock-sandbox/airlock/bench"
 	"github.com/airlock-sandbox/airlock/python"
 	"github.com/airlock-sandbox/airlock/server"
+	"github.com/airlock-sandbox/airlock/server/client"
+	"github.com/airlock-sandbox/airlock/server/wire"
 )
 
 // A warm server is a background `airlock warm serve` that holds one
@@ -86,7 +88,7 @@ type warmTarget struct {
 	base string // the socket is base.sock, the lock base.lock, the log base.log, the description base.json
 	args []string
 	idle time.Duration
-	c    *server.Client
+	c    *client.Client
 }
 
 func (t *warmTarget) sock() string { return t.base + ".sock" }
@@ -229,7 +231,7 @@ func privateDir(dir string, uid int) error {
 
 // client is a server.Client over t's socket, one for all of t's runs so
 // that they share its connection.
-func (t *warmTarget) client() *server.Client {
+func (t *warmTarget) client() *client.Client {
 	if t.c != nil {
 		return t.c
 	}
@@ -241,7 +243,7 @@ func (t *warmTarget) client() *server.Client {
 		},
 		DisableCompression: true,
 	}
-	t.c = &server.Client{URL: "http://airlock-warm", HTTP: &http.Client{Transport: tr}}
+	t.c = &client.Client{URL: "http://airlock-warm", HTTP: &http.Client{Transport: tr}}
 	return t.c
 }
 
@@ -260,7 +262,7 @@ func (t *warmTarget) run(ctx context.Context, req airlock.Request, outDir string
 		streamTo(stdout, stderr)(stream, p)
 	}
 	code, err = sendRun(ctx, t.client(), req, outDir, asJSON, onOutput, stdout, stderr)
-	var apiErr *server.APIError
+	var apiErr *client.APIError
 	switch {
 	case err == nil:
 		return code, true, nil
@@ -277,7 +279,7 @@ func (t *warmTarget) run(ctx context.Context, req airlock.Request, outDir string
 // ranThere tells whether a server's refusal may come after the run began:
 // not an overloaded server's (its retries spent), nor an answer that is
 // no result, where the caller had better run the code itself.
-func ranThere(e *server.APIError) bool {
+func ranThere(e *client.APIError) bool {
 	return e.Kind != "bad_response" && e.Kind != "overloaded" && e.Status != http.StatusServiceUnavailable
 }
 
@@ -288,7 +290,7 @@ func (t *warmTarget) runRequest(ctx context.Context, req airlock.Request) (res *
 		return nil, false
 	}
 	out, err := t.client().Run(ctx, apiRequest(req))
-	var apiErr *server.APIError
+	var apiErr *client.APIError
 	switch {
 	case err == nil:
 		return fromResult(out), true
@@ -302,7 +304,7 @@ func (t *warmTarget) runRequest(ctx context.Context, req airlock.Request) (res *
 
 // fromResult is the part of an airlock.Result that the API's Result
 // carries.
-func fromResult(r *server.Result) *airlock.Result {
+func fromResult(r *wire.Result) *airlock.Result {
 	res := &airlock.Result{ExitCode: r.ExitCode, Stdout: []byte(r.Stdout), Stderr: []byte(r.Stderr),
 		Duration: time.Duration(r.DurationMS * float64(time.Millisecond))}
 	if r.Error != nil {

@@ -1,4 +1,8 @@
-package server
+// Package client talks to an Airlock server (`airlock serve`) over its
+// HTTP API: runs, streamed runs and sessions, with the request and result
+// types of package wire. It imports neither the sandbox nor the server, so
+// a program that only sends code to a server stays small.
+package client
 
 import (
 	"bufio"
@@ -12,6 +16,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/airlock-sandbox/airlock/server/wire"
 )
 
 // Client sends runs to an `airlock serve` server.
@@ -47,11 +53,11 @@ func (e *APIError) Error() string {
 	return fmt.Sprintf("server: %s (HTTP %d)", e.Message, e.Status)
 }
 
-// Run posts req to /v1/run and returns the run's Result. An error means
+// Run posts req to /v1/run and returns the run's [wire.Result]. An error means
 // the server refused the request or could not be reached; a run the
-// sandbox ended is a Result with Error set.
-func (c *Client) Run(ctx context.Context, req RunRequest) (*Result, error) {
-	var res Result
+// sandbox ended is a [wire.Result] with Error set.
+func (c *Client) Run(ctx context.Context, req wire.RunRequest) (*wire.Result, error) {
+	var res wire.Result
 	if err := c.runLike(ctx, "/v1/run", req, &res, func() bool { return res.Files != nil }); err != nil {
 		return nil, err
 	}
@@ -59,8 +65,8 @@ func (c *Client) Run(ctx context.Context, req RunRequest) (*Result, error) {
 }
 
 // NewSession starts a session on the server and returns its ID.
-func (c *Client) NewSession(ctx context.Context, req SessionRequest) (string, error) {
-	var info SessionInfo
+func (c *Client) NewSession(ctx context.Context, req wire.SessionRequest) (string, error) {
+	var info wire.SessionInfo
 	if err := c.expect(ctx, "POST", "/v1/sessions", req, http.StatusCreated, &info); err != nil {
 		return "", err
 	}
@@ -68,8 +74,8 @@ func (c *Client) NewSession(ctx context.Context, req SessionRequest) (string, er
 }
 
 // RunSession runs req in session id; as Run, plus RolledBack.
-func (c *Client) RunSession(ctx context.Context, id string, req SessionRunRequest) (*SessionResult, error) {
-	var res SessionResult
+func (c *Client) RunSession(ctx context.Context, id string, req wire.SessionRunRequest) (*wire.SessionResult, error) {
+	var res wire.SessionResult
 	if err := c.runLike(ctx, "/v1/sessions/"+url.PathEscape(id)+"/run", req, &res, func() bool { return res.Files != nil }); err != nil {
 		return nil, err
 	}
@@ -78,10 +84,10 @@ func (c *Client) RunSession(ctx context.Context, id string, req SessionRunReques
 
 // RunStream is Run with the output as it is written: onOutput gets each
 // chunk of "stdout" or "stderr" while the run goes on (the server's
-// ?stream=1), then the Result comes as from Run. onOutput runs on the
+// ?stream=1), then the [wire.Result] comes as from Run. onOutput runs on the
 // calling goroutine.
-func (c *Client) RunStream(ctx context.Context, req RunRequest, onOutput func(stream string, p []byte)) (*Result, error) {
-	var res Result
+func (c *Client) RunStream(ctx context.Context, req wire.RunRequest, onOutput func(stream string, p []byte)) (*wire.Result, error) {
+	var res wire.Result
 	if err := c.stream(ctx, "/v1/run?stream=1", req, &res, func() bool { return res.Files != nil }, onOutput); err != nil {
 		return nil, err
 	}
@@ -89,8 +95,8 @@ func (c *Client) RunStream(ctx context.Context, req RunRequest, onOutput func(st
 }
 
 // RunSessionStream is RunSession with the output as RunStream gives it.
-func (c *Client) RunSessionStream(ctx context.Context, id string, req SessionRunRequest, onOutput func(stream string, p []byte)) (*SessionResult, error) {
-	var res SessionResult
+func (c *Client) RunSessionStream(ctx context.Context, id string, req wire.SessionRunRequest, onOutput func(stream string, p []byte)) (*wire.SessionResult, error) {
+	var res wire.SessionResult
 	if err := c.stream(ctx, "/v1/sessions/"+url.PathEscape(id)+"/run?stream=1", req, &res, func() bool { return res.Files != nil }, onOutput); err != nil {
 		return nil, err
 	}
@@ -98,8 +104,8 @@ func (c *Client) RunSessionStream(ctx context.Context, id string, req SessionRun
 }
 
 // ListSessions returns the server's live sessions, oldest first.
-func (c *Client) ListSessions(ctx context.Context) ([]SessionStatus, error) {
-	var list SessionList
+func (c *Client) ListSessions(ctx context.Context) ([]wire.SessionStatus, error) {
+	var list wire.SessionList
 	if err := c.expect(ctx, "GET", "/v1/sessions", nil, http.StatusOK, &list); err != nil {
 		return nil, err
 	}
@@ -175,7 +181,7 @@ func (c *Client) stream(ctx context.Context, path string, req, res any, isResult
 
 // ForkSession copies session id into a new session and returns its ID.
 func (c *Client) ForkSession(ctx context.Context, id string) (string, error) {
-	var info SessionInfo
+	var info wire.SessionInfo
 	if err := c.expect(ctx, "POST", "/v1/sessions/"+url.PathEscape(id)+"/fork", nil, http.StatusCreated, &info); err != nil {
 		return "", err
 	}
@@ -223,7 +229,7 @@ func (c *Client) expect(ctx context.Context, method, path string, req any, want 
 }
 
 func apiError(status int, data []byte) error {
-	var eb errorBody
+	var eb wire.ErrorBody
 	_ = json.Unmarshal(data, &eb)
 	return &APIError{Status: status, Kind: eb.Error.Kind, Message: eb.Error.Message}
 }
