@@ -3,10 +3,11 @@
 // instance with its own memory cap, closed when the run ends.
 //
 // The package is the only place that knows the WebAssembly runtimes
-// (wazero; wasmtime from package wasmtime, in builds with -tags
-// airlock_wasmtime; both behind the Code and Instance interfaces of
-// instance.go);
-// callers see Module and RunSpec, and host functions come from package wasi.
+// (wazero; wasmtime from package [github.com/airlock-sandbox/airlock/engine/wasmtime],
+// in builds with -tags airlock_wasmtime; both behind the Code and Instance
+// interfaces of instance.go); callers see [Module] ([Load], [Module.Run])
+// and [RunSpec], and host functions come from package
+// [github.com/airlock-sandbox/airlock/wasi].
 package engine
 
 import (

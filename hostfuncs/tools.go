@@ -1,5 +1,6 @@
-// Package tools lets sandboxed Python call Go functions the embedding
-// program chose to expose, and nothing else.
+// Package hostfuncs lets sandboxed Python call Go functions the embedding
+// program chose to expose (host functions; the guest and MCP call them
+// tools), and nothing else. A sandbox takes them with airlock.WithTools.
 //
 // A Tool is a typed Go function registered with Func; its argument and
 // result travel as JSON. A Registry holds a Sandbox's tools; each run gets

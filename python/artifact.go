@@ -1,6 +1,10 @@
 // Package python knows the CPython WASI artifact Airlock runs: where the
-// default build comes from and how it is checked, and how a run is laid out
-// for it (argv, environment, the prelude that receives the user's code).
+// default build comes from and how it is checked ([Load], [LoadOwn]), how it
+// is prepared for snapshots ([Asyncify], [Snapshot]: what `airlock setup`
+// does), exported, imported and fetched as a bundle ([ExportBundle],
+// [ImportBundle], [FetchBundle]; [Fetch] gets the npm build), and how a run
+// is laid out for it (argv,
+// environment, the prelude that receives the user's code).
 package python
 
 import (

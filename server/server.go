@@ -1,6 +1,10 @@
 // Package server puts a Sandbox behind HTTP (POST /v1/run, sessions under
 // /v1/sessions, GET /healthz, GET /metrics) and behind the Model Context
-// Protocol (NewMCP), and holds the client `airlock run --server` uses.
+// Protocol ([NewMCP]). The JSON both ways is package
+// [github.com/airlock-sandbox/airlock/server/wire], and the client
+// `airlock run --server` uses is package
+// [github.com/airlock-sandbox/airlock/server/client], which imports
+// neither this package nor the sandbox.
 //
 // The HTTP server admits at most Config.Concurrency runs at once and
 // Config.Queue more waiting; beyond that it answers 429 with Retry-After

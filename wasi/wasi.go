@@ -5,7 +5,9 @@
 //
 // The functions are engine-neutral: each one works on the guest's linear
 // memory as a []byte and a stack of uint64 parameters, so the wazero adapter
-// and any other engine register the same table (see Functions). Each reads
+// and any other engine register the same table (see [Functions]; the
+// package example registers it on a bare wazero runtime). The filesystem
+// is [github.com/airlock-sandbox/airlock/wasi/memfs]. Each reads
 // its parameters into the names the WASI snapshot_preview1 spec gives them
 // (WebAssembly/WASI, phases/snapshot/docs.md; pointers end in Ptr), and its
 // doc line names the call and the errnos it can return.
