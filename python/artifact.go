@@ -3,8 +3,8 @@
 // is prepared for snapshots ([Asyncify], [Snapshot]: what `airlock setup`
 // does), exported, imported and fetched as a bundle ([ExportBundle],
 // [ImportBundle], [FetchBundle]; [Fetch] gets the npm build), and how a run
-// is laid out for it (argv,
-// environment, the prelude that receives the user's code).
+// is laid out for it (argv, environment, the prelude that receives the
+// user's code).
 package python
 
 import (
