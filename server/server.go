@@ -126,6 +126,9 @@ type Server struct {
 	nextID   atomic.Uint64
 	sessions sessions
 	python   Python // the build runs use, named in every result
+	// served and running count runs for GET /v1/status, as airlock_runs_total
+	// and airlock_runs_in_flight do for /metrics.
+	served, running atomic.Int64
 
 	runs       *prometheus.CounterVec
 	rejected   *prometheus.CounterVec
@@ -302,9 +305,19 @@ func New(cfg Config) (*Server, error) {
 		io.WriteString(w, "ok\n")
 	})
 	s.mux.Handle("GET /metrics", s.auth(promhttp.HandlerFor(reg, promhttp.HandlerOpts{})))
+	s.mux.Handle("GET /v1/status", s.auth(http.HandlerFunc(s.handleStatus)))
 	s.mux.Handle("POST /v1/run", s.auth(http.HandlerFunc(s.handleRun)))
 	s.routeSessions()
 	return s, nil
+}
+
+// handleStatus answers GET /v1/status: what the server has done and holds,
+// in JSON, for a client that should not parse /metrics' text.
+func (s *Server) handleStatus(w http.ResponseWriter, _ *http.Request) {
+	writeJSON(w, http.StatusOK, wire.Status{
+		Runs: s.served.Load(), InFlight: s.running.Load(), Queued: s.waiting.Load(),
+		Sessions: s.cfg.Sandbox.Sessions(), Python: s.python,
+	})
 }
 
 // flag logs a suspicious run at warning level, with its reasons, and
@@ -620,12 +633,15 @@ func (s *Server) execute(w http.ResponseWriter, r *http.Request, req airlock.Req
 		req.OnOutput = sse.output
 	}
 	s.inFlight.Inc()
+	s.running.Add(1)
 	res, _ := run(r.Context(), req)
+	s.running.Add(-1)
 	s.inFlight.Dec()
 	giveBack.Do(release)
 	idle.Do(s.idle.end)
 	outcome := Outcome(res)
 	s.runs.WithLabelValues(outcome).Inc()
+	s.served.Add(1)
 	s.net.observe(res)
 	s.installs.observe(res)
 	s.duration.Observe(res.Duration.Seconds())

@@ -28,6 +28,7 @@ import (
 
 	"github.com/airlock-sandbox/airlock"
 	"github.com/airlock-sandbox/airlock/bench"
+	"github.com/airlock-sandbox/airlock/internal/filehash"
 	"github.com/airlock-sandbox/airlock/python"
 	"github.com/airlock-sandbox/airlock/server"
 	"github.com/airlock-sandbox/airlock/server/client"
@@ -127,7 +128,7 @@ func warmTargetFor(common *commonFlags, idle time.Duration, packages, preimport 
 	if err != nil {
 		return nil, errNotWarm
 	}
-	exeID, err := fileID(exe)
+	exeID, err := filehash.Identity(exe)
 	if err != nil || goRunBinary(exe) {
 		return nil, errNotWarm
 	}
@@ -159,7 +160,7 @@ func warmTargetFor(common *commonFlags, idle time.Duration, packages, preimport 
 		if err != nil {
 			return nil, errNotWarm
 		}
-		id, err := fileID(abs)
+		id, err := filehash.Identity(abs)
 		if err != nil {
 			return nil, errNotWarm
 		}
@@ -183,21 +184,6 @@ func warmTargetFor(common *commonFlags, idle time.Duration, packages, preimport 
 func goRunBinary(exe string) bool {
 	dir := filepath.Dir(exe)
 	return filepath.Base(dir) == "exe" && strings.HasPrefix(filepath.Base(filepath.Dir(filepath.Dir(dir))), "go-build")
-}
-
-// fileID names a file's current content as far as its metadata tells:
-// device, inode, size, modification and change times (which a write
-// moves and nothing without privileges sets back).
-func fileID(path string) (string, error) {
-	fi, err := os.Stat(path)
-	if err != nil {
-		return "", err
-	}
-	st, ok := fi.Sys().(*syscall.Stat_t)
-	if !ok {
-		return "", fmt.Errorf("%s: no file identity", path)
-	}
-	return fmt.Sprintf("%d:%d:%d:%d:%d.%d", st.Dev, st.Ino, fi.Size(), fi.ModTime().UnixNano(), st.Ctim.Sec, st.Ctim.Nsec), nil
 }
 
 // warmDir is the directory of warm servers' sockets: $XDG_RUNTIME_DIR/airlock,
@@ -518,13 +504,13 @@ func staleCheck(files []string) (func() bool, error) {
 	}
 	ids := make([]string, len(paths))
 	for i, p := range paths {
-		if ids[i], err = fileID(p); err != nil {
+		if ids[i], err = filehash.Identity(p); err != nil {
 			return nil, err
 		}
 	}
 	return func() bool {
 		for i, p := range paths {
-			if id, err := fileID(p); err != nil || id != ids[i] {
+			if id, err := filehash.Identity(p); err != nil || id != ids[i] {
 				return true
 			}
 		}
@@ -652,31 +638,13 @@ func warmStatus(ctx context.Context, stdout io.Writer) (int, error) {
 	return 0, nil
 }
 
-// runsServed is the count of runs t's server answered, from its metrics.
+// runsServed is the count of runs t's server answered, from its status.
 func (t *warmTarget) runsServed(ctx context.Context) (int, error) {
-	req, err := http.NewRequestWithContext(ctx, "GET", "http://airlock-warm/metrics", nil)
+	st, err := t.client().Status(ctx)
 	if err != nil {
 		return 0, err
 	}
-	resp, err := t.client().HTTP.Do(req)
-	if err != nil {
-		return 0, err
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(io.LimitReader(resp.Body, 4<<20))
-	if err != nil {
-		return 0, err
-	}
-	n := 0
-	for _, line := range strings.Split(string(b), "\n") {
-		if rest, ok := strings.CutPrefix(line, "airlock_runs_total{"); ok {
-			if _, v, ok := strings.Cut(rest, "} "); ok {
-				f, _ := strconv.ParseFloat(v, 64)
-				n += int(f)
-			}
-		}
-	}
-	return n, nil
+	return int(st.Runs), nil
 }
 
 // rssOf is pid's resident memory as /proc says it.

@@ -179,6 +179,16 @@ func (c *Client) stream(ctx context.Context, path string, req, res any, isResult
 	return bad("it ended without a result")
 }
 
+// Status returns the server's counts: runs answered, running, waiting,
+// and live sessions.
+func (c *Client) Status(ctx context.Context) (*wire.Status, error) {
+	var st wire.Status
+	if err := c.expect(ctx, "GET", "/v1/status", nil, http.StatusOK, &st); err != nil {
+		return nil, err
+	}
+	return &st, nil
+}
+
 // ForkSession copies session id into a new session and returns its ID.
 func (c *Client) ForkSession(ctx context.Context, id string) (string, error) {
 	var info wire.SessionInfo

@@ -89,6 +89,16 @@ type SessionStatus struct {
 	Running  bool       `json:"running"`
 }
 
+// Status answers GET /v1/status: the runs a server answered since it
+// started, those running and waiting now, its live sessions, and its build.
+type Status struct {
+	Runs     int64  `json:"runs"`
+	InFlight int64  `json:"in_flight"`
+	Queued   int64  `json:"queued"`
+	Sessions int    `json:"sessions"`
+	Python   Python `json:"python"`
+}
+
 // SessionList answers GET /v1/sessions, oldest first.
 type SessionList struct {
 	Sessions []SessionStatus `json:"sessions"`

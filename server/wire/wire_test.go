@@ -60,7 +60,8 @@ var goldens = map[string]any{
 		{ID: "s-1", Created: time.Date(2026, 12, 5, 1, 0, 0, 0, time.UTC), LastCall: ptr(time.Date(2026, 12, 5, 1, 0, 2, 0, time.UTC)), Calls: 2, Running: true},
 		{ID: "s-2", Created: time.Date(2026, 12, 5, 1, 1, 0, 0, time.UTC)},
 	}},
-	"error.json": wire.ErrorBody{Error: wire.ErrorInfo{Kind: "not_found", Message: "no session s-9"}},
+	"status.json": wire.Status{Runs: 12, InFlight: 1, Queued: 2, Sessions: 3, Python: wire.Python{Build: "own", Version: "3.13.1", SHA256: "ab12"}},
+	"error.json":  wire.ErrorBody{Error: wire.ErrorInfo{Kind: "not_found", Message: "no session s-9"}},
 }
 
 func TestGoldenJSON(t *testing.T) {
