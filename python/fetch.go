@@ -60,7 +60,7 @@ func FetchBundle(ctx context.Context, client *http.Client, url, manifestSHA256, 
 		want = ReleaseBundleSHA256
 	}
 	if want == "" {
-		return nil, fmt.Errorf("%w: this version of Airlock pins no release bundle; name the bundle's manifest sha256 (airlock setup --export prints it)", ErrBundleNotPinned)
+		return nil, fmt.Errorf("%w: this version of Airlock pins no release bundle; name the bundle's manifest sha256 (the exporting host's ExportBundle manifest)", ErrBundleNotPinned)
 	}
 	if !sha256Pattern.MatchString(want) {
 		return nil, fmt.Errorf("%w: %q is not a sha256 (64 hex digits)", ErrBundleNotPinned, manifestSHA256)

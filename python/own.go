@@ -49,9 +49,9 @@ const (
 
 // ErrNoOwnBuild means the own build (the default) is not in the cache
 // directory.
-var ErrNoOwnBuild = errors.New("python: the own CPython 3.13 build is not made yet; run scripts/setup.sh " +
-	"(builds it: root and apt-get, ~10 min once), or `airlock setup --import BUNDLE` with a bundle another host exported, " +
-	"or choose the npm fallback with " + EnvPython + "=" + SelectNPM + " (--python npm)")
+var ErrNoOwnBuild = errors.New("python: the own CPython 3.13 build is not in the cache directory; install one from a bundle " +
+	"(airlock.FetchBuild, or ImportBundle with a bundle another host exported), make it with the repository's " +
+	"scripts/build-python.sh, or select the npm build (" + SelectNPM + ")")
 
 // ChecksumError is a file whose sha256 is not the one recorded for it. It
 // matches ErrChecksum with errors.Is.

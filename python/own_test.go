@@ -120,7 +120,7 @@ func TestLoadNeverFallsBack(t *testing.T) {
 	if !errors.Is(err, ErrNoOwnBuild) || a != nil {
 		t.Fatalf("Load without the own build = %v, %v; want ErrNoOwnBuild", a, err)
 	}
-	for _, hint := range []string{"scripts/setup.sh", "--import", EnvPython + "=" + SelectNPM, OwnDir(cache)} {
+	for _, hint := range []string{"FetchBuild", "ImportBundle", "scripts/build-python.sh", SelectNPM, OwnDir(cache)} {
 		if !strings.Contains(err.Error(), hint) {
 			t.Errorf("error %q does not mention %q", err, hint)
 		}

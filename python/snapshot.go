@@ -56,7 +56,7 @@ func asyncifyArgs(path []string) []string {
 const missingName = "non-existing function name"
 
 // ErrNoWasmOpt means Asyncify found no wasm-opt to run.
-var ErrNoWasmOpt = errors.New("python: asyncify needs Binaryen's wasm-opt (scripts/setup.sh installs it; or set " + EnvWasmOpt + ")")
+var ErrNoWasmOpt = errors.New("python: asyncify needs Binaryen's wasm-opt, on $PATH or named by Asyncify's wasmOpt argument")
 
 // EnvWasmOpt names, for the airlock command, the wasm-opt to asyncify with
 // instead of the one on $PATH.
@@ -64,7 +64,7 @@ const EnvWasmOpt = "AIRLOCK_WASM_OPT"
 
 // ErrNotAsyncified means set-up has not produced the asyncified module
 // for this python.wasm, so snapshots are unavailable.
-var ErrNotAsyncified = errors.New("python: no asyncified python.wasm for snapshots; run `airlock setup` (needs Binaryen's wasm-opt)")
+var ErrNotAsyncified = errors.New("python: no asyncified python.wasm for snapshots; Asyncify makes it (with Binaryen's wasm-opt)")
 
 // AsyncifyRecord is written beside an asyncified module: how it was made.
 type AsyncifyRecord struct {

@@ -255,7 +255,7 @@ func (s *Server) sessionError(w http.ResponseWriter, err error) {
 		s.rejected.WithLabelValues("too_many_sessions").Inc()
 		writeError(w, http.StatusTooManyRequests, "too_many_sessions", err.Error()+"; delete one or let one expire")
 	case errors.Is(err, airlock.ErrSessionsUnavailable):
-		writeError(w, http.StatusNotImplemented, "sessions_unavailable", err.Error())
+		writeError(w, http.StatusNotImplemented, "sessions_unavailable", "this server has no sessions: its Python build is not prepared for snapshots (`airlock setup` on the server's host)")
 	case errors.Is(err, airlock.ErrSessionClosed), errors.Is(err, airlock.ErrSessionExpired):
 		s.notFound(w, err.Error())
 	case errors.As(err, &e):
