@@ -52,7 +52,7 @@ type PackageIndex struct {
 	// without proxies from the environment).
 	Client *http.Client
 	// CacheDir keeps the verified wheels, by sha256 (default:
-	// packageCacheDir of the Sandbox's cache directory).
+	// "pkgindex" under the Sandbox's cache directory).
 	CacheDir string
 }
 
