@@ -5,10 +5,8 @@ package main
 import (
 	"context"
 	"errors"
-	"io"
 	"net"
 	"net/http"
-	"time"
 
 	"github.com/airlock-sandbox/airlock"
 	"github.com/airlock-sandbox/airlock/server/client"
@@ -33,33 +31,35 @@ func (t *warmTarget) client() *client.Client {
 	return t.c
 }
 
-// run sends req to t's server and reports the result as a local run
-// would; served is false when no server took it and nothing was printed,
-// so the caller runs it itself. A server that went away mid-run counts as
-// not served: a warm run reaches nothing outside the sandbox, so running
-// it again here repeats nothing anyone else saw.
-func (t *warmTarget) run(ctx context.Context, req airlock.Request, outDir string, asJSON bool, stdout, stderr io.Writer) (code int, served bool, err error) {
-	if !t.present() {
-		return 0, false, nil
+// warmRunner sends runs to t's server (see runner). A server that went
+// away mid-run before printing anything has not served: a warm run
+// reaches nothing outside the sandbox, so running it again here repeats
+// nothing anyone else saw.
+type warmRunner struct{ t *warmTarget }
+
+func (w warmRunner) run(ctx context.Context, req airlock.Request, onOutput func(string, []byte)) (*wire.Result, error) {
+	if !w.t.present() {
+		return nil, errNotServed
 	}
 	var printed bool
-	onOutput := func(stream string, p []byte) {
-		printed = true
-		streamTo(stdout, stderr)(stream, p)
+	if onOutput != nil {
+		inner := onOutput
+		onOutput = func(stream string, p []byte) {
+			printed = true
+			inner(stream, p)
+		}
 	}
-	code, err = sendRun(ctx, t.client(), req, outDir, asJSON, onOutput, stdout, stderr)
+	res, err := sendRequest(ctx, w.t.client(), req, onOutput)
 	var apiErr *client.APIError
 	switch {
 	case err == nil:
-		return code, true, nil
+		return res, nil
 	case ctx.Err() != nil:
-		// Interrupted: as a run in this process reports it (the server
-		// ends the run when its client goes).
-		return exitTimeout, true, errors.New("timeout: the run was cancelled")
+		return nil, errRunCancelled
 	case printed, errors.As(err, &apiErr) && ranThere(apiErr):
-		return code, true, err
+		return nil, err
 	}
-	return 0, false, nil
+	return nil, errNotServed
 }
 
 // ranThere tells whether a server's refusal may come after the run began:
@@ -67,37 +67,4 @@ func (t *warmTarget) run(ctx context.Context, req airlock.Request, outDir string
 // no result, where the caller had better run the code itself.
 func ranThere(e *client.APIError) bool {
 	return e.Kind != "bad_response" && e.Kind != "overloaded" && e.Status != http.StatusServiceUnavailable
-}
-
-// runRequest runs req on t's server for a command that reads the result
-// rather than printing it as it comes (airlock test); served as for run.
-func (t *warmTarget) runRequest(ctx context.Context, req airlock.Request) (res *airlock.Result, served bool) {
-	if !t.present() {
-		return nil, false
-	}
-	out, err := t.client().Run(ctx, apiRequest(req))
-	var apiErr *client.APIError
-	switch {
-	case err == nil:
-		return fromResult(out), true
-	case ctx.Err() != nil:
-		return &airlock.Result{ExitCode: -1, Error: &airlock.Error{Kind: airlock.KindTimeout, Message: "the run was cancelled"}}, true
-	case errors.As(err, &apiErr) && ranThere(apiErr):
-		return &airlock.Result{ExitCode: -1, Error: &airlock.Error{Kind: airlock.Kind(apiErr.Kind), Message: apiErr.Message}}, true
-	}
-	return nil, false
-}
-
-// fromResult is the part of an airlock.Result that the API's Result
-// carries.
-func fromResult(r *wire.Result) *airlock.Result {
-	res := &airlock.Result{ExitCode: r.ExitCode, Stdout: []byte(r.Stdout), Stderr: []byte(r.Stderr),
-		Duration: time.Duration(r.DurationMS * float64(time.Millisecond))}
-	if r.Error != nil {
-		res.Error = &airlock.Error{Kind: airlock.Kind(r.Error.Kind), Message: r.Error.Message}
-	}
-	for _, f := range r.Files {
-		res.Files = append(res.Files, airlock.File{Path: f.Path, Size: f.Size, Data: f.Data})
-	}
-	return res
 }
