@@ -17,7 +17,7 @@
 #
 # A program uses it by compiling its C++ with $CXXEH_FLAGS below and
 # linking with $CXXEH_LDFLAGS: the host then serves its env.invoke_* and
-# airlock_eh.unwind imports (engine/cxxeh.go).
+# airlock_eh.unwind imports (internal/engine/cxxeh.go).
 #
 # The source is Debian's llvm-toolchain-19 orig tarball (164 MB; only
 # libcxxabi/, libunwind/include/ and libcxx/src/include/ are unpacked),

@@ -256,7 +256,7 @@ except OSError as e:
 show(airlock.tools.add, 20, 22)`, airlock.Limits{}, []string{
 			`{"error":{"kind":"invalid_request","message":"malformed request: a frame starts with its length as 8 hex digits, not \"zzzzzzzz\""}}`,
 			`"malformed request: invalid character 'n' looking for beginning of object key string"`,
-			`"malformed request: json: cannot unmarshal array into Go value of type tools.request"`,
+			`"malformed request: json: cannot unmarshal array into Go value of type hostfuncs.request"`,
 			`"malformed request: unknown op \"fly\""`,
 			`"malformed request: no \"name\""`,
 			`"malformed request: the payload is empty"`,

@@ -7,7 +7,7 @@
 // every landing pad into calls of __cxa_find_matching_catch_N,
 // getTempRet0, llvm_eh_typeid_for and __resumeException. The host defines
 // only the invoke_ functions and one more import, airlock_eh.unwind
-// (engine/cxxeh.go): invoke_ calls the table slot, and when
+// (internal/engine/cxxeh.go): invoke_ calls the table slot, and when
 // airlock_eh.unwind is called beneath it, drops the guest frames in
 // between, puts the stack pointer back and sets __THREW__ (through the
 // exported setThrew). Everything that knows what an exception is lives
