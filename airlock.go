@@ -23,9 +23,9 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/airlock-sandbox/airlock/internal/engine"
+	"github.com/airlock-sandbox/airlock/engine"
+	"github.com/airlock-sandbox/airlock/hostfuncs"
 	"github.com/airlock-sandbox/airlock/internal/testenv"
-	"github.com/airlock-sandbox/airlock/tools"
 )
 
 // Limits bound one run. Zero fields take the Sandbox's defaults.
@@ -134,7 +134,7 @@ type Request struct {
 	// Tools names the host tools (see WithTools) this run may call; nil
 	// allows every registered tool, an empty non-nil slice none.
 	Tools []string
-	// Values reach host tools through tools.CallInfo; they are shared
+	// Values reach host tools through hostfuncs.CallInfo; they are shared
 	// by the run's calls and must not be changed while it runs.
 	Values map[string]any
 	// RichOutput collects what a notebook would show: the value of the
@@ -251,11 +251,11 @@ type config struct {
 	noCache    bool
 	limits     Limits
 	notice     io.Writer
-	tools      []tools.Tool
-	registry   *tools.Registry // built by New from tools
-	snapshots  *bool           // nil: on when set-up made them possible (snapshot.go)
-	packages   []string        // WithPackages (packages.go)
-	preimport  []string        // WithPreimport
+	tools      []hostfuncs.Tool
+	registry   *hostfuncs.Registry // built by New from tools
+	snapshots  *bool               // nil: on when set-up made them possible (snapshot.go)
+	packages   []string            // WithPackages (packages.go)
+	preimport  []string            // WithPreimport
 
 	noFullImage bool // WithFullImage(false) (snapshot.go)
 
@@ -277,7 +277,7 @@ const (
 	EngineWazero = "wazero"
 	// EngineWasmtime is wasmtime through cgo, in binaries built with
 	// -tags airlock_wasmtime that import package
-	// github.com/airlock-sandbox/airlock/wasmtime. It meters fuel (Limits.Fuel, Result.Fuel)
+	// github.com/airlock-sandbox/airlock/engine/wasmtime. It meters fuel (Limits.Fuel, Result.Fuel)
 	// unless WithFuelMetering(false).
 	EngineWasmtime = "wasmtime"
 )

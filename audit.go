@@ -15,8 +15,8 @@ import (
 	"unicode"
 	"unicode/utf8"
 
-	"github.com/airlock-sandbox/airlock/internal/wasi/memfs"
-	"github.com/airlock-sandbox/airlock/tools"
+	"github.com/airlock-sandbox/airlock/hostfuncs"
+	"github.com/airlock-sandbox/airlock/wasi/memfs"
 )
 
 // Every run leaves a record of what it tried (Result.Audit), so that an
@@ -215,7 +215,7 @@ func (a *runAudit) Opened(p string, _ *memfs.Inode, _ bool) {
 }
 
 // tool records a host call, and a canary sent through it.
-func (a *runAudit) tool(c tools.CallRecord) {
+func (a *runAudit) tool(c hostfuncs.CallRecord) {
 	outcome := "ok"
 	if c.Kind != "" {
 		outcome = c.Kind

@@ -7,7 +7,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/airlock-sandbox/airlock/internal/wasi/errno"
+	"github.com/airlock-sandbox/airlock/wasi/errno"
 )
 
 // Rich output, as a notebook shows it (Request.RichOutput): the value of

@@ -4,7 +4,7 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/airlock-sandbox/airlock/internal/python"
+	"github.com/airlock-sandbox/airlock/python"
 )
 
 // Kind names why a run did not complete normally. The strings are part of
@@ -38,7 +38,7 @@ var ErrEngineUnavailable = errors.New("airlock: engine not available")
 // New's errors about the Python build. They are the internal package's own
 // values, so errors.Is matches whichever layer wrapped them.
 var (
-	// ErrNoOwnBuild: the own CPython build is not made yet (scripts/setup.sh).
+	// ErrNoOwnBuild: the own CPython build is not in the cache directory.
 	ErrNoOwnBuild = python.ErrNoOwnBuild
 	// ErrNotFetched: the npm build was asked for and is not fetched.
 	ErrNotFetched = python.ErrNotFetched

@@ -6,7 +6,7 @@ import (
 	"strings"
 
 	"github.com/airlock-sandbox/airlock"
-	"github.com/airlock-sandbox/airlock/tools"
+	"github.com/airlock-sandbox/airlock/hostfuncs"
 )
 
 type lookupArgs struct {
@@ -17,12 +17,12 @@ type lookupArgs struct {
 func ExampleWithTools() {
 	ctx := context.Background()
 	catalogue := []string{"desk lamp", "floor lamp", "lamp shade", "chair"}
-	lookup := tools.Func("lookup", "Search the catalogue; at most limit results.",
+	lookup := hostfuncs.Func("lookup", "Search the catalogue; at most limit results.",
 		func(ctx context.Context, in lookupArgs) ([]string, error) {
 			if in.Query == "" {
 				return nil, fmt.Errorf("empty query")
 			}
-			info, _ := tools.CallInfo(ctx) // the run id and the Request's Values
+			info, _ := hostfuncs.CallInfo(ctx) // the run id and the Request's Values
 			var out []string
 			for _, item := range catalogue {
 				if strings.Contains(item, in.Query) && (in.Limit == 0 || len(out) < in.Limit) {

@@ -4,7 +4,7 @@ import (
 	"context"
 	"net/http"
 
-	"github.com/airlock-sandbox/airlock/internal/python"
+	"github.com/airlock-sandbox/airlock/python"
 )
 
 // ReleaseBundleSHA256 is the manifest sha256 of the own build's bundle

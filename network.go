@@ -7,7 +7,7 @@ import (
 	"strings"
 
 	"github.com/airlock-sandbox/airlock/internal/egress"
-	"github.com/airlock-sandbox/airlock/internal/wasi"
+	"github.com/airlock-sandbox/airlock/wasi"
 )
 
 // Network access, per run and default-deny: a run reaches only what its

@@ -15,7 +15,7 @@ import (
 
 	"github.com/airlock-sandbox/airlock/internal/frame"
 	"github.com/airlock-sandbox/airlock/internal/pkgindex"
-	"github.com/airlock-sandbox/airlock/internal/wasi/memfs"
+	"github.com/airlock-sandbox/airlock/wasi/memfs"
 )
 
 // Packages from an index: the guest asks the host to install (the
@@ -52,7 +52,7 @@ type PackageIndex struct {
 	// without proxies from the environment).
 	Client *http.Client
 	// CacheDir keeps the verified wheels, by sha256 (default:
-	// PackageCacheDir of the Sandbox's cache directory).
+	// "pkgindex" under the Sandbox's cache directory).
 	CacheDir string
 }
 
@@ -74,9 +74,9 @@ var ErrNoPackageIndex = errors.New("airlock: no package index is configured (Wit
 // installed wheels are not in this host's package cache.
 var ErrPackageNotCached = pkgindex.ErrNotCached
 
-// PackageCacheDir is where verified wheels from an index are kept, by
+// packageCacheDir is where verified wheels from an index are kept, by
 // sha256, under the cache directory.
-func PackageCacheDir(cacheDir string) string { return filepath.Join(cacheDir, "pkgindex") }
+func packageCacheDir(cacheDir string) string { return filepath.Join(cacheDir, "pkgindex") }
 
 // PackageInstall records one install request of a run.
 type PackageInstall struct {
@@ -206,7 +206,7 @@ func (ix *PackageIndex) cacheDir(sandboxCache string) string {
 	if ix != nil && ix.CacheDir != "" {
 		return ix.CacheDir
 	}
-	return PackageCacheDir(sandboxCache)
+	return packageCacheDir(sandboxCache)
 }
 
 // installDevice is one run's end of the install protocol: a frame with

@@ -18,9 +18,9 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/airlock-sandbox/airlock/internal/engine"
-	"github.com/airlock-sandbox/airlock/internal/python"
-	"github.com/airlock-sandbox/airlock/internal/wasi/memfs"
+	"github.com/airlock-sandbox/airlock/engine"
+	"github.com/airlock-sandbox/airlock/python"
+	"github.com/airlock-sandbox/airlock/wasi/memfs"
 )
 
 // Packages are pure-Python code the host makes importable in the guest
@@ -45,7 +45,7 @@ const (
 	maxZipUncompressed = 1 << 30
 )
 
-// Environment variables the prelude reads (internal/python/prelude.py).
+// Environment variables the prelude reads (python/prelude.py).
 const (
 	envPackages    = "AIRLOCK_PACKAGES"     // sys.path entries, ':'-separated
 	envWarmImports = "AIRLOCK_WARM_IMPORTS" // modules to import, ','-separated

@@ -12,11 +12,11 @@ import (
 	"sync"
 	"time"
 
-	"github.com/airlock-sandbox/airlock/internal/engine"
-	"github.com/airlock-sandbox/airlock/internal/python"
+	"github.com/airlock-sandbox/airlock/engine"
+	"github.com/airlock-sandbox/airlock/hostfuncs"
 	"github.com/airlock-sandbox/airlock/internal/testenv"
-	"github.com/airlock-sandbox/airlock/internal/wasi/memfs"
-	"github.com/airlock-sandbox/airlock/tools"
+	"github.com/airlock-sandbox/airlock/python"
+	"github.com/airlock-sandbox/airlock/wasi/memfs"
 )
 
 // Sandbox runs requests against one compiled python.wasm.
@@ -94,7 +94,7 @@ func New(ctx context.Context, opts ...Option) (*Sandbox, error) {
 	if err := setupNetwork(&cfg); err != nil {
 		return nil, fmt.Errorf("airlock: WithNetwork: %w", err)
 	}
-	reg, err := tools.NewRegistry(cfg.tools...)
+	reg, err := hostfuncs.NewRegistry(cfg.tools...)
 	if err != nil {
 		return nil, fmt.Errorf("airlock: %w", err)
 	}
@@ -103,7 +103,7 @@ func New(ctx context.Context, opts ...Option) (*Sandbox, error) {
 		cfg.engine = EngineWazero
 	}
 	if !slices.Contains(engine.Engines(), cfg.engine) {
-		return nil, fmt.Errorf("%w: %q (this binary has %s; wasmtime needs a build with -tags airlock_wasmtime that imports github.com/airlock-sandbox/airlock/wasmtime)",
+		return nil, fmt.Errorf("%w: %q (this binary has %s; wasmtime needs a build with -tags airlock_wasmtime that imports github.com/airlock-sandbox/airlock/engine/wasmtime)",
 			ErrEngineUnavailable, cfg.engine, strings.Join(engine.Engines(), ", "))
 	}
 	art, err := python.Load(cfg.pythonPath, cfg.cacheDir)

@@ -14,10 +14,10 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/airlock-sandbox/airlock/internal/engine"
-	"github.com/airlock-sandbox/airlock/internal/python"
-	"github.com/airlock-sandbox/airlock/internal/wasi"
-	"github.com/airlock-sandbox/airlock/internal/wasi/memfs"
+	"github.com/airlock-sandbox/airlock/engine"
+	"github.com/airlock-sandbox/airlock/python"
+	"github.com/airlock-sandbox/airlock/wasi"
+	"github.com/airlock-sandbox/airlock/wasi/memfs"
 )
 
 // Sessions keep an interpreter's state from one call to the next, as a
@@ -33,7 +33,7 @@ import (
 var (
 	// ErrSessionsUnavailable: sessions resume images, so they need
 	// snapshots (set-up's asyncified module).
-	ErrSessionsUnavailable = errors.New("airlock: sessions need snapshots; run `airlock setup` (scripts/setup.sh)")
+	ErrSessionsUnavailable = errors.New("airlock: sessions need snapshots, which need the build prepared for them (python.Asyncify)")
 	// ErrSessionClosed: the session was closed (or its Sandbox was).
 	ErrSessionClosed = errors.New("airlock: session is closed")
 	// ErrSessionExpired: the session sat idle longer than its TTL.

@@ -14,8 +14,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-out=internal/python/embedded_bundle.tar
-compiled=internal/python/embedded_compiled.gz
+out=python/embedded_bundle.tar
+compiled=python/embedded_compiled.gz
 # A built binary, not `go run`: wazero stamps compiled code with its
 # version as the binary's build information tells it, which `go run` and
 # test binaries leave out ("dev"); code stamped otherwise is not loaded.

@@ -2,7 +2,7 @@
 # Make the release bundle of the own build for this version of Airlock,
 # which hosts without root fetch with `airlock setup --fetch URL` (and
 # programs with airlock.FetchBuild), and print the manifest sha256 that
-# the tagged commit pins in internal/python/fetch.go (ReleaseBundleSHA256).
+# the tagged commit pins in python/fetch.go (ReleaseBundleSHA256).
 #
 # The release steps: run this on the build machine; publish the file
 # where users fetch it (the release's downloads, or a mirror); set
@@ -22,5 +22,5 @@ report=$(go run ./cmd/airlock setup --export "$out")
 echo "$report"
 sum=$(grep -o 'manifest sha256 [0-9a-f]\{64\}' <<<"$report" | awk '{print $3}')
 [ -n "$sum" ] || { echo "release-bundle: setup --export printed no manifest sha256" >&2; exit 1; }
-echo "release-bundle: $out for airlock $version; pin it in internal/python/fetch.go:"
+echo "release-bundle: $out for airlock $version; pin it in python/fetch.go:"
 echo "const ReleaseBundleSHA256 = \"$sum\""

@@ -42,7 +42,7 @@ func FuzzDecode(f *testing.F) {
 			if req.Code == "" || w.Body.Len() != 0 {
 				t.Fatalf("accepted %q: code %q, wrote %q", body, req.Code, w.Body.Bytes())
 			}
-			l, _ := req.Limits.clamp(sb.Limits(), maxima)
+			l, _ := clampLimits(req.Limits, sb.Limits(), maxima)
 			if l.Timeout == 0 || l.Memory == 0 || l.Output == 0 || l.FSBytes == 0 || l.FSFiles == 0 || l.HostCalls == 0 || l.HostPayload == 0 {
 				t.Fatalf("accepted %q: limits %+v left a field to the Sandbox's default", body, l)
 			}

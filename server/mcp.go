@@ -16,7 +16,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/airlock-sandbox/airlock"
-	"github.com/airlock-sandbox/airlock/tools"
+	"github.com/airlock-sandbox/airlock/hostfuncs"
 )
 
 // MCPConfig configures NewMCP.
@@ -25,7 +25,7 @@ type MCPConfig struct {
 	Sandbox *airlock.Sandbox
 	// Tools are the host tools registered on Sandbox, listed in the
 	// run_python description so a model knows it may call them.
-	Tools []tools.Tool
+	Tools []hostfuncs.Tool
 	// MaxLimits caps runs (default airlock.DefaultLimits()); the model picks
 	// the timeout below MaxLimits.Timeout.
 	MaxLimits airlock.Limits

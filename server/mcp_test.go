@@ -11,7 +11,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/airlock-sandbox/airlock"
-	"github.com/airlock-sandbox/airlock/tools"
+	"github.com/airlock-sandbox/airlock/hostfuncs"
 )
 
 func mcpSession(t *testing.T, cfg MCPConfig) *mcp.ClientSession {
@@ -117,7 +117,7 @@ func TestMCPRunPython(t *testing.T) {
 }
 
 func TestMCPToolsAndTimeoutCap(t *testing.T) {
-	echo := tools.Func("shout", "Return the text in capitals.", func(_ context.Context, s string) (string, error) {
+	echo := hostfuncs.Func("shout", "Return the text in capitals.", func(_ context.Context, s string) (string, error) {
 		return strings.ToUpper(s), nil
 	})
 	tsb, err := airlock.New(context.Background(), airlock.WithTools(echo))
@@ -127,7 +127,7 @@ func TestMCPToolsAndTimeoutCap(t *testing.T) {
 	defer tsb.Close(context.Background())
 	max := airlock.DefaultLimits()
 	max.Timeout = 3 * time.Second // room for the host call on a loaded machine
-	cs := mcpSession(t, MCPConfig{Sandbox: tsb, Tools: []tools.Tool{echo}, MaxLimits: max})
+	cs := mcpSession(t, MCPConfig{Sandbox: tsb, Tools: []hostfuncs.Tool{echo}, MaxLimits: max})
 	if d := tool(t, cs, "run_python").Description; !strings.Contains(d, "- shout: Return the text in capitals.") {
 		t.Fatalf("description does not list the host tool: %s", d)
 	}

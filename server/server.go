@@ -1,6 +1,10 @@
 // Package server puts a Sandbox behind HTTP (POST /v1/run, sessions under
 // /v1/sessions, GET /healthz, GET /metrics) and behind the Model Context
-// Protocol (NewMCP), and holds the client `airlock run --server` uses.
+// Protocol ([NewMCP]). The JSON both ways is package
+// [github.com/airlock-sandbox/airlock/server/wire], and the client
+// `airlock run --server` uses is package
+// [github.com/airlock-sandbox/airlock/server/client], which imports
+// neither this package nor the sandbox.
 //
 // The HTTP server admits at most Config.Concurrency runs at once and
 // Config.Queue more waiting; beyond that it answers 429 with Retry-After
@@ -30,6 +34,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/airlock-sandbox/airlock"
+	"github.com/airlock-sandbox/airlock/server/wire"
 )
 
 // Config configures a Server. As everywhere in Airlock, zero means the
@@ -121,6 +126,9 @@ type Server struct {
 	nextID   atomic.Uint64
 	sessions sessions
 	python   Python // the build runs use, named in every result
+	// served and running count runs for GET /v1/status, as airlock_runs_total
+	// and airlock_runs_in_flight do for /metrics.
+	served, running atomic.Int64
 
 	runs       *prometheus.CounterVec
 	rejected   *prometheus.CounterVec
@@ -297,9 +305,19 @@ func New(cfg Config) (*Server, error) {
 		io.WriteString(w, "ok\n")
 	})
 	s.mux.Handle("GET /metrics", s.auth(promhttp.HandlerFor(reg, promhttp.HandlerOpts{})))
+	s.mux.Handle("GET /v1/status", s.auth(http.HandlerFunc(s.handleStatus)))
 	s.mux.Handle("POST /v1/run", s.auth(http.HandlerFunc(s.handleRun)))
 	s.routeSessions()
 	return s, nil
+}
+
+// handleStatus answers GET /v1/status: what the server has done and holds,
+// in JSON, for a client that should not parse /metrics' text.
+func (s *Server) handleStatus(w http.ResponseWriter, _ *http.Request) {
+	writeJSON(w, http.StatusOK, wire.Status{
+		Runs: s.served.Load(), InFlight: s.running.Load(), Queued: s.waiting.Load(),
+		Sessions: s.cfg.Sandbox.Sessions(), Python: s.python,
+	})
 }
 
 // flag logs a suspicious run at warning level, with its reasons, and
@@ -421,12 +439,10 @@ func (w *envelopeWriter) Write(p []byte) (int, error) {
 }
 
 // errorBody is the body of a refused request: {"error":{"kind","message"}}.
-type errorBody struct {
-	Error ErrorInfo `json:"error"`
-}
+type errorBody = wire.ErrorBody
 
 func writeError(w http.ResponseWriter, status int, kind, msg string) {
-	writeJSON(w, status, errorBody{ErrorInfo{Kind: kind, Message: msg}})
+	writeJSON(w, status, errorBody{Error: ErrorInfo{Kind: kind, Message: msg}})
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
@@ -580,7 +596,7 @@ func (s *Server) request(w http.ResponseWriter, in RunRequest) (airlock.Request,
 // clampLimits clamps l to the server's maxima and names what it clamped
 // in the Airlock-Limits-Clamped header.
 func (s *Server) clampLimits(w http.ResponseWriter, l RunLimits) (airlock.Limits, []string) {
-	limits, clamped := l.clamp(s.cfg.Sandbox.Limits(), s.cfg.MaxLimits)
+	limits, clamped := clampLimits(l, s.cfg.Sandbox.Limits(), s.cfg.MaxLimits)
 	if len(clamped) > 0 {
 		w.Header().Set("Airlock-Limits-Clamped", strings.Join(clamped, ","))
 	}
@@ -617,12 +633,15 @@ func (s *Server) execute(w http.ResponseWriter, r *http.Request, req airlock.Req
 		req.OnOutput = sse.output
 	}
 	s.inFlight.Inc()
+	s.running.Add(1)
 	res, _ := run(r.Context(), req)
+	s.running.Add(-1)
 	s.inFlight.Dec()
 	giveBack.Do(release)
 	idle.Do(s.idle.end)
 	outcome := Outcome(res)
 	s.runs.WithLabelValues(outcome).Inc()
+	s.served.Add(1)
 	s.net.observe(res)
 	s.installs.observe(res)
 	s.duration.Observe(res.Duration.Seconds())
@@ -633,7 +652,7 @@ func (s *Server) execute(w http.ResponseWriter, r *http.Request, req airlock.Req
 	if a, ok := out.(errorAnswer); ok {
 		// The run went, but what it leaves could not be kept (a store).
 		if stream {
-			sse.finish(errorBody{ErrorInfo{Kind: a.kind, Message: a.msg}})
+			sse.finish(errorBody{Error: ErrorInfo{Kind: a.kind, Message: a.msg}})
 			return
 		}
 		s.writeAnswer(w, a)

@@ -14,35 +14,6 @@ import (
 	"github.com/airlock-sandbox/airlock"
 )
 
-// SessionRequest is the body of POST /v1/sessions: what every call of the
-// session starts from. Limits are each call's defaults (fs_bytes and
-// fs_files bound the session's files as a whole), clamped to the server's
-// maxima.
-type SessionRequest struct {
-	Files  InputFiles        `json:"files,omitempty"`
-	Env    map[string]string `json:"env,omitempty"`
-	Limits RunLimits         `json:"limits,omitzero"`
-	Tools  []string          `json:"tools,omitempty"`
-}
-
-// SessionRunRequest is the body of POST /v1/sessions/{id}/run: a RunRequest
-// without what a session refuses (deterministic, seed: its clock and hash
-// seed were fixed when it started). Files are added to the session's.
-type SessionRunRequest struct {
-	Code     string            `json:"code"`
-	Filename string            `json:"filename,omitempty"`
-	Files    InputFiles        `json:"files,omitempty"`
-	Stdin    []byte            `json:"stdin,omitempty"`
-	Env      map[string]string `json:"env,omitempty"`
-	Limits   RunLimits         `json:"limits,omitzero"`
-	Tools    []string          `json:"tools,omitempty"`
-	// RichOutput is as for RunRequest: on unless false.
-	RichOutput *bool `json:"rich_output,omitempty"`
-	// Network narrows the server's --allow-net rules for this call, as
-	// for RunRequest; omitted, the call has the server's own policy.
-	Network []string `json:"network,omitempty"`
-}
-
 // sessionCall is the airlock.Request a session call asks for, its limits
 // clamped and its network rules narrowed from the server's; false after
 // a 400 for rules the server does not allow.
@@ -59,19 +30,6 @@ func (s *Server) sessionCall(w http.ResponseWriter, in SessionRunRequest) (airlo
 	})
 	req.Network = policy
 	return req, clamped, true
-}
-
-// SessionInfo answers POST /v1/sessions and POST /v1/sessions/{id}/fork.
-type SessionInfo struct {
-	ID string `json:"id"`
-}
-
-// SessionResult is a session call's result: a Result and whether the call
-// was rolled back (it hit a limit, crashed or left the interpreter, and
-// the session keeps its state from before it).
-type SessionResult struct {
-	Result
-	RolledBack bool `json:"rolled_back"`
 }
 
 // sessions are the live sessions by ID. They belong to the Sandbox, which
@@ -117,21 +75,6 @@ func (e *sessionEntry) lastActive() time.Time {
 		return e.created
 	}
 	return e.lastCall
-}
-
-// SessionStatus is one session in GET /v1/sessions.
-type SessionStatus struct {
-	ID      string    `json:"id"`
-	Created time.Time `json:"created"`
-	// LastCall is when the last call ended; absent before the first.
-	LastCall *time.Time `json:"last_call,omitempty"`
-	Calls    int        `json:"calls"`
-	Running  bool       `json:"running"`
-}
-
-// SessionList answers GET /v1/sessions, oldest first.
-type SessionList struct {
-	Sessions []SessionStatus `json:"sessions"`
 }
 
 func (t *sessions) add(s *airlock.Session) { t.addOwned(s, nil) }
@@ -312,7 +255,7 @@ func (s *Server) sessionError(w http.ResponseWriter, err error) {
 		s.rejected.WithLabelValues("too_many_sessions").Inc()
 		writeError(w, http.StatusTooManyRequests, "too_many_sessions", err.Error()+"; delete one or let one expire")
 	case errors.Is(err, airlock.ErrSessionsUnavailable):
-		writeError(w, http.StatusNotImplemented, "sessions_unavailable", err.Error())
+		writeError(w, http.StatusNotImplemented, "sessions_unavailable", "this server has no sessions: its Python build is not prepared for snapshots (`airlock setup` on the server's host)")
 	case errors.Is(err, airlock.ErrSessionClosed), errors.Is(err, airlock.ErrSessionExpired):
 		s.notFound(w, err.Error())
 	case errors.As(err, &e):

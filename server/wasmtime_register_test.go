@@ -4,4 +4,4 @@ package server
 
 // With -tags airlock_wasmtime the suite can run on wasmtime too, as the
 // airlock command can (cmd/airlock/engine_wasmtime.go).
-import _ "github.com/airlock-sandbox/airlock/wasmtime"
+import _ "github.com/airlock-sandbox/airlock/engine/wasmtime"

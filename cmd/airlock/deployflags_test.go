@@ -12,7 +12,8 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/airlock-sandbox/airlock/server"
+	"github.com/airlock-sandbox/airlock/server/client"
+	"github.com/airlock-sandbox/airlock/server/wire"
 )
 
 // The canary values the tests plant: long enough for the library (8
@@ -154,31 +155,31 @@ func TestServePlantsCanaries(t *testing.T) {
 	url, _, logs := startServe(t, nil, "--drain-timeout", "5s",
 		"--canaries-file", writeCanaries(t), "--canary", "env:GITHUB_TOKEN=ghp_canary0000000000000000")
 	ctx := context.Background()
-	c := &server.Client{URL: url}
-	reasons := func(ss []server.Suspicion) string {
+	c := &client.Client{URL: url}
+	reasons := func(ss []wire.Suspicion) string {
 		var r []string
 		for _, s := range ss {
 			r = append(r, s.Reason+": "+s.Detail)
 		}
 		return strings.Join(r, "; ")
 	}
-	res, err := c.Run(ctx, server.RunRequest{Code: `import os; print(os.environ["GITHUB_TOKEN"])`})
+	res, err := c.Run(ctx, wire.RunRequest{Code: `import os; print(os.environ["GITHUB_TOKEN"])`})
 	if err != nil || !strings.Contains(res.Stdout, "ghp_canary") || !strings.Contains(reasons(res.Suspicious), "canary") {
 		t.Fatalf("the --canary variable: %+v, %v", res, err)
 	}
-	res, err = c.Run(ctx, server.RunRequest{Code: `print(len(open(".aws/credentials").read()))`})
+	res, err = c.Run(ctx, wire.RunRequest{Code: `print(len(open(".aws/credentials").read()))`})
 	if err != nil || !strings.Contains(reasons(res.Suspicious), "canary") {
 		t.Fatalf("the --canaries-file file: %+v, %v", res, err)
 	}
-	res, err = c.Run(ctx, server.RunRequest{Code: "print(1)"})
+	res, err = c.Run(ctx, wire.RunRequest{Code: "print(1)"})
 	if err != nil || len(res.Suspicious) != 0 {
 		t.Fatalf("an honest run: %+v, %v", res, err)
 	}
-	id, err := c.NewSession(ctx, server.SessionRequest{})
+	id, err := c.NewSession(ctx, wire.SessionRequest{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	sres, err := c.RunSession(ctx, id, server.SessionRunRequest{Code: `import os; k = os.environ["AWS_SECRET_ACCESS_KEY"]; print(k)`})
+	sres, err := c.RunSession(ctx, id, wire.SessionRunRequest{Code: `import os; k = os.environ["AWS_SECRET_ACCESS_KEY"]; print(k)`})
 	if err != nil || !strings.Contains(reasons(sres.Suspicious), "canary") {
 		t.Fatalf("a session call: %+v, %v", sres, err)
 	}

@@ -2,4 +2,4 @@
 
 package main
 
-import _ "github.com/airlock-sandbox/airlock/wasmtime" // the wasmtime engine, with -tags airlock_wasmtime
+import _ "github.com/airlock-sandbox/airlock/engine/wasmtime" // the wasmtime engine, with -tags airlock_wasmtime

@@ -5,8 +5,8 @@ import (
 	"flag"
 	"testing"
 
-	"github.com/airlock-sandbox/airlock/internal/python"
 	"github.com/airlock-sandbox/airlock/internal/testenv"
+	"github.com/airlock-sandbox/airlock/python"
 )
 
 // The suite runs on the engine and build $AIRLOCK_ENGINE and

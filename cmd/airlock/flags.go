@@ -19,7 +19,7 @@ import (
 	"time"
 
 	"github.com/airlock-sandbox/airlock"
-	"github.com/airlock-sandbox/airlock/internal/python"
+	"github.com/airlock-sandbox/airlock/python"
 )
 
 // multiFlag collects a repeatable string flag.

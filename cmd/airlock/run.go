@@ -14,8 +14,8 @@ import (
 	"time"
 
 	"github.com/airlock-sandbox/airlock"
-	"github.com/airlock-sandbox/airlock/internal/python"
-	"github.com/airlock-sandbox/airlock/server"
+	"github.com/airlock-sandbox/airlock/python"
+	"github.com/airlock-sandbox/airlock/server/wire"
 )
 
 func cmdRun(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) (int, error) {
@@ -130,35 +130,48 @@ func cmdRun(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 		return stdinFlagStatus(err), err
 	}
 
-	if *serverURL != "" {
-		return runRemote(ctx, *serverURL, req, *outDir, *asJSON, stdout, stderr)
-	}
+	// The runs go to --server; else to the warm server where there is
+	// one, else to a Sandbox of this process's.
+	var runners []runner
 	var warm *warmTarget
-	if len(sbOpts) == 0 && len(req.Packages) == 0 && req.Network == nil {
-		if warm, err = warmFor(ctx, &common, req.Limits.Timeout, nil, nil); err != nil {
-			return exitUsage, err
+	local := &localRunner{open: func() (*airlock.Sandbox, error) { return common.sandbox(ctx, stderr, sbOpts...) }}
+	defer local.close()
+	if *serverURL != "" {
+		runners = []runner{newRemoteRunner(*serverURL)}
+	} else {
+		if len(sbOpts) == 0 && len(req.Packages) == 0 && req.Network == nil {
+			if warm, err = warmFor(ctx, &common, req.Limits.Timeout, nil, nil); err != nil {
+				return exitUsage, err
+			}
 		}
-	}
-	if warm != nil {
-		if code, served, err := warm.run(ctx, req, *outDir, *asJSON, stdout, stderr); served {
-			return code, err
+		if warm != nil {
+			runners = append(runners, warmRunner{warm})
 		}
+		runners = append(runners, local)
 	}
-	sb, err := common.sandbox(ctx, stderr, sbOpts...)
-	if err != nil {
+	// The output as the program writes it, not when it ends (but inside
+	// the one object of --json).
+	res, err := runFirst(ctx, runners, req, streamOrNil(*asJSON, stdout, stderr))
+	switch {
+	case errors.Is(err, errRunCancelled):
+		return exitTimeout, err
+	case err != nil:
 		return 1, err
 	}
-	defer sb.Close(context.Background())
-	if !*asJSON {
-		// The output as the program writes it, not when it ends.
-		req.OnOutput = streamTo(stdout, stderr)
-	}
-	res, _ := sb.Run(ctx, req) // the error is res.Error, which report prints
-	status := report(server.NewResult(res, server.PythonOf(sb), false), res.Files, outFiles{*outDir, python.Home}, *asJSON, !*asJSON, stdout, stderr)
-	if warm != nil {
+	status := report(*res, resultFiles(res), outFiles{*outDir, python.Home}, *asJSON, !*asJSON, stdout, stderr)
+	if warm != nil && local.opened() {
 		warm.start() // for the next run
 	}
 	return status, nil
+}
+
+// resultFiles are res's files, with their data, as --out writes them.
+func resultFiles(res *wire.Result) []airlock.File {
+	files := make([]airlock.File, len(res.Files))
+	for i, f := range res.Files {
+		files[i] = airlock.File{Path: f.Path, Size: f.Size, Data: f.Data}
+	}
+	return files
 }
 
 // warmFor is the warm server for a command's runs with timeout and its
@@ -191,7 +204,7 @@ func streamTo(stdout, stderr io.Writer) func(string, []byte) {
 // report prints a run's result the same way whether it ran here or on a
 // server (res is the JSON contract, without file data; files carry it)
 // and returns the exit status.
-func report(res server.Result, files []airlock.File, out outFiles, asJSON, streamed bool, stdout, stderr io.Writer) int {
+func report(res wire.Result, files []airlock.File, out outFiles, asJSON, streamed bool, stdout, stderr io.Writer) int {
 	if asJSON {
 		for i := range res.Files {
 			res.Files[i].Data = nil
@@ -235,7 +248,7 @@ func report(res server.Result, files []airlock.File, out outFiles, asJSON, strea
 
 // printRich prints, after a run's output (--value), each display's text
 // form and the other forms it has, then the last expression's value.
-func printRich(w io.Writer, res server.Result) {
+func printRich(w io.Writer, res wire.Result) {
 	for _, d := range res.Displays {
 		if d.Value {
 			continue // its text is the value, below
@@ -285,7 +298,7 @@ func kindStatus(kind airlock.Kind) int {
 }
 
 // printJSON prints the --json contract (server.Result, without file data).
-func printJSON(w io.Writer, out server.Result) {
+func printJSON(w io.Writer, out wire.Result) {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	enc.SetEscapeHTML(false)
@@ -322,46 +335,6 @@ func (o outFiles) write(files []airlock.File, stderr io.Writer) bool {
 		}
 	}
 	return ok
-}
-
-// runRemote sends req to an `airlock serve` at url and reports the result
-// as a local run would.
-func runRemote(ctx context.Context, url string, req airlock.Request, outDir string, asJSON bool, stdout, stderr io.Writer) (int, error) {
-	c := &server.Client{URL: url, Token: os.Getenv("AIRLOCK_TOKEN")}
-	return sendRun(ctx, c, req, outDir, asJSON, streamTo(stdout, stderr), stdout, stderr)
-}
-
-// sendRun sends req through c, onOutput getting the output as it comes
-// unless asJSON, and reports the result as a local run would.
-func sendRun(ctx context.Context, c *server.Client, req airlock.Request, outDir string, asJSON bool,
-	onOutput func(string, []byte), stdout, stderr io.Writer) (int, error) {
-	in := apiRequest(req)
-	var res *server.Result
-	var err error
-	if asJSON {
-		res, err = c.Run(ctx, in)
-	} else {
-		res, err = c.RunStream(ctx, in, onOutput)
-	}
-	if err != nil {
-		return 1, err
-	}
-	files := make([]airlock.File, len(res.Files))
-	for i, f := range res.Files {
-		files[i] = airlock.File{Path: f.Path, Size: f.Size, Data: f.Data}
-	}
-	return report(*res, files, outFiles{outDir, python.Home}, asJSON, !asJSON, stdout, stderr), nil
-}
-
-// apiRequest is req as the HTTP API takes it.
-func apiRequest(req airlock.Request) server.RunRequest {
-	rich := req.RichOutput
-	return server.RunRequest{
-		Code: req.Code, Filename: req.Filename, Files: req.Files, Stdin: req.Stdin, Env: req.Env,
-		Limits: server.FromLimits(req.Limits), Deterministic: req.Deterministic, Seed: req.Seed,
-		RichOutput: &rich,
-		Network:    remoteRules(req.Network),
-	}
 }
 
 // watchRun runs cmd under watchLoop, holding a Sandbox open meanwhile so

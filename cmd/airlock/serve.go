@@ -17,12 +17,12 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/airlock-sandbox/airlock"
+	"github.com/airlock-sandbox/airlock/hostfuncs"
 	"github.com/airlock-sandbox/airlock/server"
-	"github.com/airlock-sandbox/airlock/tools"
 )
 
 // toolsFor returns the built-in tool set name ("" for none) and its option.
-func toolsFor(name string) ([]tools.Tool, []airlock.Option, error) {
+func toolsFor(name string) ([]hostfuncs.Tool, []airlock.Option, error) {
 	if name == "" {
 		return nil, nil, nil
 	}

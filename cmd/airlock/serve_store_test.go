@@ -14,7 +14,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/airlock-sandbox/airlock/server"
+	"github.com/airlock-sandbox/airlock/server/client"
+	"github.com/airlock-sandbox/airlock/server/wire"
 )
 
 // A shared store without a session key is refused before anything
@@ -120,27 +121,27 @@ func TestServeReplicasShareRedis(t *testing.T) {
 		}
 	}
 	bg := context.Background()
-	c0, c1, c2 := &server.Client{URL: urls[0]}, &server.Client{URL: urls[1]}, &server.Client{URL: urls[2]}
-	id, err := c0.NewSession(bg, server.SessionRequest{})
+	c0, c1, c2 := &client.Client{URL: urls[0]}, &client.Client{URL: urls[1]}, &client.Client{URL: urls[2]}
+	id, err := c0.NewSession(bg, wire.SessionRequest{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := func(c *server.Client, id, code, stdout string) {
+	want := func(c *client.Client, id, code, stdout string) {
 		t.Helper()
-		res, err := c.RunSession(bg, id, server.SessionRunRequest{Code: code})
+		res, err := c.RunSession(bg, id, wire.SessionRunRequest{Code: code})
 		if err != nil || res.Stdout != stdout || res.RolledBack {
 			t.Fatalf("%s on %s: %+v %v, want stdout %q", code, c.URL, res, err, stdout)
 		}
 	}
 	busy := func(err error) bool {
-		var apiErr *server.APIError
+		var apiErr *client.APIError
 		return errors.As(err, &apiErr) && apiErr.Status == 409 && apiErr.Kind == "session_busy"
 	}
 	// A caller that loses the race for the lock to the test's polling
 	// below tries again, as a client told 409 would.
-	runRetrying := func(c *server.Client, code string) (*server.SessionResult, error) {
+	runRetrying := func(c *client.Client, code string) (*wire.SessionResult, error) {
 		for start := time.Now(); ; time.Sleep(50 * time.Millisecond) {
-			res, err := c.RunSession(bg, id, server.SessionRunRequest{Code: code})
+			res, err := c.RunSession(bg, id, wire.SessionRunRequest{Code: code})
 			if !busy(err) || time.Since(start) > 20*time.Second {
 				return res, err
 			}
@@ -164,11 +165,11 @@ func TestServeReplicasShareRedis(t *testing.T) {
 		}
 		first <- err
 	}()
-	waitBusy := func(c *server.Client) {
+	waitBusy := func(c *client.Client) {
 		t.Helper()
 		deadline := time.Now().Add(20 * time.Second)
 		for {
-			_, err := c.RunSession(bg, id, server.SessionRunRequest{Code: "print(x)"})
+			_, err := c.RunSession(bg, id, wire.SessionRunRequest{Code: "print(x)"})
 			if busy(err) {
 				return
 			}
@@ -201,7 +202,7 @@ func TestServeReplicasShareRedis(t *testing.T) {
 	}
 	killed := time.Now()
 	for {
-		res, err := c1.RunSession(bg, id, server.SessionRunRequest{Code: "print(x)"})
+		res, err := c1.RunSession(bg, id, wire.SessionRunRequest{Code: "print(x)"})
 		if err == nil {
 			if res.Stdout != "20\n" {
 				t.Fatalf("after the dead call: %q, want the state before it", res.Stdout)
@@ -224,8 +225,8 @@ func TestServeReplicasShareRedis(t *testing.T) {
 	if err := c0.DeleteSession(bg, id); err != nil {
 		t.Fatal(err)
 	}
-	var apiErr *server.APIError
-	if _, err := c1.RunSession(bg, id, server.SessionRunRequest{Code: "print(x)"}); !errors.As(err, &apiErr) || apiErr.Status != 404 {
+	var apiErr *client.APIError
+	if _, err := c1.RunSession(bg, id, wire.SessionRunRequest{Code: "print(x)"}); !errors.As(err, &apiErr) || apiErr.Status != 404 {
 		t.Fatalf("deleted session: %v, want a 404", err)
 	}
 }

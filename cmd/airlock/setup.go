@@ -14,7 +14,7 @@ import (
 
 	"github.com/airlock-sandbox/airlock"
 	"github.com/airlock-sandbox/airlock/internal/atomicfile"
-	"github.com/airlock-sandbox/airlock/internal/python"
+	"github.com/airlock-sandbox/airlock/python"
 )
 
 func cmdSetup(ctx context.Context, args []string, stdout, stderr io.Writer) (int, error) {

@@ -61,7 +61,7 @@ func TestCLIConventions(t *testing.T) {
 	t.Setenv("AIRLOCK_CACHE_DIR", t.TempDir()) // no build there
 	t.Setenv("AIRLOCK_PYTHON", "")
 	code, _, stderr = cli(t, "", "run", "-c", "pass")
-	if code != exitAirlock || strings.Contains(stderr, "airlock: airlock:") || !strings.HasPrefix(stderr, "airlock: python: the own CPython 3.13 build is not made yet") {
+	if code != exitAirlock || strings.Contains(stderr, "airlock: airlock:") || !strings.HasPrefix(stderr, "airlock: python: the own CPython 3.13 build is not in the cache directory") {
 		t.Errorf("no build: %d %q", code, stderr)
 	}
 	if code, stdout, _ := cli(t, "", "--version"); code != 0 || !strings.HasPrefix(stdout, "airlock ") {

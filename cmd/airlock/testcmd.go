@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -17,7 +18,8 @@ import (
 	"time"
 
 	"github.com/airlock-sandbox/airlock"
-	"github.com/airlock-sandbox/airlock/internal/python"
+	"github.com/airlock-sandbox/airlock/python"
+	"github.com/airlock-sandbox/airlock/server/client"
 )
 
 // testRunner runs unittest discovery inside the sandbox and prints one
@@ -95,18 +97,18 @@ func cmdTest(ctx context.Context, args []string, stdout, stderr io.Writer) (int,
 	fset := flag.NewFlagSet("airlock test", flag.ContinueOnError)
 	fset.SetOutput(io.Discard) // flagResult prints help and errors
 	var (
-		common  commonFlags
-		pattern = fset.String("pattern", "test*.py", "unittest discovery pattern")
-		runner  = fset.String("runner", "auto", "auto (pytest when the suite has pytest-style tests or a conftest.py, else unittest), pytest or unittest")
-		keyword = fset.String("k", "", "pytest: run only the tests matching this expression")
-		junit   = fset.String("junit", "", "pytest: write a JUnit XML report to this `file`")
-		asJSON  = fset.Bool("json", false, "print the outcomes as one JSON object")
-		isolate = fset.Bool("isolate", false, "run each test file in a fresh instance of its own (a restore costs milliseconds)")
-		verbose = fset.Bool("v", false, "list every test")
-		timeout = fset.Duration("timeout", 60*time.Second, "wall-clock limit of the whole suite (of each file with --isolate)")
-		memory  = &sizeFlag{airlock.DefaultLimits().Memory}
-		watch   = fset.Bool("watch", false, "re-run on every change under DIR (Ctrl-C stops)")
-		clear   = fset.Bool("clear", false, "with --watch, clear the screen before each run")
+		common     commonFlags
+		pattern    = fset.String("pattern", "test*.py", "unittest discovery pattern")
+		runnerName = fset.String("runner", "auto", "auto (pytest when the suite has pytest-style tests or a conftest.py, else unittest), pytest or unittest")
+		keyword    = fset.String("k", "", "pytest: run only the tests matching this expression")
+		junit      = fset.String("junit", "", "pytest: write a JUnit XML report to this `file`")
+		asJSON     = fset.Bool("json", false, "print the outcomes as one JSON object")
+		isolate    = fset.Bool("isolate", false, "run each test file in a fresh instance of its own (a restore costs milliseconds)")
+		verbose    = fset.Bool("v", false, "list every test")
+		timeout    = fset.Duration("timeout", 60*time.Second, "wall-clock limit of the whole suite (of each file with --isolate)")
+		memory     = &sizeFlag{airlock.DefaultLimits().Memory}
+		watch      = fset.Bool("watch", false, "re-run on every change under DIR (Ctrl-C stops)")
+		clear      = fset.Bool("clear", false, "with --watch, clear the screen before each run")
 	)
 	var env envFlags
 	common.register(fset)
@@ -136,7 +138,7 @@ func cmdTest(ctx context.Context, args []string, stdout, stderr io.Writer) (int,
 	if err != nil {
 		return 1, err
 	}
-	kind, err := chooseRunner(*runner, files)
+	kind, err := chooseRunner(*runnerName, files)
 	if err != nil {
 		return exitUsage, err
 	}
@@ -168,32 +170,31 @@ func cmdTest(ctx context.Context, args []string, stdout, stderr io.Writer) (int,
 	if err != nil {
 		return exitUsage, err
 	}
-	var sb *airlock.Sandbox
-	defer func() {
-		if sb != nil {
-			sb.Close(context.Background())
-		}
-	}()
-	if warm == nil || !warm.present() {
+	local := &localRunner{open: func() (*airlock.Sandbox, error) { return common.sandbox(ctx, stderr, opts...) }}
+	defer local.close()
+	var runners []runner
+	if warm != nil && warm.present() {
+		runners = append(runners, warmRunner{warm})
+	} else if err := local.load(); err != nil {
 		// Loaded before the suite's clock starts, as it always was.
-		if sb, err = common.sandbox(ctx, stderr, opts...); err != nil {
-			return 1, err
-		}
+		return 1, err
 	}
+	runners = append(runners, local)
 	run := func(req airlock.Request) (*airlock.Result, error) {
-		if warm != nil && sb == nil {
-			if res, served := warm.runRequest(ctx, req); served {
-				return res, nil
-			}
+		if local.opened() {
+			runners = []runner{local} // once here, the suite stays here
 		}
-		if sb == nil {
-			var err error
-			if sb, err = common.sandbox(ctx, stderr, opts...); err != nil {
-				return nil, err
-			}
+		res, err := runFirst(ctx, runners, req, nil)
+		var apiErr *client.APIError
+		switch {
+		case errors.Is(err, errRunCancelled):
+			return &airlock.Result{ExitCode: -1, Error: &airlock.Error{Kind: airlock.KindTimeout, Message: "the run was cancelled"}}, nil
+		case errors.As(err, &apiErr):
+			return &airlock.Result{ExitCode: -1, Error: &airlock.Error{Kind: airlock.Kind(apiErr.Kind), Message: apiErr.Message}}, nil
+		case err != nil:
+			return nil, err
 		}
-		res, _ := sb.Run(ctx, req) // the error is res.Error, which add prints
-		return res, nil
+		return fromResult(res), nil // the error is res.Error, which add prints
 	}
 	targets := []string{""} // the whole suite in one run
 	if *isolate {
@@ -223,7 +224,7 @@ func cmdTest(ctx context.Context, args []string, stdout, stderr io.Writer) (int,
 			writeJUnit(*junit, res, len(targets) > 1, target, stderr)
 		}
 	}
-	if sb != nil && warm != nil {
+	if local.opened() && warm != nil {
 		warm.start() // for the next suite
 	}
 	counts.Duration = float64(time.Since(start).Microseconds()) / 1000

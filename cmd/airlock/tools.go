@@ -9,11 +9,11 @@ import (
 	"time"
 
 	"github.com/airlock-sandbox/airlock"
-	"github.com/airlock-sandbox/airlock/tools"
+	"github.com/airlock-sandbox/airlock/hostfuncs"
 )
 
 // toolSets are the host tool sets `airlock run --tools NAME` can expose.
-var toolSets = map[string]func() []tools.Tool{"demo": demoTools}
+var toolSets = map[string]func() []hostfuncs.Tool{"demo": demoTools}
 
 func toolsOption(name string) (airlock.Option, error) {
 	set, ok := toolSets[name]
@@ -105,7 +105,7 @@ type kvStores struct {
 }
 
 func (k *kvStores) forCall(ctx context.Context) (*kvStore, error) {
-	info, ok := tools.CallInfo(ctx)
+	info, ok := hostfuncs.CallInfo(ctx)
 	if !ok {
 		return nil, fmt.Errorf("kv: not called from a run")
 	}
@@ -145,21 +145,21 @@ func (k *kvStores) live() int {
 // demoTools are small tools to try host calls from the command line. The
 // key-value store lasts one run (in `airlock repl`, the session) and holds
 // at most kvMaxKeys keys and kvMaxBytes bytes.
-func demoTools() []tools.Tool { tools, _ := demoToolsWithStores(); return tools }
+func demoTools() []hostfuncs.Tool { tools, _ := demoToolsWithStores(); return tools }
 
-func demoToolsWithStores() ([]tools.Tool, *kvStores) {
+func demoToolsWithStores() ([]hostfuncs.Tool, *kvStores) {
 	stores := &kvStores{}
-	return []tools.Tool{
-		tools.Func("echo", "Return the value unchanged.", func(_ context.Context, v json.RawMessage) (json.RawMessage, error) {
+	return []hostfuncs.Tool{
+		hostfuncs.Func("echo", "Return the value unchanged.", func(_ context.Context, v json.RawMessage) (json.RawMessage, error) {
 			return v, nil
 		}),
-		tools.Func("add", "Return a + b.", func(_ context.Context, in addArgs) (float64, error) {
+		hostfuncs.Func("add", "Return a + b.", func(_ context.Context, in addArgs) (float64, error) {
 			return in.A + in.B, nil
 		}),
-		tools.Func("now", "Return the host's time, RFC 3339 in UTC.", func(context.Context, struct{}) (string, error) {
+		hostfuncs.Func("now", "Return the host's time, RFC 3339 in UTC.", func(context.Context, struct{}) (string, error) {
 			return time.Now().UTC().Format(time.RFC3339Nano), nil
 		}),
-		tools.Func("kv_set", fmt.Sprintf("Store value under key, for this run (in airlock repl, the session); at most %d keys and %d KiB.", kvMaxKeys, kvMaxBytes>>10),
+		hostfuncs.Func("kv_set", fmt.Sprintf("Store value under key, for this run (in airlock repl, the session); at most %d keys and %d KiB.", kvMaxKeys, kvMaxBytes>>10),
 			func(ctx context.Context, in kvSetArgs) (bool, error) {
 				s, err := stores.forCall(ctx)
 				if err != nil {
@@ -170,7 +170,7 @@ func demoToolsWithStores() ([]tools.Tool, *kvStores) {
 				}
 				return true, nil
 			}),
-		tools.Func("kv_get", "Return the value stored under key in this run; an error if there is none.", func(ctx context.Context, in kvKeyArgs) (json.RawMessage, error) {
+		hostfuncs.Func("kv_get", "Return the value stored under key in this run; an error if there is none.", func(ctx context.Context, in kvKeyArgs) (json.RawMessage, error) {
 			s, err := stores.forCall(ctx)
 			if err != nil {
 				return nil, err
@@ -181,7 +181,7 @@ func demoToolsWithStores() ([]tools.Tool, *kvStores) {
 			}
 			return v, nil
 		}),
-		tools.Func("kv_keys", "Return this run's stored keys, sorted.", func(ctx context.Context, _ struct{}) ([]string, error) {
+		hostfuncs.Func("kv_keys", "Return this run's stored keys, sorted.", func(ctx context.Context, _ struct{}) ([]string, error) {
 			s, err := stores.forCall(ctx)
 			if err != nil {
 				return nil, err

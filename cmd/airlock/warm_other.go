@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/airlock-sandbox/airlock"
+	"github.com/airlock-sandbox/airlock/server/wire"
 )
 
 // Warm servers need Linux: their socket's peer check is SO_PEERCRED.
@@ -29,12 +30,10 @@ func warmTargetFor(*commonFlags, time.Duration, []string, []string) (*warmTarget
 
 const defaultWarmIdle = 5 * time.Minute
 
-func (*warmTarget) runRequest(context.Context, airlock.Request) (*airlock.Result, bool) {
-	return nil, false
-}
+type warmRunner struct{ t *warmTarget }
 
-func (*warmTarget) run(context.Context, airlock.Request, string, bool, io.Writer, io.Writer) (int, bool, error) {
-	return 0, false, nil
+func (warmRunner) run(context.Context, airlock.Request, func(string, []byte)) (*wire.Result, error) {
+	return nil, errNotServed
 }
 
 func (*warmTarget) start() {}

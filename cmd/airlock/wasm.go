@@ -12,8 +12,9 @@ import (
 	"strings"
 
 	"github.com/airlock-sandbox/airlock"
-	"github.com/airlock-sandbox/airlock/internal/python"
+	"github.com/airlock-sandbox/airlock/python"
 	"github.com/airlock-sandbox/airlock/server"
+	"github.com/airlock-sandbox/airlock/server/wire"
 )
 
 // cmdWasm runs any WASI preview1 command module under the sandbox's
@@ -96,7 +97,7 @@ func cmdWasm(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 		req.OnOutput = streamTo(stdout, stderr)
 	}
 	res, _ := mod.Run(ctx, req) // the error is res.Error, which report prints
-	return report(server.NewResult(res, server.Python{Build: "wasm module " + filepath.Base(file), SHA256: sha256Hex(wasm)}, false), res.Files, outFiles{*outDir, "/"}, *asJSON, !*asJSON, stdout, stderr), nil
+	return report(server.NewResult(res, wire.Python{Build: "wasm module " + filepath.Base(file), SHA256: sha256Hex(wasm)}, false), res.Files, outFiles{*outDir, "/"}, *asJSON, !*asJSON, stdout, stderr), nil
 }
 
 func sha256Hex(b []byte) string {

@@ -20,7 +20,7 @@ import (
 	_ "github.com/ncruces/go-sqlite3/driver"
 
 	"github.com/airlock-sandbox/airlock"
-	"github.com/airlock-sandbox/airlock/tools"
+	"github.com/airlock-sandbox/airlock/hostfuncs"
 )
 
 // program is the untrusted code: it only knows the tools' names.
@@ -65,7 +65,7 @@ type table struct {
 const maxRows = 1000
 
 // tools exposes db (opened read-only) to the guest.
-func sqlTools(db *sql.DB) []tools.Tool {
+func sqlTools(db *sql.DB) []hostfuncs.Tool {
 	query := func(ctx context.Context, in queryArgs) (queryResult, error) {
 		rows, err := db.QueryContext(ctx, in.SQL, in.Params...)
 		if err != nil {
@@ -113,9 +113,9 @@ func sqlTools(db *sql.DB) []tools.Tool {
 		}
 		return out, nil
 	}
-	return []tools.Tool{
-		tools.Func("query", "Run one read-only SQL query with ? parameters; return columns and rows.", query),
-		tools.Func("tables", "List the database's tables and their columns.", tables),
+	return []hostfuncs.Tool{
+		hostfuncs.Func("query", "Run one read-only SQL query with ? parameters; return columns and rows.", query),
+		hostfuncs.Func("tables", "List the database's tables and their columns.", tables),
 	}
 }
 

@@ -104,7 +104,7 @@ attempt("rdwr", lambda: os.open("d", os.O_RDWR)); fd = os.open("d", os.O_RDONLY)
 	{name: "fs/sqlite-outside", code: `import sqlite3
 attempt("sqlite", lambda: sqlite3.connect("/etc/shadow.db").execute("create table t(x)"))`, want: "sqlite OperationalError\n"},
 
-	// Network: there is no way out, and the errors say so (internal/python/refusals.py;
+	// Network: there is no way out, and the errors say so (python/refusals.py;
 	// the messages are checked in refusals_test.go).
 	{name: "net/connect", code: `import socket
 attempt("connect", lambda: socket.create_connection(("127.0.0.1", 22), timeout=1))`, want: "connect PermissionError\n"},

@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/airlock-sandbox/airlock"
-	"github.com/airlock-sandbox/airlock/tools"
+	"github.com/airlock-sandbox/airlock/hostfuncs"
 )
 
 func reasons(res *airlock.Result) string {
@@ -90,7 +90,7 @@ func TestAuditCanaries(t *testing.T) {
 	ctx := context.Background()
 	secret, key := "AKIAFAKECANARY0001", "wJalrXUtnFEMI/K7MDENG/CANARYKEY"
 	var sent []string
-	echo := tools.Func("upload", "Send text somewhere.", func(_ context.Context, s string) (bool, error) {
+	echo := hostfuncs.Func("upload", "Send text somewhere.", func(_ context.Context, s string) (bool, error) {
 		sent = append(sent, s)
 		return true, nil
 	})

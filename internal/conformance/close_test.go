@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/airlock-sandbox/airlock"
-	"github.com/airlock-sandbox/airlock/internal/python"
+	"github.com/airlock-sandbox/airlock/python"
 )
 
 // privateCache is a cache dir of links to the real one: a Sandbox on it

@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/airlock-sandbox/airlock"
-	"github.com/airlock-sandbox/airlock/internal/engine"
+	"github.com/airlock-sandbox/airlock/engine"
 )
 
 // C++ exceptions lowered to invoke_ (scripts/build-cxx-eh.sh builds

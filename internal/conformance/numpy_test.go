@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/airlock-sandbox/airlock"
-	"github.com/airlock-sandbox/airlock/internal/python"
+	"github.com/airlock-sandbox/airlock/python"
 )
 
 // numpy is linked into the own build (scripts/numpy/build-numpy.sh): its

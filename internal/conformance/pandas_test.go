@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/airlock-sandbox/airlock"
-	"github.com/airlock-sandbox/airlock/internal/python"
+	"github.com/airlock-sandbox/airlock/python"
 )
 
 // pandas is linked into the own build beside numpy

@@ -65,7 +65,7 @@ func TestDeepRecursionIsARecursionError(t *testing.T) {
 // (lru_cache, a class's __init__, itertools) as deep as natively, and,
 // with Python's limit lifted, CPython's C recursion guard (5000 for WASI)
 // still ends it before the stack does, on every engine (wasmtime's stack
-// limit: internal/engine/wasmtime/stack.go). The npm build (-O0, 512 KiB stack) does
+// limit: engine/wasmtime/stack.go). The npm build (-O0, 512 KiB stack) does
 // not: ~50 levels of lru_cache crash it (docs/engines.md).
 func TestDeepRecursionOwnBuild(t *testing.T) {
 	s := ownSandbox(t)

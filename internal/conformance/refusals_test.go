@@ -8,7 +8,7 @@ import (
 )
 
 // What the sandbox refuses must say so, in words a model reading the
-// error can act on (internal/python/refusals.py): the exception type code already
+// error can act on (python/refusals.py): the exception type code already
 // catches, and a message that names the restriction and what to do.
 
 // refusalProbe prints one line per attempt: label, exception type, and

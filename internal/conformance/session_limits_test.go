@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/airlock-sandbox/airlock"
-	"github.com/airlock-sandbox/airlock/tools"
+	"github.com/airlock-sandbox/airlock/hostfuncs"
 )
 
 // Where a saved session's limits are: magic, version, image key, memory
@@ -126,8 +126,8 @@ func (c *countingReader) Read(p []byte) (int, error) {
 // the blob's allow-list says.
 func TestSessionLoadCapsTools(t *testing.T) {
 	ctx := context.Background()
-	echo := tools.Func("echo", "Echo.", func(_ context.Context, v json.RawMessage) (json.RawMessage, error) { return v, nil })
-	secret := tools.Func("secret", "A secret.", func(context.Context, struct{}) (string, error) { return "s3cret", nil })
+	echo := hostfuncs.Func("echo", "Echo.", func(_ context.Context, v json.RawMessage) (json.RawMessage, error) { return v, nil })
+	secret := hostfuncs.Func("secret", "A secret.", func(context.Context, struct{}) (string, error) { return "s3cret", nil })
 	sandbox, err := airlock.New(ctx, airlock.WithTools(echo, secret))
 	if err != nil {
 		t.Fatal(err)

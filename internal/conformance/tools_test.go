@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/airlock-sandbox/airlock"
-	"github.com/airlock-sandbox/airlock/tools"
+	"github.com/airlock-sandbox/airlock/hostfuncs"
 )
 
 type addArgs struct {
@@ -56,14 +56,14 @@ var (
 	waited atomic.Bool
 )
 
-var testTools = []tools.Tool{
-	tools.Func("echo", "Return the argument unchanged.", func(_ context.Context, in json.RawMessage) (json.RawMessage, error) {
+var testTools = []hostfuncs.Tool{
+	hostfuncs.Func("echo", "Return the argument unchanged.", func(_ context.Context, in json.RawMessage) (json.RawMessage, error) {
 		return in, nil
 	}),
-	tools.Func("add", "Add two integers.", func(_ context.Context, in addArgs) (int, error) {
+	hostfuncs.Func("add", "Add two integers.", func(_ context.Context, in addArgs) (int, error) {
 		return in.A + in.B, nil
 	}),
-	tools.Func("order", "Total an order.", func(_ context.Context, in orderArgs) (orderSummary, error) {
+	hostfuncs.Func("order", "Total an order.", func(_ context.Context, in orderArgs) (orderSummary, error) {
 		s := orderSummary{Customer: in.Customer, BySKU: map[string]float64{}, Tags: in.Tags, Note: in.Note}
 		for _, l := range in.Lines {
 			s.Total += float64(l.Qty) * l.Price
@@ -71,30 +71,30 @@ var testTools = []tools.Tool{
 		}
 		return s, nil
 	}),
-	tools.Func("reverse_bytes", "Reverse a byte string.", func(_ context.Context, in blobArgs) (tools.Bytes, error) {
+	hostfuncs.Func("reverse_bytes", "Reverse a byte string.", func(_ context.Context, in blobArgs) (hostfuncs.Bytes, error) {
 		out := slices.Clone(in.Data)
 		slices.Reverse(out)
 		return out, nil
 	}),
-	tools.Func("fail", "Always fails.", func(_ context.Context, msg string) (any, error) {
+	hostfuncs.Func("fail", "Always fails.", func(_ context.Context, msg string) (any, error) {
 		return nil, errors.New(msg)
 	}),
-	tools.Func("explode", "Panics.", func(_ context.Context, _ struct{}) (any, error) {
+	hostfuncs.Func("explode", "Panics.", func(_ context.Context, _ struct{}) (any, error) {
 		var m map[string]int
 		m["x"] = 1 // nil map write
 		return nil, nil
 	}),
-	tools.Func("big", "Return n bytes of text.", func(_ context.Context, n int) (string, error) {
+	hostfuncs.Func("big", "Return n bytes of text.", func(_ context.Context, n int) (string, error) {
 		return strings.Repeat("x", n), nil
 	}),
-	tools.Func("wait", "Wait for the run's deadline.", func(ctx context.Context, _ struct{}) (any, error) {
+	hostfuncs.Func("wait", "Wait for the run's deadline.", func(ctx context.Context, _ struct{}) (any, error) {
 		waited.Store(true)
 		<-ctx.Done()
 		slept.Store(ctx.Err().Error())
 		return nil, ctx.Err()
 	}),
-	tools.Func("whoami", "Report the call's context.", func(ctx context.Context, _ struct{}) (map[string]any, error) {
-		info, ok := tools.CallInfo(ctx)
+	hostfuncs.Func("whoami", "Report the call's context.", func(ctx context.Context, _ struct{}) (map[string]any, error) {
+		info, ok := hostfuncs.CallInfo(ctx)
 		if !ok {
 			return nil, errors.New("no CallInfo")
 		}
@@ -256,7 +256,7 @@ except OSError as e:
 show(airlock.tools.add, 20, 22)`, airlock.Limits{}, []string{
 			`{"error":{"kind":"invalid_request","message":"malformed request: a frame starts with its length as 8 hex digits, not \"zzzzzzzz\""}}`,
 			`"malformed request: invalid character 'n' looking for beginning of object key string"`,
-			`"malformed request: json: cannot unmarshal array into Go value of type tools.request"`,
+			`"malformed request: json: cannot unmarshal array into Go value of type hostfuncs.request"`,
 			`"malformed request: unknown op \"fly\""`,
 			`"malformed request: no \"name\""`,
 			`"malformed request: the payload is empty"`,
@@ -301,7 +301,7 @@ func TestHostToolDeadline(t *testing.T) {
 			continue
 		}
 		// The call returns at the deadline without waiting for the tool
-		// (tools.Device), whose goroutine records what it saw soon after.
+		// (hostfuncs.Device), whose goroutine records what it saw soon after.
 		got := slept.Load()
 		for wait := time.Now(); got == "" && time.Since(wait) < 5*time.Second; got = slept.Load() {
 			time.Sleep(10 * time.Millisecond)
@@ -463,20 +463,20 @@ func TestHostToolRegistration(t *testing.T) {
 	ok := func(context.Context, struct{}) (int, error) { return 0, nil }
 	cases := []struct {
 		name  string
-		tools []tools.Tool
+		tools []hostfuncs.Tool
 	}{
-		{"duplicate", []tools.Tool{tools.Func("a", "", ok), tools.Func("a", "", ok)}},
-		{"not an identifier", []tools.Tool{tools.Func("a-b", "", ok)}},
-		{"keyword", []tools.Tool{tools.Func("class", "", ok)}},
-		{"underscore", []tools.Tool{tools.Func("_x", "", ok)}},
-		{"empty", []tools.Tool{tools.Func("", "", ok)}},
-		{"zero Tool", []tools.Tool{{}}},
-		{"chan argument", []tools.Tool{tools.Func("c", "", func(context.Context, chan int) (int, error) { return 0, nil })}},
+		{"duplicate", []hostfuncs.Tool{hostfuncs.Func("a", "", ok), hostfuncs.Func("a", "", ok)}},
+		{"not an identifier", []hostfuncs.Tool{hostfuncs.Func("a-b", "", ok)}},
+		{"keyword", []hostfuncs.Tool{hostfuncs.Func("class", "", ok)}},
+		{"underscore", []hostfuncs.Tool{hostfuncs.Func("_x", "", ok)}},
+		{"empty", []hostfuncs.Tool{hostfuncs.Func("", "", ok)}},
+		{"zero Tool", []hostfuncs.Tool{{}}},
+		{"chan argument", []hostfuncs.Tool{hostfuncs.Func("c", "", func(context.Context, chan int) (int, error) { return 0, nil })}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := airlock.New(context.Background(), airlock.WithTools(tc.tools...))
-			if !errors.Is(err, tools.ErrInvalidTool) {
+			if !errors.Is(err, hostfuncs.ErrInvalidTool) {
 				t.Fatalf("err = %v", err)
 			}
 		})

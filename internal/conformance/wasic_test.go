@@ -9,8 +9,8 @@ import (
 	"testing"
 
 	"github.com/airlock-sandbox/airlock"
-	"github.com/airlock-sandbox/airlock/internal/wasi"
 	"github.com/airlock-sandbox/airlock/internal/wasmbin"
+	"github.com/airlock-sandbox/airlock/wasi"
 )
 
 // Airlock's own WASI conformance programs (wasi-c/*.c, compiled by

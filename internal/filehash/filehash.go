@@ -101,6 +101,22 @@ func Sum(path string) (string, error) {
 	return s, nil
 }
 
+// Identity names path's current content as far as its metadata tells:
+// device, inode, size, modification and change times (which a write
+// moves and nothing without privileges sets back). It is what a stamp
+// holds, for callers that only need to know a file is unchanged.
+func Identity(path string) (string, error) {
+	st, err := os.Stat(path)
+	if err != nil {
+		return "", err
+	}
+	id, ok := identity(st)
+	if !ok {
+		return "", fmt.Errorf("%s: no file identity on this system, or not a regular file", path)
+	}
+	return id, nil
+}
+
 // Forget removes path's stamp, as a sweep removing path must.
 func Forget(path string) { os.Remove(path + StampSuffix) }
 

@@ -14,13 +14,10 @@ import (
 	"testing"
 	"time"
 
+	enginewasmtime "github.com/airlock-sandbox/airlock/engine/wasmtime" // also registers the engine: TestCPythonInSandbox runs on it too ($AIRLOCK_ENGINE)
 	"github.com/airlock-sandbox/airlock/internal/atomicfile"
-	enginewasmtime "github.com/airlock-sandbox/airlock/internal/engine/wasmtime"
-	"github.com/airlock-sandbox/airlock/internal/python"
+	"github.com/airlock-sandbox/airlock/python"
 	"github.com/bytecodealliance/wasmtime-go/v39"
-
-	// TestCPythonInSandbox runs on the wasmtime engine too ($AIRLOCK_ENGINE).
-	_ "github.com/airlock-sandbox/airlock/wasmtime"
 )
 
 // TestCPythonOnWasmtimeWASI runs the same python.wasm and the same modules

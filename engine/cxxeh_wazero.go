@@ -1,0 +1,188 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/tetratelabs/wazero"
+	"github.com/tetratelabs/wazero/api"
+	"github.com/tetratelabs/wazero/experimental/table"
+
+	"github.com/airlock-sandbox/airlock/wasi"
+)
+
+// The exception imports on wazero (cxxeh.go): an unwind is a Go panic
+// with errUnwind, which wazero recovers at the innermost guest call, the
+// invoke_'s.
+
+// registerEH serves compiled's exception imports, if it has any, as host
+// modules of r (one runtime per module, so they fit its types exactly).
+func registerEH(ctx context.Context, r wazero.Runtime, compiled wazero.CompiledModule) error {
+	var imports []EHFunc
+	for _, def := range compiled.ImportedFunctions() {
+		mod, name, _ := def.Import()
+		imports = append(imports, EHFunc{Module: mod, Name: name, Params: wasiTypes(def.ParamTypes()), Results: wasiTypes(def.ResultTypes())})
+	}
+	funcs, err := EHFuncs(imports)
+	if err != nil || len(funcs) == 0 {
+		return err
+	}
+	builders := map[string]wazero.HostModuleBuilder{}
+	for _, f := range funcs {
+		b := builders[f.Module]
+		if b == nil {
+			b = r.NewHostModuleBuilder(f.Module)
+			builders[f.Module] = b
+		}
+		fn := wzUnwind
+		if !f.Unwind {
+			fn = wzInvoke(&wzInvokeType{name: f.Name, params: valueTypes(f.Params[1:]), results: valueTypes(f.Results)})
+		}
+		b.NewFunctionBuilder().WithGoModuleFunction(fn, valueTypes(f.Params), valueTypes(f.Results)).Export(f.Name)
+	}
+	for name, b := range builders {
+		if _, err := b.Instantiate(ctx); err != nil {
+			return fmt.Errorf("engine: register %s: %w", name, err)
+		}
+	}
+	return nil
+}
+
+func wasiTypes(ts []api.ValueType) []wasi.ValueType {
+	out := make([]wasi.ValueType, len(ts))
+	for i, t := range ts {
+		out[i] = wasi.ValueType(t)
+	}
+	return out
+}
+
+// wzInvokeType is the type an invoke_ calls.
+type wzInvokeType struct {
+	name            string
+	params, results []api.ValueType
+}
+
+var wzUnwind = api.GoModuleFunc(func(ctx context.Context, _ api.Module, stack []uint64) {
+	r := runFrom(ctx)
+	if r == nil || !r.StartUnwind() {
+		stack[0] = 0 // no invoke_ to catch it
+		return
+	}
+	panic(errUnwind)
+})
+
+func wzInvoke(ty *wzInvokeType) api.GoModuleFunc {
+	return func(ctx context.Context, mod api.Module, stack []uint64) {
+		r := runFrom(ctx)
+		if r == nil {
+			panic(errors.New("engine: invoke_ outside a run"))
+		}
+		if err := r.InvokeEnter(); err != nil {
+			panic(err)
+		}
+		defer r.InvokeLeave()
+		sp, ok := mod.ExportedGlobal(StackPointerExport).(api.MutableGlobal)
+		if !ok {
+			panic(ErrEHExports)
+		}
+		saved := sp.Get()
+		slot := uint32(stack[0])
+		f := r.eh.wz.take(mod, slot, ty)
+		copy(stack, stack[1:])
+		err := f.CallWithStack(ctx, stack)
+		if err == nil {
+			r.eh.wz.give(slot, ty, f)
+			return
+		}
+		if !r.TakeUnwind() || !errors.Is(err, errUnwind) {
+			// A trap, an exit, an interruption: it goes on to the
+			// guest's caller. The function's call context is not
+			// reused after a failure.
+			panic(err)
+		}
+		r.eh.wz.give(slot, ty, f)
+		sp.Set(saved)
+		setThrew := r.eh.wz.setThrew(mod)
+		var args [2]uint64
+		args[0], args[1] = 1, 0
+		if err := setThrew.CallWithStack(ctx, args[:]); err != nil {
+			panic(err)
+		}
+		for i := range ty.results {
+			stack[i] = 0
+		}
+	}
+}
+
+// wzEHCache keeps a run's wazero functions for invoke_: making one costs a
+// call context with a 10 KiB stack (wazero's NewFunction), too much for
+// every call. A function is taken out while it runs (a call context is not
+// re-entrant, and invoke_ recurses), and up to wzIdlePerSlot per slot and
+// wzIdleMax in all wait for the next call.
+//
+// A guest that rewrites its table (table.set, which no C or C++ code
+// does) may have a later invoke_ of the slot reach the function the slot
+// held before: its own, of the call's type, checked when taken.
+type wzEHCache struct {
+	idle  map[wzSlotKey][]api.Function
+	count int
+	set   api.Function
+}
+
+type wzSlotKey struct {
+	slot uint32
+	ty   *wzInvokeType
+}
+
+const (
+	wzIdlePerSlot = 4
+	wzIdleMax     = 256
+)
+
+// take is the function in slot of type ty, or a panic with
+// ErrInvokeTarget, which ends the run as a trap.
+func (c *wzEHCache) take(mod api.Module, slot uint32, ty *wzInvokeType) api.Function {
+	k := wzSlotKey{slot, ty}
+	if fs := c.idle[k]; len(fs) > 0 {
+		f := fs[len(fs)-1]
+		c.idle[k] = fs[:len(fs)-1]
+		c.count--
+		return f
+	}
+	return lookupSlot(mod, slot, ty)
+}
+
+func (c *wzEHCache) give(slot uint32, ty *wzInvokeType, f api.Function) {
+	k := wzSlotKey{slot, ty}
+	if c.count >= wzIdleMax || len(c.idle[k]) >= wzIdlePerSlot {
+		return
+	}
+	if c.idle == nil {
+		c.idle = map[wzSlotKey][]api.Function{}
+	}
+	c.idle[k] = append(c.idle[k], f)
+	c.count++
+}
+
+func (c *wzEHCache) setThrew(mod api.Module) api.Function {
+	if c.set == nil {
+		c.set = mod.ExportedFunction(SetThrewExport)
+		if c.set == nil {
+			panic(ErrEHExports)
+		}
+	}
+	return c.set
+}
+
+// lookupSlot asks wazero for the slot's function: it panics with its own
+// runtime error for a slot out of the table, null, or of another type,
+// turned here into ErrInvokeTarget naming the slot.
+func lookupSlot(mod api.Module, slot uint32, ty *wzInvokeType) (f api.Function) {
+	defer func() {
+		if v := recover(); v != nil {
+			panic(fmt.Errorf("%w: %s(%d): %v", ErrInvokeTarget, ty.name, slot, v))
+		}
+	}()
+	return table.LookupFunction(mod, 0, slot, ty.params, ty.results)
+}
