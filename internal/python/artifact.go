@@ -50,8 +50,9 @@ const EnvCacheDir = "AIRLOCK_CACHE_DIR"
 // been fetched yet.
 var ErrNotFetched = errors.New("python: the npm build (" + SelectNPM + ") is not fetched; run `airlock setup --python npm` (scripts/setup.sh --python npm)")
 
-// ErrChecksum means the default artifact's bytes are not the pinned ones.
-var ErrChecksum = errors.New("python: python.wasm checksum mismatch")
+// ErrChecksum means a build's file (python.wasm, its stdlib zip) is not
+// the one pinned or recorded for it.
+var ErrChecksum = errors.New("python: checksum mismatch")
 
 // Artifact is a loaded python.wasm.
 type Artifact struct {
