@@ -168,3 +168,51 @@ func TestReadOnlyCache(t *testing.T) {
 		t.Fatalf("setup on a read-only cache: exit %d, stdout %q, stderr %q; want a failure saying so", code, stdout, stderr)
 	}
 }
+
+// Two `airlock setup` processes at once on one cache directory (each
+// compiling the modules and capturing the images, as on a fresh machine
+// where two jobs start together) both succeed, and leave a cache that
+// runs and holds no half-written file. Seeded with the own build and its
+// asyncified module, so that no build or wasm-opt is needed; ~2 min of
+// CPU per process, so not in -short.
+func TestSetupTwiceAtOnce(t *testing.T) {
+	if testing.Short() {
+		t.Skip("compiles the modules twice at once (minutes)")
+	}
+	src := testCacheDir(t)
+	own, err := filepath.EvalSymlinks(python.OwnDir(src))
+	if err != nil {
+		t.Skipf("no own build in the cache: %v", err)
+	}
+	cache := t.TempDir()
+	if out, err := exec.Command("cp", "-a", own, python.OwnDir(src), filepath.Join(src, "asyncify"), cache).CombinedOutput(); err != nil {
+		t.Fatalf("seeding the cache: %v %s", err, out)
+	}
+	env := []string{python.EnvCacheDir + "=" + cache}
+	type outcome struct {
+		code           int
+		stdout, stderr string
+	}
+	done := make(chan outcome, 2)
+	for range 2 {
+		go func() {
+			code, stdout, stderr := airlockProcess(t, env, nil, "setup")
+			done <- outcome{code, stdout, stderr}
+		}()
+	}
+	for range 2 {
+		if o := <-done; o.code != 0 || !strings.Contains(o.stdout, "(snapshots: true): ok") {
+			t.Errorf("one of two setups at once: exit %d\n%s\n%s", o.code, o.stdout, o.stderr)
+		}
+	}
+	code, stdout, stderr := airlockProcess(t, env, nil, "run", "-c", "print(6 * 7)")
+	if code != 0 || stdout != "42\n" || strings.Contains(stderr, "compiling") || strings.Contains(stderr, "capturing") {
+		t.Fatalf("a run after both: exit %d, stdout %q, stderr %q; want 42 from what they prepared", code, stdout, stderr)
+	}
+	filepath.WalkDir(cache, func(p string, d os.DirEntry, err error) error {
+		if err == nil && strings.Contains(d.Name(), ".part") {
+			t.Errorf("left half-written: %s", p)
+		}
+		return nil
+	})
+}
