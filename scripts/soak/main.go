@@ -105,12 +105,17 @@ func main() {
 	var samples []sample
 	start := time.Now()
 	tick := time.NewTicker(*interval)
+	last := start
 	for done := false; !done; {
 		select {
 		case <-ctx.Done():
 			done = true
 		case <-tick.C:
 		}
+		if done && time.Since(last) < *interval/2 {
+			break // the clients are stopping: a sample now shows no load
+		}
+		last = time.Now()
 		s := l.sample(srv.Process.Pid, *cacheDir, time.Since(start))
 		samples = append(samples, s)
 		fmt.Fprintf(csvFile, "%.2f,%.1f,%d,%d,%d,%d,%.1f,%d,%.1f,%.1f,%d,%d\n", s.minute, s.rssMiB, s.fds, s.goroutines, s.live, s.spilled, s.cacheMiB, s.ops, s.p50, s.p99, s.expected, s.unexpected)
