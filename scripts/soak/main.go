@@ -52,7 +52,18 @@ func main() {
 	out := flag.String("out", "soak-out", "directory for soak.csv, soak.png and serve.log")
 	bin := flag.String("airlock", "", "the airlock command to run (default: built from ./cmd/airlock)")
 	cacheDir := flag.String("cache-dir", "", "the cache directory whose size is sampled (default: $AIRLOCK_CACHE_DIR or the user cache dir's airlock)")
+	replot := flag.String("replot", "", "only draw `CSV` (a soak.csv) as soak.png in -out")
 	flag.Parse()
+	if *replot != "" {
+		samples, err := readSamples(*replot)
+		if err == nil {
+			err = plotSamples(samples, filepath.Join(*out, "soak.png"))
+		}
+		if err != nil {
+			log.Fatal(err)
+		}
+		return
+	}
 	if err := os.MkdirAll(*out, 0o755); err != nil {
 		log.Fatal(err)
 	}
@@ -440,4 +451,26 @@ func (l *load) metrics() map[string]float64 {
 		}
 	}
 	return out
+}
+
+// readSamples reads a soak.csv back, for -replot.
+func readSamples(file string) ([]sample, error) {
+	data, err := os.ReadFile(file)
+	if err != nil {
+		return nil, err
+	}
+	var out []sample
+	for i, line := range strings.Split(strings.TrimSpace(string(data)), "\n") {
+		if i == 0 {
+			continue
+		}
+		f := strings.Split(line, ",")
+		if len(f) != 12 {
+			return nil, fmt.Errorf("%s:%d: %d fields, want 12", file, i+1, len(f))
+		}
+		num := func(j int) float64 { v, _ := strconv.ParseFloat(f[j], 64); return v }
+		out = append(out, sample{minute: num(0), rssMiB: num(1), fds: int(num(2)), goroutines: int(num(3)), live: int(num(4)), spilled: int(num(5)),
+			cacheMiB: num(6), ops: int64(num(7)), p50: num(8), p99: num(9), expected: int64(num(10)), unexpected: int64(num(11))})
+	}
+	return out, nil
 }
