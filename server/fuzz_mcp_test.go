@@ -30,7 +30,21 @@ func FuzzMCPToolArgs(f *testing.F) {
 	f.Add(uint8(1), []byte(`{"session": 5}`))
 	maxima := airlock.DefaultLimits()
 	maxima.Timeout = 2 * time.Second
-	cs := mcpSession(&testing.T{}, MCPConfig{Sandbox: sb, MaxLimits: maxima})
+	srv, err := NewMCP(MCPConfig{Sandbox: sb, MaxLimits: maxima})
+	if err != nil {
+		f.Fatal(err)
+	}
+	st, ct := mcp.NewInMemoryTransports()
+	ss, err := srv.Connect(context.Background(), st, nil)
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Cleanup(func() { ss.Close() })
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "fuzz", Version: "1"}, nil).Connect(context.Background(), ct, nil)
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Cleanup(func() { cs.Close() })
 	f.Fuzz(func(t *testing.T, tool uint8, args []byte) {
 		if !json.Valid(args) {
 			return // the client would not send it; the transport's own fuzzing is the SDK's

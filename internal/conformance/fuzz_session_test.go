@@ -27,7 +27,10 @@ const (
 // with a session or one of its documented errors, never a panic, and a
 // session it answers with runs code to a result.
 func FuzzLoadSession(f *testing.F) {
-	sandbox := snapshotSandbox(&testing.T{})
+	if !sb.Snapshots() {
+		f.Fatal("snapshots unavailable: scripts/setup.sh prepares them (Binaryen's wasm-opt)")
+	}
+	sandbox := sb
 	ctx := context.Background()
 	save := func(s *airlock.Session) []byte {
 		var buf bytes.Buffer
