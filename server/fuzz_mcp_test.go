@@ -57,8 +57,9 @@ func FuzzMCPToolArgs(f *testing.F) {
 		case errors.Is(err, context.DeadlineExceeded):
 			t.Fatalf("%s %s: no answer in 30 s", name, args)
 		case err != nil:
-			var rpc interface{ Error() string }
-			if !errors.As(err, &rpc) || strings.Contains(err.Error(), "connection closed") {
+			// A JSON-RPC error (invalid params, say) is an answer; a
+			// closed connection is the server gone.
+			if errors.Is(err, mcp.ErrConnectionClosed) || strings.Contains(err.Error(), "connection closed") {
 				t.Fatalf("%s %s: %v", name, args, err)
 			}
 		case len(res.Content) == 0:
