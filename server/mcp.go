@@ -56,8 +56,9 @@ type MCPConfig struct {
 	// and come back on their next call; a session that cannot be placed
 	// is refused ("error: memory_budget: ..."). Default (0):
 	// DefaultMemoryBudget; negative: none. SpillDir is where the private
-	// directory of spilled sessions is made (default os.TempDir()); the
-	// caller removes it at exit (airlock mcp makes one and does).
+	// directory of spilled sessions is made (default os.TempDir(), where
+	// it then outlives the process: name a directory you remove at exit,
+	// as airlock mcp does).
 	MemoryBudget int64
 	SpillDir     string
 	// MaxSessionsPerClient caps the sessions one client (one MCP session)
