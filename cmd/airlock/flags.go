@@ -253,12 +253,16 @@ type indexFlags struct {
 	url     string
 	allow   multiFlag
 	origins multiFlag
+	// internal lets index and file origin names resolve to internal
+	// addresses (a mirror in the host's own network).
+	internal bool
 }
 
 func (ix *indexFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&ix.url, "index-url", "", "let the code install pure-Python wheels (airlock.install, pip install, %pip) from this PEP 503/691 simple index, e.g. https://host/simple/; the host fetches and verifies them (default: none, installs are refused)")
 	fs.Var(&ix.allow, "allow-package", "with --index-url, a project the code may install, dependencies included (repeatable; default: any)")
 	fs.Var(&ix.origins, "index-file-origin", "with --index-url, another origin (https://host[:port]) the index's files may be fetched from (repeatable; default: the index's own only)")
+	fs.BoolVar(&ix.internal, "index-allow-internal", false, "with --index-url, let the index's and file origins' host names resolve to internal addresses (loopback, private, link-local; default: only an address written literally in the URL)")
 }
 
 // options are the flags' Sandbox options; a bad URL or name is a usage
@@ -271,9 +275,12 @@ func (ix *indexFlags) options() ([]airlock.Option, error) {
 		if len(ix.origins) > 0 {
 			return nil, usageError{"--index-file-origin: needs --index-url"}
 		}
+		if ix.internal {
+			return nil, usageError{"--index-allow-internal: needs --index-url"}
+		}
 		return nil, nil
 	}
-	p := airlock.PackageIndex{URL: ix.url, Allow: ix.allow, FileOrigins: ix.origins}
+	p := airlock.PackageIndex{URL: ix.url, Allow: ix.allow, FileOrigins: ix.origins, AllowInternal: ix.internal}
 	if err := p.Validate(); err != nil {
 		return nil, usageError{"--index-url: " + err.Error()}
 	}

@@ -56,6 +56,9 @@ func cmdSetup(ctx context.Context, args []string, stdout, stderr io.Writer) (int
 			return 1, err
 		}
 	}
+	if err := writableCache(dir); err != nil {
+		return 1, err
+	}
 	// Only the build asked for is prepared: the npm one is fetched when it
 	// is the one named, never as a stand-in for a missing own build.
 	build := common.python
