@@ -167,8 +167,9 @@ func (p *defaultPlan) zipPath(cacheDir string) string {
 
 func (p *defaultPlan) guestPath() string { return defaultGuestDir + "/packages-" + p.key + ".zip" }
 
-// sharedZips keeps each prepared zip read once per process: every
-// Sandbox's layer shares its bytes.
+// sharedZips keeps each prepared zip mapped once per process: every
+// Sandbox's layer shares its bytes. A replaced zip's old mapping stays,
+// as layers made from it may still be mounted.
 var sharedZips struct {
 	sync.Mutex
 	byPath map[string]sharedZip
@@ -190,13 +191,14 @@ func readShared(path string) ([]byte, error) {
 	if z, ok := sharedZips.byPath[path]; ok && z.size == st.Size() && z.modTime.Equal(st.ModTime()) {
 		return z.data, nil
 	}
-	data, err := os.ReadFile(path)
+	data, err := mapFile(path)
 	if err != nil {
 		return nil, err
 	}
 	// The central directory at least: a torn file is refused here rather
 	// than at each import.
 	if _, err := zip.NewReader(bytes.NewReader(data), int64(len(data))); err != nil {
+		unmapFile(data)
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	if sharedZips.byPath == nil {
