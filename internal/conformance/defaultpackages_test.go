@@ -117,6 +117,16 @@ try:
 except Exception as e:
     show("requests", type(e).__name__ + ": " + str(e)[:300])
 
+async def aio():
+    async with aiohttp.ClientSession() as session:
+        try:
+            async with session.get("http://example.org/") as r:
+                return "ALLOWED"
+        except aiohttp.ClientError as e:
+            return type(e).__name__ + ": " + str(e)[:300]
+import asyncio
+show("aiohttp-net", asyncio.run(aio()))
+
 import pytest
 show("pytest", pytest.__version__)
 `
@@ -167,6 +177,9 @@ func TestDefaultPackagesWork(t *testing.T) {
 	// reason when the run has no allow-list.
 	if r := got["requests"]; !strings.Contains(r, "ConnectionError") || !strings.Contains(r, "network access is disabled in this sandbox") {
 		t.Errorf("requests without an allow-list: %q", r)
+	}
+	if r := got["aiohttp-net"]; !strings.Contains(r, "ClientConnector") || !strings.Contains(r, "network access is disabled in this sandbox") {
+		t.Errorf("aiohttp without an allow-list: %q", r)
 	}
 }
 

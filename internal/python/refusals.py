@@ -297,13 +297,20 @@ def _airlock_refuse():
 
     def patch_asyncio_base_events(m):
         # The loop resolves names in a thread: refuse before it tries one.
+        # strerror too: clients that report a failed lookup by it (aiohttp's
+        # ClientConnectorDNSError) show the reason rather than None.
+        def refusal():
+            e = PermissionError(NET)
+            e.strerror = NET
+            return e
+
         async def getaddrinfo(self, *args, **kwargs):
             report("network", "asyncio getaddrinfo", args)
-            raise PermissionError(NET)
+            raise refusal()
 
         async def getnameinfo(self, *args, **kwargs):
             report("network", "asyncio getnameinfo", args)
-            raise PermissionError(NET)
+            raise refusal()
 
         m.BaseEventLoop.getaddrinfo = getaddrinfo
         m.BaseEventLoop.getnameinfo = getnameinfo
