@@ -237,7 +237,7 @@ func loadDefaultPackages(cfg config, art *python.Artifact) (*defaultPackages, er
 	}
 	if plan != nil {
 		// The zip is named by its inputs' key: that, not a hash of its
-		// 65 MB, identifies it for the image key (hashing would read the
+		// 61 MB, identifies it for the image key (hashing would read the
 		// whole mapping in at every process's start).
 		sum := sha256.Sum256(fmt.Appendf(nil, "airlock prepared zip %s %d", plan.key, len(data)))
 		if err := d.layer.AddFileSum(plan.guestPath(), data, sum); err != nil {

@@ -9,7 +9,7 @@ import (
 )
 
 // mapFile maps a prepared zip read-only. Outside the Go heap, its
-// 65 MB neither stretch the collector's pacing (a heap twice as large
+// 61 MB neither stretch the collector's pacing (a heap twice as large
 // between collections made every small run slower) nor are copied per
 // process: the page cache holds them once for every process on the host.
 // The file is only ever replaced by a rename, never changed in place, so
