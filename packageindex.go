@@ -250,6 +250,7 @@ func (sb *Sandbox) newInstallDevice(fs *memfs.FS, pkgs *packageSet, onDone func(
 			}
 		}
 	}
+	sb.addDefaultHave(d.have)
 	d.Max = maxInstallRequest
 	d.Handle = d.handle
 	d.Fail = func(msg string) []byte { return installError("invalid", "airlock: install: "+msg) }

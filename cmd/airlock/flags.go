@@ -156,6 +156,9 @@ type commonFlags struct {
 	cacheDir     string
 	engine       string
 	fuelMetering bool
+	// defaultPackages false turns the default packages off (on where
+	// airlock setup prepared them).
+	defaultPackages bool
 }
 
 // register adds the flags, with their defaults from the environment: the
@@ -183,6 +186,7 @@ func (c *commonFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&c.cacheDir, "cache-dir", "", "artifact and compile cache (default: $AIRLOCK_CACHE_DIR or the user cache dir)")
 	fs.StringVar(&c.engine, "engine", "", "WebAssembly engine: wazero, or wasmtime in builds with -tags airlock_wasmtime (default: $AIRLOCK_ENGINE, else wazero); bench takes a comma-separated list")
 	fs.BoolVar(&c.fuelMetering, "fuel-metering", true, "on wasmtime, meter fuel so runs report it and accept --fuel; false runs interpreter-bound code ~20% faster")
+	fs.BoolVar(&c.defaultPackages, "default-packages", true, "mount the default pure-Python packages (sympy, networkx, openpyxl, jinja2, requests, ...: airlock version --packages) where airlock setup prepared them; false: the standard library and the built-in numpy and pandas only")
 }
 
 // sandbox makes a Sandbox from the flags, then extra: a later option wins,
@@ -201,6 +205,9 @@ func (c *commonFlags) sandbox(ctx context.Context, stderr io.Writer, extra ...ai
 	}
 	if !c.fuelMetering {
 		opts = append(opts, airlock.WithFuelMetering(false))
+	}
+	if !c.defaultPackages {
+		opts = append(opts, airlock.WithDefaultPackages(false))
 	}
 	sb, err := airlock.New(ctx, append(opts, extra...)...)
 	if errors.Is(err, airlock.ErrInvalidCanary) {
