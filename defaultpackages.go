@@ -22,8 +22,8 @@ import (
 	"github.com/airlock-sandbox/airlock/internal/atomicfile"
 	"github.com/airlock-sandbox/airlock/internal/pkgindex"
 	"github.com/airlock-sandbox/airlock/internal/pkglist"
-	"github.com/airlock-sandbox/airlock/internal/python"
-	"github.com/airlock-sandbox/airlock/internal/wasi/memfs"
+	"github.com/airlock-sandbox/airlock/python"
+	"github.com/airlock-sandbox/airlock/wasi/memfs"
 )
 
 // The default packages are the pure-Python packages of the built-in list
@@ -50,7 +50,7 @@ const (
 	// packages before it on sys.path.
 	defaultGuestDir = "/opt/airlock/default"
 	// packagesInfoPath is the guest's note of what is importable, which
-	// the ModuleNotFoundError note reads (internal/python/refusals.py).
+	// the ModuleNotFoundError note reads (python/refusals.py).
 	packagesInfoPath = "/opt/airlock/packages.json"
 	// prepareFormat changes when the prepared zip's content would.
 	prepareFormat = 1
