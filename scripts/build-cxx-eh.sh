@@ -7,7 +7,9 @@
 #                       LLVM's Emscripten-style lowering, its unwinder and
 #                       personality replaced by scripts/cxx-eh/eh_runtime.cpp,
 #                       with sjlj_runtime.c's setjmp/longjmp
-#     lib/libc++.a      Debian's, without the libc++abi it bundles
+#     lib/libc++.a      LLVM 19.1.7's libc++ built the same way (the objects
+#                       of Debian's wasm32 libc++.a, whose code was compiled
+#                       without exceptions: where it threw, it aborted)
 #     lib/libairlock_sjlj.a  scripts/cxx-eh/sjlj_runtime.c alone, for C
 #     include/setjmp.h  scripts/cxx-eh/setjmp.h, ahead of wasi-libc's
 #     test/NAME.wasm    internal/conformance/cxx-eh/*.cpp and *.c linked
@@ -26,7 +28,7 @@
 # -lairlock_sjlj (or -lc++abi) with $CXXEH_LDFLAGS.
 #
 # The source is Debian's llvm-toolchain-19 orig tarball (164 MB; only
-# libcxxabi/, libunwind/include/ and libcxx/src/include/ are unpacked),
+# libcxxabi/, libcxx/src/ and libunwind/include/ are unpacked),
 # fetched by apt in the chroot and checked against the sha256 pinned here,
 # which is the one
 # trixie's signed Sources index lists. Takes ~1 min on 2 cores after the
@@ -102,10 +104,10 @@ rm -rf "$ROOT$WORK" && mkdir -p "$ROOT$WORK/src" "$ROOT$WORK/runtime" "$ROOT$WOR
 trap 'rm -rf "$ROOT$WORK"' EXIT
 cp "$RUNTIME_DIR"/* "$ROOT$WORK/runtime/"
 cp "$TEST_DIR"/*.cpp "$TEST_DIR"/*.c "$ROOT$WORK/test/"
-log "unpack libcxxabi and libunwind's headers"
+log "unpack libcxxabi, libcxx's sources and libunwind's headers"
 tar -xf "$ROOT$SRC/$LLVM_ORIG" -C "$ROOT$WORK/src" --strip-components=1 \
-	--wildcards 'llvm-toolchain-19_19.1.7/libcxxabi/*' 'llvm-toolchain-19_19.1.7/libunwind/include/*' 'llvm-toolchain-19_19.1.7/libcxx/src/include/*'
-log "compile libc++abi and the runtime"
+	--wildcards 'llvm-toolchain-19_19.1.7/libcxxabi/*' 'llvm-toolchain-19_19.1.7/libunwind/include/*' 'llvm-toolchain-19_19.1.7/libcxx/src/*'
+log "compile libc++abi, libc++ and the runtime"
 cat >"$ROOT$WORK/build.sh" <<'EOS'
 set -eu
 cd "$WORK"
@@ -126,12 +128,22 @@ clang-19 --target=wasm32-wasi -O2 -std=c11 $WASM_FEATURES -Wall -Wextra -Werror 
 llvm-ar-19 rcs out/lib/libc++abi.a obj/*.o
 llvm-ar-19 rcs out/lib/libairlock_sjlj.a obj/sjlj_runtime.o
 cp runtime/setjmp.h out/include/setjmp.h
-# Debian's libc++.a carries its libc++abi (built without exceptions)
-# inside: this copy of it has those members taken out, so that the
-# libc++abi above is the one linked. libc++'s own code is Debian's,
-# compiled without exceptions: where it throws itself, it aborts.
-cp /usr/lib/wasm32-wasi/libc++.a out/lib/libc++.a
-llvm-ar-19 d out/lib/libc++.a $(llvm-ar-19 t /usr/lib/wasm32-wasi/libc++abi.a)
+# libc++: the sources of the objects in Debian's wasm32 libc++.a (its
+# configuration: no threads, no filesystem but path, its __config_site
+# and headers, which are this release's), compiled with exceptions; its
+# libc++abi members are the library above.
+CXX_SOURCES="algorithm any bind call_once charconv chrono error_category exception expected
+	filesystem/filesystem_clock filesystem/filesystem_error filesystem/path functional hash
+	legacy_pointer_safety memory memory_resource new_handler new_helpers optional print
+	random_shuffle ryu/d2fixed ryu/d2s ryu/f2s stdexcept string system_error typeinfo valarray
+	variant vector verbose_abort random fstream ios ios.instantiations iostream locale ostream
+	regex strstream"
+CXX="src/libcxx/src"
+CXXCOMMON="--target=wasm32-wasi -O2 -std=c++23 -D_LIBCPP_BUILDING_LIBRARY -DLIBCXX_BUILDING_LIBCXXABI -DNDEBUG -I$CXX -I$ABI/include -Wno-user-defined-literals"
+mkdir -p cxxobj
+export CXXCOMMON CXX
+echo $CXX_SOURCES | tr ' ' '\n' | xargs -P "$JOBS" -I{} sh -c 'clang++-19 $CXXCOMMON $CXXEH_FLAGS -c $CXX/{}.cpp -o cxxobj/$(basename {}).o'
+llvm-ar-19 rcs out/lib/libc++.a cxxobj/*.o
 # The test programs, against both.
 cd test
 for c in *.cpp; do
