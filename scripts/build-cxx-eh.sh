@@ -19,7 +19,8 @@
 # lines for this script, then scripts/cxx-eh/*, then
 # internal/conformance/cxx-eh/*, each in byte order of its name
 # (internal/conformance/cxxeh_test.go computes the same key to find them).
-# Up to date, it only prints where they are.
+# Up to date, it only prints where they are. With --print-dir, the
+# directory is the only thing on stdout (build-python.sh reads it).
 #
 # A program uses it by compiling its C++ with $CXXEH_FLAGS below and
 # linking with $CXXEH_LDFLAGS: the host then serves its env.invoke_* and
@@ -56,6 +57,8 @@ SJLJ_FLAGS="-mllvm -enable-emscripten-sjlj $WASM_FEATURES"
 # table's functions: both must be exported.
 CXXEH_LDFLAGS="-Wl,--export=__stack_pointer -Wl,--export-table"
 
+PRINT_DIR=0
+[ "${1:-}" = --print-dir ] && PRINT_DIR=1
 CACHE="${AIRLOCK_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/airlock}"
 ROOT="$CACHE/build/trixie-root"
 RUNTIME_DIR=scripts/cxx-eh
@@ -69,7 +72,7 @@ KEY=$({
 } | sha256sum | cut -c1-16)
 OUT="$CACHE/cxx-eh/$KEY"
 if [ -f "$OUT/.complete" ]; then
-	echo "build-cxx-eh: up to date: $OUT"
+	if [ $PRINT_DIR -eq 1 ]; then echo "$OUT"; else echo "build-cxx-eh: up to date: $OUT"; fi
 	exit 0
 fi
 
@@ -156,7 +159,7 @@ for c in *.c; do
 done
 EOS
 chroot "$ROOT" env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root LANG=C.UTF-8 WORK="$WORK" \
-	WASM_FEATURES="$WASM_FEATURES" CXXEH_FLAGS="$CXXEH_FLAGS" SJLJ_FLAGS="$SJLJ_FLAGS" CXXEH_LDFLAGS="$CXXEH_LDFLAGS" JOBS="${AIRLOCK_BUILD_JOBS:-2}" sh "$WORK/build.sh"
+	WASM_FEATURES="$WASM_FEATURES" CXXEH_FLAGS="$CXXEH_FLAGS" SJLJ_FLAGS="$SJLJ_FLAGS" CXXEH_LDFLAGS="$CXXEH_LDFLAGS" JOBS="${AIRLOCK_BUILD_JOBS:-2}" sh "$WORK/build.sh" >&2
 log "done compiling"
 cat >"$ROOT$WORK/out/build.json" <<-EOF
 	{
@@ -180,3 +183,4 @@ fi
 # Older keys are dropped, but for the 8 newest (other checkouts' sources).
 ls -dt "$CACHE"/cxx-eh/*/ | grep -E '/[0-9a-f]{16}/$' | tail -n +9 | while read -r d; do rm -rf "$d"; done || true
 log "built $OUT"
+[ $PRINT_DIR -eq 0 ] || echo "$OUT"

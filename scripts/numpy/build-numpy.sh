@@ -41,9 +41,11 @@ export PATH=$N/native-bin:$PATH
 # and getpid, as CPython's own build uses them.
 WASI_DEFS="-DNPY_NO_SIGNAL -D_WASI_EMULATED_SIGNAL -D_WASI_EMULATED_PROCESS_CLOCKS -D_WASI_EMULATED_MMAN -D_WASI_EMULATED_GETPID"
 CARGS="$WASM_FEATURES $WASI_DEFS"
-# pocketfft (numpy.fft) is C++ that throws: compiled with exceptions; wasm
-# has no unwinding here, so a throw ends the run (see stubs.c).
-CXXARGS="$CARGS -fexceptions"
+# numpy's C++ (pocketfft, which throws, and the rest) is compiled for
+# scripts/build-cxx-eh.sh's exception runtime, which build-python.sh
+# staged at $CXXEH_LIBDIR: a throw reaches the module's catch, which
+# raises the Python exception (MemoryError for std::bad_alloc).
+CXXARGS="$CARGS $CXXEH_FLAGS"
 qlist() { local out="" a; for a in "$@"; do out="$out'$a', "; done; echo "[${out%, }]"; }
 cd $N/src
 python3.13 vendored-meson/meson/meson.py setup $N/build \

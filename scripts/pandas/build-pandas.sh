@@ -50,11 +50,11 @@ chmod +x $P/bin/python $P/native-bin/cython
 export PATH=$P/native-bin:$PATH
 
 # As numpy's: WASI's emulated signal, clocks, mman and getpid; C++ with
-# exceptions (Cython's `except +` wrappers and the C++ parser code need
-# try/catch to compile; a throw still ends the run, scripts/numpy/stubs.c).
+# the exception runtime's flags (Cython's `except +` wrappers turn a C++
+# exception into a Python one).
 WASI_DEFS="-D_WASI_EMULATED_SIGNAL -D_WASI_EMULATED_PROCESS_CLOCKS -D_WASI_EMULATED_MMAN -D_WASI_EMULATED_GETPID"
 CARGS="$WASM_FEATURES $WASI_DEFS"
-CXXARGS="$CARGS -fexceptions"
+CXXARGS="$CARGS $CXXEH_FLAGS"
 qlist() { local out="" a; for a in "$@"; do out="$out'$a', "; done; echo "[${out%, }]"; }
 cd $P/src
 python3.13 $N/src/vendored-meson/meson/meson.py setup $P/build \
