@@ -50,11 +50,12 @@ chmod +x $P/bin/python $P/native-bin/cython
 export PATH=$P/native-bin:$PATH
 
 # As numpy's: WASI's emulated signal, clocks, mman and getpid; C++ with
-# the exception runtime's flags (Cython's `except +` wrappers turn a C++
-# exception into a Python one).
+# exceptions (Cython's `except +` wrappers and the C++ parser code need
+# try/catch to compile) but without the exception runtime's lowering
+# (its cost is numpy's reason): a throw ends the run, libc++abi naming it.
 WASI_DEFS="-D_WASI_EMULATED_SIGNAL -D_WASI_EMULATED_PROCESS_CLOCKS -D_WASI_EMULATED_MMAN -D_WASI_EMULATED_GETPID"
 CARGS="$WASM_FEATURES $WASI_DEFS"
-CXXARGS="$CARGS $CXXEH_FLAGS"
+CXXARGS="$CARGS -fexceptions"
 qlist() { local out="" a; for a in "$@"; do out="$out'$a', "; done; echo "[${out%, }]"; }
 cd $P/src
 python3.13 $N/src/vendored-meson/meson/meson.py setup $P/build \
