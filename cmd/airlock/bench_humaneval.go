@@ -13,8 +13,8 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/airlock-sandbox/airlock/internal/bench"
-	"github.com/airlock-sandbox/airlock/internal/python"
+	"github.com/airlock-sandbox/airlock/bench"
+	"github.com/airlock-sandbox/airlock/python"
 )
 
 // humanEvalRow is one surface's rounds over all HumanEval problems, in

@@ -4,7 +4,7 @@ import (
 	"encoding/json"
 	"testing"
 
-	"github.com/airlock-sandbox/airlock/internal/bench"
+	"github.com/airlock-sandbox/airlock/bench"
 )
 
 // Every HumanEval canonical solution passes its test through serve's
