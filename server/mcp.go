@@ -116,7 +116,7 @@ func NewMCP(cfg MCPConfig) (*mcp.Server, error) {
 			if sess == nil || sess.Err() != nil {
 				return toolError("error: not_found: no session %q (it may have expired or ended already)", in.Session), nil, nil
 			}
-			sess.Close() // waits for a running call
+			sess.Close(ctx) // waits for a running call
 			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: fmt.Sprintf("session %s ended", in.Session)}}}, nil, nil
 		})
 	srv.AddResourceTemplate(&mcp.ResourceTemplate{

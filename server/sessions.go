@@ -2,6 +2,7 @@ package server
 
 import (
 	"cmp"
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -462,7 +463,7 @@ func (s *Server) handleDeleteSession(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if sess != nil {
-		sess.Close() // waits for a running call
+		sess.Close(context.Background()) // waits for a running call
 	}
 	s.cfg.Logger.Info("session", slog.String("id", id), slog.String("event", "delete"))
 	w.WriteHeader(http.StatusNoContent)

@@ -98,7 +98,7 @@ func cmdRepl(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 	} else if r.sess, err = sb.NewSession(ctx, airlock.SessionOptions{Limits: limits.limits(), Files: seed, Env: vars}); err != nil {
 		return 1, err
 	}
-	defer r.sess.Close()
+	defer r.sess.Close(ctx)
 	if *save != "" {
 		defer func() {
 			if serr := saveSession(r.sess, *save); serr != nil && err == nil {

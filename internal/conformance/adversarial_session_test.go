@@ -54,7 +54,7 @@ func TestSessionHostileGuests(t *testing.T) {
 		for _, depth := range []int{0, 20, 1500} {
 			s := newSession(t, sandbox, airlock.SessionOptions{})
 			call(t, s, airlock.Request{Code: "depth = -1"}, "", "")
-			res, err := s.Run(ctx, fmt.Sprintf("import os, sys\nsys.setrecursionlimit(50000)\ndef down(n):\n    global depth\n    depth = n\n    if n == 0:\n        fd = os.open('/dev/airlock-session', os.O_WRONLY)\n        os.write(fd, b'0')\n        os.close(fd)\n        return os.readv(0, [bytearray(0), bytearray(1024)])\n    return list(map(down, [n - 1]))\ndown(%d)", depth))
+			res, err := s.Run(ctx, airlock.Request{Code: fmt.Sprintf("import os, sys\nsys.setrecursionlimit(50000)\ndef down(n):\n    global depth\n    depth = n\n    if n == 0:\n        fd = os.open('/dev/airlock-session', os.O_WRONLY)\n        os.write(fd, b'0')\n        os.close(fd)\n        return os.readv(0, [bytearray(0), bytearray(1024)])\n    return list(map(down, [n - 1]))\ndown(%d)", depth)})
 			if entered {
 				if err != nil || res.RolledBack {
 					t.Fatalf("depth %d: %v, rolled back %v, stdout %q", depth, err, res.RolledBack, res.Stdout)
@@ -85,14 +85,14 @@ func TestSessionHostileGuests(t *testing.T) {
 		var wg sync.WaitGroup
 		for range 6 {
 			wg.Go(func() {
-				if res, err := s.Run(ctx, "n += 1"); err != nil {
+				if res, err := s.Run(ctx, airlock.Request{Code: "n += 1"}); err != nil {
 					t.Errorf("concurrent call: %v\n%s", err, res.Stderr)
 				}
 			})
 		}
 		wg.Go(func() {
 			if f, err := s.Fork(); err == nil {
-				f.Close()
+				f.Close(ctx)
 			}
 		})
 		wg.Wait()
@@ -115,12 +115,12 @@ func TestSessionHostileGuests(t *testing.T) {
 			done <- res
 		}()
 		<-started
-		s.Close() // waits for the running call, then ends the session
+		s.Close(ctx) // waits for the running call, then ends the session
 		res := <-done
 		if res == nil || res.Error != nil || !strings.Contains(string(res.Stdout), "finished") {
 			t.Fatalf("the call Close waited for: %+v", res)
 		}
-		if _, err := s.Run(ctx, "pass"); !errors.Is(err, airlock.ErrSessionClosed) {
+		if _, err := s.Run(ctx, airlock.Request{Code: "pass"}); !errors.Is(err, airlock.ErrSessionClosed) {
 			t.Errorf("a closed session's call: %v, want ErrSessionClosed", err)
 		}
 	})

@@ -684,7 +684,7 @@ func TestSessionNetworkWithTheSandboxPolicy(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer sess.Close()
+	defer sess.Close(context.Background())
 	for i, path := range []string{"/one", "/two"} {
 		code := fmt.Sprintf(`
 import requests

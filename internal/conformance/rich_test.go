@@ -169,7 +169,7 @@ except RuntimeError:
 func TestSessionRichOutput(t *testing.T) {
 	s := newSession(t, snapshotSandbox(t), airlock.SessionOptions{})
 	ctx := context.Background()
-	if _, err := s.Run(ctx, "x = 40"); err != nil {
+	if _, err := s.Run(ctx, airlock.Request{Code: "x = 40"}); err != nil {
 		t.Fatal(err)
 	}
 	res, err := s.Exec(ctx, rich("import airlock\nairlock.display('shown')\nx + 2"))

@@ -47,11 +47,11 @@ func TestSessionLoadCannotRaiseItsLimits(t *testing.T) {
 	s := newSession(t, sandbox, airlock.SessionOptions{})
 	call(t, s, airlock.Request{Code: "x = 41"}, "", "")
 	blob := rewriteLimits(saved(t, s), airlock.Limits{Timeout: time.Hour, Memory: 4 << 30, Output: 1 << 40, FSBytes: 1 << 40, FSFiles: 1 << 30, HostCalls: 1 << 30, HostPayload: 1 << 30})
-	l, err := sandbox.LoadSession(ctx, bytes.NewReader(blob))
+	l, err := sandbox.LoadSession(ctx, bytes.NewReader(blob), airlock.LoadOptions{})
 	if err != nil {
 		t.Fatalf("LoadSession: %v", err)
 	}
-	defer l.Close()
+	defer l.Close(ctx)
 	call(t, l, airlock.Request{Code: "print(x + 1)"}, "42\n", "")
 	start := time.Now()
 	call(t, l, airlock.Request{Code: "while True: pass"}, "", airlock.KindTimeout)
@@ -67,16 +67,16 @@ func TestSessionLoadCannotRaiseItsLimits(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer l2.Close()
+	defer l2.Close(ctx)
 	call(t, l2, airlock.Request{Code: "open('f', 'wb').write(b'x' * (2 << 20))"}, "", airlock.KindFSQuota)
 	call(t, l2, airlock.Request{Code: "open('f', 'wb').write(b'x' * (512 << 10))"}, "", "")
 	// Lower limits a blob was saved with stay its own.
 	small := newSession(t, sandbox, airlock.SessionOptions{Limits: airlock.Limits{FSBytes: 256 << 10}})
-	l3, err := sandbox.LoadSession(ctx, bytes.NewReader(saved(t, small)))
+	l3, err := sandbox.LoadSession(ctx, bytes.NewReader(saved(t, small)), airlock.LoadOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer l3.Close()
+	defer l3.Close(ctx)
 	call(t, l3, airlock.Request{Code: "open('f', 'wb').write(b'x' * (512 << 10))"}, "", airlock.KindFSQuota)
 }
 
@@ -139,7 +139,7 @@ func TestSessionLoadCapsTools(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer l.Close()
+	defer l.Close(ctx)
 	call(t, l, airlock.Request{Code: "import airlock\nprint(airlock.tools.echo(1))"}, "1\n", "")
 	res := call(t, l, airlock.Request{Code: "import airlock\ntry:\n    airlock.call('secret')\nexcept airlock.UnknownToolError as e:\n    print('refused')"}, "refused\n", "")
 	if strings.Contains(string(res.Stdout), "s3cret") {
@@ -170,17 +170,17 @@ func TestSessionKey(t *testing.T) {
 	s := newSession(t, a, airlock.SessionOptions{})
 	call(t, s, airlock.Request{Code: "x = 7"}, "", "")
 	signed := saved(t, s)
-	l, err := a.LoadSession(ctx, bytes.NewReader(signed))
+	l, err := a.LoadSession(ctx, bytes.NewReader(signed), airlock.LoadOptions{})
 	if err != nil {
 		t.Fatalf("the key's own blob: %v", err)
 	}
 	call(t, l, airlock.Request{Code: "print(x)"}, "7\n", "")
-	l.Close()
+	l.Close(ctx)
 	// Another Sandbox with the same key loads it too.
-	if l, err := newSB(airlock.WithSessionKey(key)).LoadSession(ctx, bytes.NewReader(signed)); err != nil {
+	if l, err := newSB(airlock.WithSessionKey(key)).LoadSession(ctx, bytes.NewReader(signed), airlock.LoadOptions{}); err != nil {
 		t.Errorf("same key, another Sandbox: %v", err)
 	} else {
-		l.Close()
+		l.Close(ctx)
 	}
 
 	unsigned := saved(t, newSession(t, plain, airlock.SessionOptions{}))
@@ -198,7 +198,7 @@ func TestSessionKey(t *testing.T) {
 		"unsigned, relabelled as signed":    {a, relabel(unsigned, 3)},
 		"signed, relabelled as unsigned":    {a, relabel(signed, 2)},
 	} {
-		if _, err := tc.into.LoadSession(ctx, bytes.NewReader(tc.blob)); !errors.Is(err, airlock.ErrSessionUnauthenticated) {
+		if _, err := tc.into.LoadSession(ctx, bytes.NewReader(tc.blob), airlock.LoadOptions{}); !errors.Is(err, airlock.ErrSessionUnauthenticated) {
 			t.Errorf("%s: %v, want ErrSessionUnauthenticated", name, err)
 		}
 	}

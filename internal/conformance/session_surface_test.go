@@ -69,7 +69,7 @@ func TestSessionErr(t *testing.T) {
 		t.Fatal("Err waits for the running call to end")
 	}
 	<-done
-	s.Close()
+	s.Close(context.Background())
 	if err := s.Err(); !errors.Is(err, airlock.ErrSessionClosed) {
 		t.Fatalf("Err after Close: %v", err)
 	}
