@@ -245,7 +245,7 @@ func (m *mcpServer) runPython(ctx context.Context, in RunPythonArgs, owner any) 
 	} else if sess = table.getOwned(in.Session, owner); sess == nil {
 		return toolError("error: not_found: no session %q (it may have expired); pass session \"new\" to start one", in.Session)
 	}
-	res, _ := sess.Exec(ctx, req)
+	res, _ := sess.Run(ctx, req)
 	if res.Error != nil && (errors.Is(res.Error, airlock.ErrSessionClosed) || errors.Is(res.Error, airlock.ErrSessionExpired)) {
 		return toolError("error: not_found: session %q has ended; pass session \"new\" to start one", in.Session)
 	}

@@ -295,7 +295,7 @@ func (t *sessions) loadFile(ctx context.Context, need int64, file string, except
 	if err != nil {
 		return nil, fmt.Errorf("read spilled session: %w", err)
 	}
-	sess, err := t.spill.sb.LoadSessionWith(ctx, bytes.NewReader(blob), t.spill.load)
+	sess, err := t.spill.sb.LoadSession(ctx, bytes.NewReader(blob), t.spill.load)
 	if err != nil {
 		return nil, fmt.Errorf("load spilled session: %w", err)
 	}

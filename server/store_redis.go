@@ -343,10 +343,10 @@ func (c *redisCall) load(ctx context.Context, sb *airlock.Sandbox, opts airlock.
 	if err != nil {
 		return s.fail("read state", err)
 	}
-	sess, err := sb.LoadSessionWith(ctx, bytes.NewReader(blob), opts)
+	sess, err := sb.LoadSession(ctx, bytes.NewReader(blob), opts)
 	if errors.Is(err, airlock.ErrTooManySessions) && s.evict() {
 		// The Sandbox's cap is full, partly of this store's cache.
-		sess, err = sb.LoadSessionWith(ctx, bytes.NewReader(blob), opts)
+		sess, err = sb.LoadSession(ctx, bytes.NewReader(blob), opts)
 	}
 	switch {
 	case errors.Is(err, airlock.ErrTooManySessions):

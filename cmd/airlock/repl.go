@@ -191,7 +191,7 @@ func (r *repl) run(ctx context.Context, src string) {
 		}
 	}()
 	var streamedErr int
-	res, err := r.sess.Exec(callCtx, airlock.Request{
+	res, err := r.sess.Run(callCtx, airlock.Request{
 		Code: src + "\n", Filename: "<stdin>", Interactive: true, Limits: r.limits, Files: r.files, Values: r.values, Env: r.env,
 		OnOutput: func(stream string, p []byte) {
 			if stream == "stdout" {
@@ -495,7 +495,7 @@ func loadSession(ctx context.Context, sb *airlock.Sandbox, path string, max airl
 		return nil, argFileError("--load", err)
 	}
 	defer f.Close()
-	sess, err := sb.LoadSessionWith(ctx, bufio.NewReader(f), airlock.LoadOptions{MaxLimits: max})
+	sess, err := sb.LoadSession(ctx, bufio.NewReader(f), airlock.LoadOptions{MaxLimits: max})
 	if err != nil {
 		return nil, fmt.Errorf("--load %s: %w", path, err)
 	}

@@ -72,7 +72,7 @@ func TestSessionHostileGuests(t *testing.T) {
 	t.Run("state outgrows a later call's memory cap", func(t *testing.T) {
 		s := newSession(t, sandbox, airlock.SessionOptions{})
 		call(t, s, airlock.Request{Code: "blob = bytearray(80 << 20)", Limits: airlock.Limits{Memory: 256 << 20}}, "", "")
-		res, err := s.Exec(ctx, airlock.Request{Code: "print(len(blob))", Limits: airlock.Limits{Memory: 64 << 20}})
+		res, err := s.Run(ctx, airlock.Request{Code: "print(len(blob))", Limits: airlock.Limits{Memory: 64 << 20}})
 		if res.Error == nil || res.Error.Kind != airlock.KindMemoryLimit || !res.RolledBack {
 			t.Fatalf("image above the cap: %v, rolled back %v", err, res.RolledBack)
 		}
@@ -108,7 +108,7 @@ func TestSessionHostileGuests(t *testing.T) {
 		var once sync.Once
 		done := make(chan *airlock.Result, 1)
 		go func() {
-			res, _ := s.Exec(ctx, airlock.Request{
+			res, _ := s.Run(ctx, airlock.Request{
 				Code:     "import sys, time\nprint('started', flush=True)\ntime.sleep(0.3)\nprint('finished')",
 				OnOutput: func(string, []byte) { once.Do(func() { close(started) }) },
 			})

@@ -690,7 +690,7 @@ func TestSessionNetworkWithTheSandboxPolicy(t *testing.T) {
 import requests
 print(requests.get(%q).text)
 `, srv.tls.URL+path)
-		res, err := sess.Exec(context.Background(), airlock.Request{Code: code})
+		res, err := sess.Run(context.Background(), airlock.Request{Code: code})
 		if err != nil || res.ExitCode != 0 {
 			t.Fatalf("call %d: %v\n%s", i, err, res.Stderr)
 		}

@@ -427,7 +427,7 @@ func TestSessionPackages(t *testing.T) {
 		t.Fatalf("loaded session: err=%v stdout=%q stderr=%s", err, res.Stdout, res.Stderr)
 	}
 	// A call cannot change the session's filesystem or sys.path this way.
-	if _, err := sess.Exec(ctx, airlock.Request{Code: "pass", Packages: []string{whl}}); !errors.Is(err, airlock.ErrInvalidRequest) {
+	if _, err := sess.Run(ctx, airlock.Request{Code: "pass", Packages: []string{whl}}); !errors.Is(err, airlock.ErrInvalidRequest) {
 		t.Fatalf("a session call with packages: err = %v", err)
 	}
 }

@@ -337,7 +337,7 @@ func TestSessionInstallFromIndex(t *testing.T) {
 
 	// A call that installs and then leaves the interpreter is rolled
 	// back: the session has neither the wheel nor its sys.path entry.
-	res, _ = sess.Exec(context.Background(), airlock.Request{Code: "import airlock, os\nairlock.install('winonly', quiet=True)\nos._exit(3)"})
+	res, _ = sess.Run(context.Background(), airlock.Request{Code: "import airlock, os\nairlock.install('winonly', quiet=True)\nos._exit(3)"})
 	if !res.RolledBack {
 		t.Fatalf("os._exit should roll back: %+v", res)
 	}
@@ -398,7 +398,7 @@ func TestSessionPipMagic(t *testing.T) {
 	sess := newSession(t, s, airlock.SessionOptions{Limits: airlock.Limits{Timeout: 30 * time.Second}})
 	call(t, sess, airlock.Request{Code: "%pip install -q greet-kit\nimport greet_kit\nprint(greet_kit.greet('magic'))"}, "hello magic\n", "")
 	call(t, sess, airlock.Request{Code: "print(greet_kit.greet('again'))"}, "hello again\n", "")
-	res, _ := sess.Exec(context.Background(), airlock.Request{Code: "!pip install tampered"})
+	res, _ := sess.Run(context.Background(), airlock.Request{Code: "!pip install tampered"})
 	if !strings.Contains(string(res.Stderr), "airlock.InstallError: airlock: pip install tampered: sha256 mismatch") || !strings.Contains(string(res.Stderr), "!pip install tampered") {
 		t.Fatalf("a refused %%pip: %s", res.Stderr)
 	}

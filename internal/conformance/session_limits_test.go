@@ -63,7 +63,7 @@ func TestSessionLoadCannotRaiseItsLimits(t *testing.T) {
 		t.Error("a call over the quota was kept")
 	}
 	// The same under explicit, lower maxima.
-	l2, err := sandbox.LoadSessionWith(ctx, bytes.NewReader(blob), airlock.LoadOptions{MaxLimits: airlock.Limits{FSBytes: 1 << 20}})
+	l2, err := sandbox.LoadSession(ctx, bytes.NewReader(blob), airlock.LoadOptions{MaxLimits: airlock.Limits{FSBytes: 1 << 20}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -94,13 +94,13 @@ func TestSessionLoadOverLimits(t *testing.T) {
 		"bytes":  {FSBytes: 2 << 20},
 		"files":  {FSFiles: 2},
 	} {
-		if _, err := sandbox.LoadSessionWith(ctx, bytes.NewReader(blob), airlock.LoadOptions{MaxLimits: max}); !errors.Is(err, airlock.ErrSessionOverLimits) {
+		if _, err := sandbox.LoadSession(ctx, bytes.NewReader(blob), airlock.LoadOptions{MaxLimits: max}); !errors.Is(err, airlock.ErrSessionOverLimits) {
 			t.Errorf("%s: %v, want ErrSessionOverLimits", name, err)
 		}
 	}
 	// The reader is not read past what the limits allow.
 	r := &countingReader{r: bytes.NewReader(append(bytes.Clone(blob), make([]byte, 200<<20)...))}
-	if _, err := sandbox.LoadSessionWith(ctx, r, airlock.LoadOptions{MaxLimits: airlock.Limits{Memory: 32 << 20, FSBytes: 1 << 20, FSFiles: 100}}); !errors.Is(err, airlock.ErrSessionOverLimits) {
+	if _, err := sandbox.LoadSession(ctx, r, airlock.LoadOptions{MaxLimits: airlock.Limits{Memory: 32 << 20, FSBytes: 1 << 20, FSFiles: 100}}); !errors.Is(err, airlock.ErrSessionOverLimits) {
 		t.Errorf("a blob past the read bound: %v, want ErrSessionOverLimits", err)
 	}
 	if r.n > 128<<20 {
@@ -135,7 +135,7 @@ func TestSessionLoadCapsTools(t *testing.T) {
 	defer sandbox.Close(ctx)
 	s := newSession(t, sandbox, airlock.SessionOptions{}) // every tool
 	blob := saved(t, s)
-	l, err := sandbox.LoadSessionWith(ctx, bytes.NewReader(blob), airlock.LoadOptions{Tools: []string{"echo"}})
+	l, err := sandbox.LoadSession(ctx, bytes.NewReader(blob), airlock.LoadOptions{Tools: []string{"echo"}})
 	if err != nil {
 		t.Fatal(err)
 	}

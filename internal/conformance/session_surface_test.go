@@ -47,7 +47,7 @@ func TestSessionErr(t *testing.T) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		s.Exec(context.Background(), airlock.Request{
+		s.Run(context.Background(), airlock.Request{
 			Code: "print('looping', flush=True)\nwhile True: pass", Limits: airlock.Limits{Timeout: 3 * time.Second},
 			OnOutput: func(string, []byte) {
 				select {

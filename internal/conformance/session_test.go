@@ -27,7 +27,7 @@ func newSession(t *testing.T, sandbox *airlock.Sandbox, opts airlock.SessionOpti
 // stdout, wantErr the expected error kind ("" for none).
 func call(t *testing.T, s *airlock.Session, req airlock.Request, want string, wantErr airlock.Kind) *airlock.Result {
 	t.Helper()
-	res, err := s.Exec(context.Background(), req)
+	res, err := s.Run(context.Background(), req)
 	if res == nil {
 		t.Fatalf("Exec returned no Result (err %v)", err)
 	}
@@ -80,7 +80,7 @@ func TestSessionRollsBackACallThatHitsALimit(t *testing.T) {
 		{"memory", airlock.Request{Code: "n = 4\nb = bytearray(200 << 20)", Limits: airlock.Limits{Memory: 64 << 20}}, airlock.KindMemoryLimit},
 		{"fs quota", airlock.Request{Code: "n = 5\nwith open('big', 'wb') as f: f.write(b'x' * 4096)", Limits: airlock.Limits{FSBytes: 1024}}, airlock.KindFSQuota},
 	} {
-		res, err := s.Exec(context.Background(), tc.req)
+		res, err := s.Run(context.Background(), tc.req)
 		if res.Error == nil || res.Error.Kind != tc.kind || !errors.Is(err, res.Error) || !res.RolledBack {
 			t.Fatalf("%s: error %v, rolled back %v; want kind %s, rolled back\nstderr: %s", tc.name, err, res.RolledBack, tc.kind, res.Stderr)
 		}
@@ -162,7 +162,7 @@ func TestSessionRefusals(t *testing.T) {
 		"negative limit":   {Code: "pass", Limits: airlock.Limits{Timeout: -1}},
 		"file in a layer?": {Code: "pass", Files: map[string][]byte{"/": nil}},
 	} {
-		res, err := s.Exec(ctx, req)
+		res, err := s.Run(ctx, req)
 		if !errors.Is(err, airlock.ErrInvalidRequest) || res.Error == nil {
 			t.Errorf("%s: %v, want invalid_request", name, err)
 		}
