@@ -416,7 +416,7 @@ func (s *Server) handleSessionRun(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	sess := e.sess
-	s.execute(w, r, req, clamped, sess.Exec, func(res *airlock.Result) any {
+	s.execute(w, r, req, clamped, sess.Run, func(res *airlock.Result) any {
 		release.Do(func() { s.sessions.release(e, heldBy(sess)) })
 		if s.sessions.spill != nil {
 			s.sessions.fit()
