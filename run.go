@@ -18,7 +18,7 @@ import (
 )
 
 // preparedRun is one validated request made ready to run: its output,
-// WASI configuration and engine spec. Sandbox.Run and Session.Exec each
+// WASI configuration and engine spec. Sandbox.Run and Session.Run each
 // prepare one, add what is theirs (a session its status device and pause
 // point), open it, execute it their own way and read its Result back.
 type preparedRun struct {

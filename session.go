@@ -427,6 +427,10 @@ func (s *Session) Fork() (*Session, error) {
 // that). If ctx ends first, Close returns its error and the session ends
 // when the call returns. Closing twice is harmless.
 func (s *Session) Close(ctx context.Context) error {
+	if s.mu.TryLock() { // no call running: no goroutine to wait with
+		s.endHeld(ErrSessionClosed, nil)
+		return nil
+	}
 	ended := make(chan struct{})
 	go func() {
 		s.end(ErrSessionClosed)
@@ -451,6 +455,11 @@ func (s *Session) end(why error) { s.endIf(why, nil) }
 // in between the check and the end) returns true, or is nil.
 func (s *Session) endIf(why error, still func() bool) {
 	s.mu.Lock()
+	s.endHeld(why, still)
+}
+
+// endHeld is endIf with s.mu held; it unlocks it.
+func (s *Session) endHeld(why error, still func() bool) {
 	if s.ended != nil || still != nil && !still() {
 		s.mu.Unlock()
 		return

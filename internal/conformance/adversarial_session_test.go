@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/airlock-sandbox/airlock"
 )
@@ -122,6 +123,40 @@ func TestSessionHostileGuests(t *testing.T) {
 		}
 		if _, err := s.Run(ctx, airlock.Request{Code: "pass"}); !errors.Is(err, airlock.ErrSessionClosed) {
 			t.Errorf("a closed session's call: %v, want ErrSessionClosed", err)
+		}
+	})
+
+	// Close's context bounds its wait, not the session's end: the call
+	// runs on and the session ends when it returns.
+	t.Run("close's context ends before the call", func(t *testing.T) {
+		s, err := sandbox.NewSession(ctx, airlock.SessionOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		started := make(chan struct{})
+		var once sync.Once
+		done := make(chan *airlock.Result, 1)
+		go func() {
+			res, _ := s.Run(ctx, airlock.Request{
+				Code:     "import time\nprint('started', flush=True)\ntime.sleep(0.5)\nprint('finished')",
+				OnOutput: func(string, []byte) { once.Do(func() { close(started) }) },
+			})
+			done <- res
+		}()
+		<-started
+		short, cancel := context.WithTimeout(ctx, 20*time.Millisecond)
+		defer cancel()
+		if err := s.Close(short); !errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("Close with a call running past its context: %v, want context.DeadlineExceeded", err)
+		}
+		if res := <-done; res == nil || res.Error != nil || !strings.Contains(string(res.Stdout), "finished") {
+			t.Fatalf("the call Close gave up on: %+v", res)
+		}
+		if err := s.Close(ctx); err != nil {
+			t.Errorf("Close again: %v", err)
+		}
+		if !errors.Is(s.Err(), airlock.ErrSessionClosed) {
+			t.Errorf("after the call: Err %v, want ErrSessionClosed", s.Err())
 		}
 	})
 }
