@@ -202,8 +202,25 @@ func TestSessionKey(t *testing.T) {
 			t.Errorf("%s: %v, want ErrSessionUnauthenticated", name, err)
 		}
 	}
-	if _, err := airlock.New(ctx, airlock.WithSessionKey([]byte("short"))); err == nil || !strings.Contains(err.Error(), "at least 16") {
-		t.Errorf("a 5-byte key: %v", err)
+	if _, err := airlock.New(ctx, airlock.WithSessionKey([]byte("short"))); !errors.Is(err, airlock.ErrInvalidOption) || !strings.Contains(err.Error(), "at least 16") {
+		t.Errorf("a 5-byte key: %v, want ErrInvalidOption", err)
+	}
+}
+
+// New checks the default limits once, so that no run takes a negative
+// one, or a fuel limit that nothing meters, as its default.
+func TestNewRefusesBadLimits(t *testing.T) {
+	ctx := context.Background()
+	for name, l := range map[string]airlock.Limits{
+		"negative memory":  {Memory: -1},
+		"negative timeout": {Timeout: -time.Second},
+	} {
+		if _, err := airlock.New(ctx, airlock.WithLimits(l)); !errors.Is(err, airlock.ErrInvalidOption) || !strings.Contains(err.Error(), "WithLimits") {
+			t.Errorf("%s: %v, want ErrInvalidOption naming WithLimits", name, err)
+		}
+	}
+	if _, err := airlock.New(ctx, airlock.WithEngine(airlock.EngineWazero), airlock.WithLimits(airlock.Limits{Fuel: 1000})); !errors.Is(err, airlock.ErrInvalidOption) || !strings.Contains(err.Error(), "wasmtime") {
+		t.Errorf("fuel on wazero: %v, want ErrInvalidOption naming wasmtime", err)
 	}
 }
 
