@@ -113,7 +113,12 @@ func (r *preparedRun) closeNetwork(res *Result) {
 		return
 	}
 	r.netDev.Close()
-	res.Network = r.netDev.Decisions()
+	if ds := r.netDev.Decisions(); ds != nil {
+		res.Network = make([]NetworkDecision, len(ds))
+		for i, d := range ds {
+			res.Network[i] = NetworkDecision(d)
+		}
+	}
 	r.audit.network(res.Network)
 	r.netDev = nil
 }
