@@ -257,6 +257,8 @@ type config struct {
 	packages   []string            // WithPackages (packages.go)
 	preimport  []string            // WithPreimport
 
+	defaultPackages *bool // WithDefaultPackages; nil: on when prepared (defaultpackages.go)
+
 	noFullImage bool // WithFullImage(false) (snapshot.go)
 
 	sessionTTL  time.Duration // session.go

@@ -241,7 +241,7 @@ func (sb *Sandbox) requestNetPackages(req *Request) []string {
 	if req.Network == nil || sb.cfg.net.policy != nil {
 		return nil
 	}
-	return unshadowed(netWheels(sb.cfg.cacheDir), append(req.Packages, sb.cfg.packages...))
+	return dropDefaultDuplicates(unshadowed(netWheels(sb.cfg.cacheDir), append(req.Packages, sb.cfg.packages...)), sb.defaults, sb.cfg.cacheDir)
 }
 
 // networkDevice sets up a run's network device, or none without a policy.

@@ -49,8 +49,15 @@ type PackageIndex struct {
 	// (default 16).
 	MaxInstalls int
 	// Client makes the requests to the index (default: Go's transport
-	// without proxies from the environment).
+	// without proxies from the environment, and with the egress
+	// allow-list's address checks: an internal address, such as
+	// loopback, private, link-local or cloud metadata, is reached only
+	// where URL or FileOrigins names it literally, unless AllowInternal).
 	Client *http.Client
+	// AllowInternal lets the default client reach internal addresses
+	// that the index's or a file origin's host name resolves to (a
+	// mirror inside the host's network, by name).
+	AllowInternal bool
 	// CacheDir keeps the verified wheels, by sha256 (default:
 	// "pkgindex" under the Sandbox's cache directory).
 	CacheDir string
@@ -199,7 +206,7 @@ func (c *indexLayers) get(p string) (*pkg, error) {
 
 func (ix PackageIndex) config(cacheDir string, env pkgindex.Env) pkgindex.Config {
 	return pkgindex.Config{URL: ix.URL, Allow: append([]string(nil), ix.Allow...), FileOrigins: slices.Clone(ix.FileOrigins), MaxBytes: ix.MaxBytes, MaxFiles: ix.MaxFiles,
-		Timeout: ix.Timeout, Client: ix.Client, CacheDir: ix.cacheDir(cacheDir), Env: env}
+		Timeout: ix.Timeout, Client: ix.Client, AllowInternal: ix.AllowInternal, CacheDir: ix.cacheDir(cacheDir), Env: env}
 }
 
 func (ix *PackageIndex) cacheDir(sandboxCache string) string {
@@ -243,6 +250,7 @@ func (sb *Sandbox) newInstallDevice(fs *memfs.FS, pkgs *packageSet, onDone func(
 			}
 		}
 	}
+	sb.addDefaultHave(d.have)
 	d.Max = maxInstallRequest
 	d.Handle = d.handle
 	d.Fail = func(msg string) []byte { return installError("invalid", "airlock: install: "+msg) }

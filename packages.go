@@ -465,8 +465,8 @@ func loadSandboxPackages(cache *pkgCache, cfg config) (*packageSet, error) {
 // packageEnv is what tells the prelude about a run's packages.
 func (sb *Sandbox) packageEnv(set *packageSet) map[string]string {
 	env := map[string]string{}
-	if len(set.pkgs) > 0 {
-		env[envPackages] = set.sysPath()
+	if paths := sb.withDefaultSysPath(set.sysPath()); paths != "" {
+		env[envPackages] = paths
 	}
 	if len(sb.cfg.preimport) > 0 {
 		env[envWarmImports] = strings.Join(sb.cfg.preimport, ",")

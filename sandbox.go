@@ -26,7 +26,8 @@ type Sandbox struct {
 	engOpts  engine.Options
 	// canaryFiles are WithCanaries' files by guest path.
 	canaryFiles map[string][]byte
-	snap        *snapshotter // nil when runs start a fresh interpreter (snapshot.go)
+	snap        *snapshotter     // nil when runs start a fresh interpreter (snapshot.go)
+	defaults    *defaultPackages // defaultpackages.go
 	// layers are mounted read-only into every run's filesystem: the
 	// interpreter's own files (python.Artifact.Layer), WithPackages'.
 	layers []*memfs.Layer
@@ -117,13 +118,18 @@ func New(ctx context.Context, opts ...Option) (*Sandbox, error) {
 	if !cfg.noCache {
 		engOpts.CacheDir = python.CompiledDir(cfg.cacheDir)
 	}
-	layers := art.Layers()
-	sb := &Sandbox{cfg: cfg, artifact: art, engOpts: engOpts, layers: layers, canaryFiles: canaryFiles}
+	defaults, err := loadDefaultPackages(cfg, art)
+	if err != nil {
+		return nil, err
+	}
+	cfg.packages = dropDefaultDuplicates(cfg.packages, defaults, cfg.cacheDir)
+	layers := append(art.Layers(), defaults.layer)
+	sb := &Sandbox{defaults: defaults, cfg: cfg, artifact: art, engOpts: engOpts, layers: layers, canaryFiles: canaryFiles}
 	sb.life, sb.endLife = context.WithCancel(context.Background())
 	if sb.pkgs, err = loadSandboxPackages(&sb.pkgCache, cfg); err != nil {
 		return nil, err
 	}
-	sb.snap, err = newSnapshotter(ctx, cfg, art, layers, sb.imageExtras(), engOpts)
+	sb.snap, err = newSnapshotter(ctx, cfg, art, layers, sb.defaultImageSpec(sb.imageExtras()), engOpts)
 	if err != nil {
 		return nil, sb.preimportError(err)
 	}

@@ -66,7 +66,8 @@ func loadWazero(ctx context.Context, src source, opts Options) (Code, error) {
 		return nil, fmt.Errorf("engine: %w", err)
 	}
 	digest := out.digest
-	cfg := wazero.NewRuntimeConfig().WithCloseOnContextDone(!budget.Interrupt).WithDebugInfoEnabled(false)
+	uncached := wazero.NewRuntimeConfig().WithCloseOnContextDone(!budget.Interrupt).WithDebugInfoEnabled(false)
+	cfg := uncached
 	marker := ""
 	if opts.CacheDir != "" {
 		if err := os.MkdirAll(opts.CacheDir, 0o755); err != nil {
@@ -99,6 +100,21 @@ func loadWazero(ctx context.Context, src source, opts Options) (Code, error) {
 	// at load ~1.5 (docs/build.md, Edge build).
 	workers := min(runtime.GOMAXPROCS(0), compileWorkers)
 	compiled, err := r.CompileModule(experimental.WithCompilationWorkers(ctx, workers), wasm)
+	if err != nil && marker != "" && cacheWriteFailed(err, opts.CacheDir) {
+		// Compiled, but not stored (a full disk, say): this process runs
+		// the code uncached rather than fail every run.
+		r.Close(ctx)
+		if opts.Notice != nil {
+			fmt.Fprintf(opts.Notice, "airlock: the compiled code was not cached (%v); compiling it again for this process only\n", err)
+		}
+		marker = ""
+		r = wazero.NewRuntimeWithConfig(ctx, uncached)
+		if err := registerWASI(ctx, r); err != nil {
+			r.Close(ctx)
+			return nil, err
+		}
+		compiled, err = r.CompileModule(experimental.WithCompilationWorkers(ctx, workers), wasm)
+	}
 	if err != nil {
 		r.Close(ctx)
 		return nil, fmt.Errorf("engine: compile: %w", err)

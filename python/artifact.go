@@ -54,8 +54,9 @@ const EnvCacheDir = "AIRLOCK_CACHE_DIR"
 // been fetched yet.
 var ErrNotFetched = errors.New("python: the npm build (" + SelectNPM + ") is not fetched; Fetch fetches it")
 
-// ErrChecksum means the default artifact's bytes are not the pinned ones.
-var ErrChecksum = errors.New("python: python.wasm checksum mismatch")
+// ErrChecksum means a build's file (python.wasm, its stdlib zip) is not
+// the one pinned or recorded for it.
+var ErrChecksum = errors.New("python: checksum mismatch")
 
 // Artifact is a loaded python.wasm.
 type Artifact struct {

@@ -61,7 +61,9 @@ type ChecksumError struct {
 }
 
 func (e *ChecksumError) Error() string {
-	return fmt.Sprintf("%v: %s has sha256 %s, want %s", ErrChecksum, e.Path, e.Got, e.Want)
+	// A file that changed after it was made (a disk error, a crash, an
+	// edit) is not used: making it again is the way out.
+	return fmt.Sprintf("%v: %s has sha256 %s, want %s (it changed after it was made; scripts/setup.sh makes it again)", ErrChecksum, e.Path, e.Got, e.Want)
 }
 
 func (e *ChecksumError) Unwrap() error { return ErrChecksum }

@@ -400,6 +400,15 @@ def _airlock_warm(image_imports):
     compile(b"pass", "<warm>", "exec", dont_inherit=True)
     import _airlock_net  # noqa: F401  (compiled once; enabled per run)
     _airlock_packages(os.environ)
+    # Each package zip's directory, read once into the image rather than
+    # at every run's first import from it (~thousands of entries).
+    import zipimport
+    for entry in sys.path:
+        if entry.startswith("/opt/airlock/") and entry not in sys.path_importer_cache:
+            try:
+                sys.path_importer_cache[entry] = zipimport.zipimporter(entry)
+            except Exception:
+                pass
     for name in image_imports.split(","):
         if name:
             __import__(name)
@@ -531,9 +540,14 @@ def _airlock_packages(env):
     # that none shadows a standard module (some are imported by the
     # warm-up already). Pre-imported modules are in the image when there
     # is one; otherwise the run imports them here.
+    # The default packages (/opt/airlock/default, in the image already)
+    # stay last: a package the host gave this run wins over one of them.
     for entry in env.get("AIRLOCK_PACKAGES", "").split(":"):
         if entry and entry not in sys.path:
-            sys.path.append(entry)
+            at = len(sys.path)
+            while at > 0 and sys.path[at - 1].startswith("/opt/airlock/default/"):
+                at -= 1
+            sys.path.insert(at, entry)
     for name in env.get("AIRLOCK_WARM_IMPORTS", "").split(","):
         if name and name not in sys.modules:
             __import__(name)

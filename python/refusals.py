@@ -35,11 +35,11 @@ def _airlock_refuse():
         "sequentially, or use asyncio coroutines to interleave waiting"
     )
     PKG = (
-        "airlock: only the standard library and the pure-Python packages the host mounts "
-        "are importable in this sandbox, and nothing can be installed (no pip, no network); "
-        "the host mounts packages with airlock.WithPackages or Request.Packages (Go), "
-        "or --package (CLI), or lets runs install from a package index (WithPackageIndex, "
-        "--index-url)"
+        "airlock: nothing can be installed in this sandbox (no pip, no network): "
+        "the standard library, the packages built into python.wasm and the pure-Python "
+        "packages the host mounts are importable; the host mounts more with airlock.WithPackages "
+        "or Request.Packages (Go), or --package (CLI), or lets runs install pure-Python wheels "
+        "from a package index (WithPackageIndex, --index-url)"
     )
     PKG_INDEX = (
         "airlock: this sandbox installs pure-Python packages from its host's package index: "
@@ -275,15 +275,42 @@ def _airlock_refuse():
         build_opener.__doc__ = build.__doc__
         m.build_opener = build_opener
 
+    def patch_urllib3_connectionpool(m):
+        # Without a network allow-list there is no ssl, so urllib3 has no
+        # HTTPS connection class and requests would end in "the SSL
+        # module is not available": say why instead, as the failed
+        # connection requests reports (its ConnectionError).
+        pool = getattr(m, "HTTPSConnectionPool", None)
+        dummy = getattr(m, "DummyConnection", None)
+        if pool is None or dummy is None:
+            return
+        new_conn = pool._new_conn
+
+        def _new_conn(self):
+            if not self.ConnectionCls or self.ConnectionCls is dummy:
+                report("network", "https %s" % self.host)
+                from urllib3.exceptions import NewConnectionError
+                raise NewConnectionError(self, NET)
+            return new_conn(self)
+
+        pool._new_conn = _new_conn
+
     def patch_asyncio_base_events(m):
         # The loop resolves names in a thread: refuse before it tries one.
+        # strerror too: clients that report a failed lookup by it (aiohttp's
+        # ClientConnectorDNSError) show the reason rather than None.
+        def refusal():
+            e = PermissionError(NET)
+            e.strerror = NET
+            return e
+
         async def getaddrinfo(self, *args, **kwargs):
             report("network", "asyncio getaddrinfo", args)
-            raise PermissionError(NET)
+            raise refusal()
 
         async def getnameinfo(self, *args, **kwargs):
             report("network", "asyncio getnameinfo", args)
-            raise PermissionError(NET)
+            raise refusal()
 
         m.BaseEventLoop.getaddrinfo = getaddrinfo
         m.BaseEventLoop.getnameinfo = getnameinfo
@@ -328,6 +355,7 @@ def _airlock_refuse():
         "subprocess": patch_subprocess,
         "http.client": patch_http_client,
         "urllib.request": patch_urllib_request,
+        "urllib3.connectionpool": patch_urllib3_connectionpool,
         "asyncio.base_events": patch_asyncio_base_events,
         "multiprocessing.context": patch_multiprocessing_context,
         "multiprocessing.process": patch_multiprocessing_process,
@@ -396,6 +424,8 @@ def _airlock_refuse():
         """The note an uncaught ModuleNotFoundError gets: what is importable."""
         if not isinstance(exc, ModuleNotFoundError) or not exc.name:
             return
+        if type(exc).__module__.startswith("importlib.metadata"):
+            return  # PackageNotFoundError: a distribution's metadata, not a module
         top = exc.name.partition(".")[0]
         if top in ("ssl", "_ssl"):
             note = NET
@@ -404,8 +434,35 @@ def _airlock_refuse():
                     "(CPython for WebAssembly: no native extensions beyond the built-in ones, "
                     "no threads, processes or network)" % top)
         else:
+            what = available(top)
+            if what not in getattr(exc, "__notes__", ()):
+                exc.add_note(what)
             note = PKG_INDEX if os.path.exists("/dev/airlock-pip") else PKG
         if note not in getattr(exc, "__notes__", ()):
             exc.add_note(note)
+
+    def available(top):
+        # What this run can import instead, from the host's note
+        # (packagesInfoPath in the root package's defaultpackages.go).
+        try:
+            import json
+            with open("/opt/airlock/packages.json", "rb") as f:
+                info = json.load(f)
+        except Exception:
+            return "airlock: No module named %r" % top
+        if top in info.get("pending", {}):
+            head = "airlock: %s (%r)" % (info["pending"][top], top)
+        elif top in info.get("modules", {}):
+            head = "airlock: %r is part of %s here, but a module in it is missing" % (top, info["modules"][top])
+        else:
+            head = "airlock: %r is not among this sandbox's packages" % top
+        built = info.get("built_in") or []
+        mounted = info.get("mounted") or []
+        head += "; built in: %s" % (", ".join(built) or "none")
+        if mounted:
+            head += "; mounted (pure Python): %s" % ", ".join(mounted)
+        elif info.get("disabled"):
+            head += "; the default pure-Python packages (sympy, networkx, jinja2, ...) are not mounted for this sandbox"
+        return head
 
     return hint

@@ -211,7 +211,8 @@ func readAsyncRecord(record string, art *Artifact) (*AsyncifyRecord, error) {
 	}
 	var rec AsyncifyRecord
 	if err := json.Unmarshal(meta, &rec); err != nil {
-		return nil, fmt.Errorf("python: asyncified module's record %s: %w", record, err)
+		// Damaged (a crash, a disk error): Asyncify makes the pair again.
+		return nil, fmt.Errorf("python: asyncified module's record %s: %w (`airlock setup` makes it again)", record, err)
 	}
 	if rec.InputSHA256 != art.SHA256 {
 		return nil, fmt.Errorf("%w: %s was made from another build", ErrChecksum, record)
@@ -275,7 +276,7 @@ func AsyncifiedSource(art *Artifact, cacheDir string) (*AsyncifyRecord, func() (
 			return nil, fmt.Errorf("python: read %s: %w", path, err)
 		}
 		if sum != rec.OutputSHA256 {
-			return nil, fmt.Errorf("%w: %s does not match its record", ErrChecksum, path)
+			return nil, fmt.Errorf("%w: %s does not match its record (`airlock setup` makes it again)", ErrChecksum, path)
 		}
 		return wasm, nil
 	})

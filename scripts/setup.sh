@@ -13,6 +13,10 @@
 #    dependencies; scripts/fetch-net-wheels.sh, host pip --require-hashes),
 #    into the cache's netwheels/. Without them urllib and http.client still
 #    work under --allow-net; requests and httpx do not import.
+#  - The default pure-Python packages every run mounts (sympy, networkx,
+#    openpyxl, jinja2, requests, pytest, ...: internal/pkglist/packages.txt;
+#    scripts/fetch-wheels.sh default) into the cache's defaultwheels/;
+#    `airlock setup` compiles their bytecode into one zip (1-2 min once).
 #  - Airlock's own WASI conformance programs (scripts/build-wasi-c.sh:
 #    C, compiled in the build's chroot; seconds, cached by their sources),
 #    which internal/conformance runs.
@@ -105,5 +109,7 @@ fi
 	echo "setup: the network packages (requests, httpx) were not fetched; run scripts/fetch-wheels.sh net later" >&2
 ./scripts/fetch-wheels.sh test "$cachedir/testwheels" ||
 	echo "setup: pytest was not fetched: airlock test runs unittest only; run scripts/fetch-wheels.sh test later" >&2
+./scripts/fetch-wheels.sh default "$cachedir/defaultwheels" ||
+	echo "setup: the default packages (sympy, networkx, jinja2, ...) were not fetched: runs have the standard library, numpy and pandas only; run scripts/fetch-wheels.sh default, then airlock setup" >&2
 
 go run ./cmd/airlock setup "$@"

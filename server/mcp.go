@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"log/slog"
 	"maps"
 	"runtime"
 	"slices"
@@ -49,6 +50,24 @@ type MCPConfig struct {
 	// what it made, and another's is "not found": a URI or session id
 	// that leaks (a log, a shared transcript) then gives nothing away.
 	ShareAcrossClients bool
+	// MemoryBudget bounds, in bytes, the memory sessions hold between
+	// calls, as Config.MemoryBudget does for serve: past it, the least
+	// recently used idle sessions are saved under SpillDir and closed,
+	// and come back on their next call; a session that cannot be placed
+	// is refused ("error: memory_budget: ..."). Default (0):
+	// DefaultMemoryBudget; negative: none. SpillDir is where the private
+	// directory of spilled sessions is made (default os.TempDir(), where
+	// it then outlives the process: name a directory you remove at exit,
+	// as airlock mcp does).
+	MemoryBudget int64
+	SpillDir     string
+	// MaxSessionsPerClient caps the sessions one client (one MCP session)
+	// holds at once, spilled ones included ("error: too_many_sessions"),
+	// so that one cannot take the Sandbox's every slot; 0: no cap but
+	// the Sandbox's. Not applied with ShareAcrossClients.
+	MaxSessionsPerClient int
+	// Logger receives spill events (default: none).
+	Logger *slog.Logger
 }
 
 // RunPythonArgs are run_python's arguments.
@@ -70,14 +89,19 @@ type RunPythonArgs struct {
 // # Errors
 // A nil Sandbox; a negative field (as for New, 0 takes the default).
 func NewMCP(cfg MCPConfig) (*mcp.Server, error) {
+	srv, _, err := newMCP(cfg)
+	return srv, err
+}
+
+func newMCP(cfg MCPConfig) (*mcp.Server, *mcpServer, error) {
 	if cfg.Sandbox == nil {
-		return nil, errors.New("server: MCPConfig.Sandbox is required")
+		return nil, nil, errors.New("server: MCPConfig.Sandbox is required")
 	}
 	if err := notNegative("MCPConfig", []namedValue{
-		{"Concurrency", int64(cfg.Concurrency)}, {"MaxText", int64(cfg.MaxText)},
+		{"Concurrency", int64(cfg.Concurrency)}, {"MaxText", int64(cfg.MaxText)}, {"MaxSessionsPerClient", int64(cfg.MaxSessionsPerClient)},
 		{"KeepBytes", cfg.KeepBytes}, {"KeepRuns", int64(cfg.KeepRuns)}, {"KeepFor", int64(cfg.KeepFor)},
 	}); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if cfg.MaxLimits == (airlock.Limits{}) {
 		cfg.MaxLimits = airlock.DefaultLimits()
@@ -99,6 +123,7 @@ func NewMCP(cfg MCPConfig) (*mcp.Server, error) {
 	}
 	srv := mcp.NewServer(&mcp.Implementation{Name: "airlock", Version: airlock.Version}, nil)
 	m := &mcpServer{cfg: cfg, table: &sessions{}, store: newRunStore(cfg.KeepBytes, cfg.KeepRuns, cfg.KeepFor)}
+	m.setupBudget()
 	turns := make(chan struct{}, cfg.Concurrency)
 	mcp.AddTool(srv, &mcp.Tool{Name: "run_python", Description: mcpDescription(cfg)},
 		func(ctx context.Context, req *mcp.CallToolRequest, in RunPythonArgs) (*mcp.CallToolResult, any, error) {
@@ -112,11 +137,13 @@ func NewMCP(cfg MCPConfig) (*mcp.Server, error) {
 		})
 	mcp.AddTool(srv, &mcp.Tool{Name: "end_session", Description: "End a run_python session (its id from the result that started it), freeing its memory; later calls with that id fail."},
 		func(ctx context.Context, req *mcp.CallToolRequest, in EndSessionArgs) (*mcp.CallToolResult, any, error) {
-			sess := m.table.removeOwned(in.Session, m.ownerOf(req.Session))
-			if sess == nil || sess.Err() != nil {
+			sess, found := m.table.removeOwnedEntry(in.Session, m.ownerOf(req.Session))
+			if !found || sess != nil && sess.Err() != nil {
 				return toolError("error: not_found: no session %q (it may have expired or ended already)", in.Session), nil, nil
 			}
-			sess.Close(ctx) // waits for a running call
+			if sess != nil { // nil: spilled, its file gone with the entry
+				sess.Close() // waits for a running call
+			}
 			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: fmt.Sprintf("session %s ended", in.Session)}}}, nil, nil
 		})
 	srv.AddResourceTemplate(&mcp.ResourceTemplate{
@@ -126,7 +153,7 @@ func NewMCP(cfg MCPConfig) (*mcp.Server, error) {
 	}, func(ctx context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
 		return m.store.read(ctx, req, m.ownerOf(req.Session))
 	})
-	return srv, nil
+	return srv, m, nil
 }
 
 // ownerOf is whose a run or session made through ss is: the MCP session
@@ -201,7 +228,7 @@ func mcpDescription(cfg MCPConfig) string {
 }
 
 func (m *mcpServer) runPython(ctx context.Context, in RunPythonArgs, owner any) *mcp.CallToolResult {
-	cfg, table := m.cfg, m.table
+	cfg := m.cfg
 	timeout := min(cfg.MaxLimits.Timeout, airlock.DefaultLimits().Timeout)
 	if in.Timeout > 0 {
 		timeout = cfg.MaxLimits.Timeout
@@ -235,17 +262,19 @@ func (m *mcpServer) runPython(ctx context.Context, in RunPythonArgs, owner any) 
 			IsError: res.Error != nil || res.ExitCode != 0,
 		}
 	}
-	var sess *airlock.Session
+	var e *sessionEntry
+	var refused string
 	if in.Session == "new" {
-		var err error
-		if sess, err = cfg.Sandbox.NewSession(ctx, airlock.SessionOptions{Limits: cfg.MaxLimits}); err != nil {
-			return toolError("error: cannot start a session: %v", err)
-		}
-		table.addOwned(sess, owner)
-	} else if sess = table.getOwned(in.Session, owner); sess == nil {
-		return toolError("error: not_found: no session %q (it may have expired); pass session \"new\" to start one", in.Session)
+		e, refused = m.newSessionFor(ctx, owner)
+	} else {
+		e, refused = m.claimFor(ctx, in.Session, owner)
 	}
-	res, _ := sess.Run(ctx, req)
+	if refused != "" {
+		return toolError("%s", refused)
+	}
+	sess := e.sess
+	res, _ := sess.Exec(ctx, req)
+	m.endCall(e)
 	if res.Error != nil && (errors.Is(res.Error, airlock.ErrSessionClosed) || errors.Is(res.Error, airlock.ErrSessionExpired)) {
 		return toolError("error: not_found: session %q has ended; pass session \"new\" to start one", in.Session)
 	}

@@ -156,6 +156,9 @@ type commonFlags struct {
 	cacheDir     string
 	engine       string
 	fuelMetering bool
+	// defaultPackages false turns the default packages off (on where
+	// airlock setup prepared them).
+	defaultPackages bool
 }
 
 // register adds the flags, with their defaults from the environment: the
@@ -183,6 +186,7 @@ func (c *commonFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&c.cacheDir, "cache-dir", "", "artifact and compile cache (default: $AIRLOCK_CACHE_DIR or the user cache dir)")
 	fs.StringVar(&c.engine, "engine", "", "WebAssembly engine: wazero, or wasmtime in builds with -tags airlock_wasmtime (default: $AIRLOCK_ENGINE, else wazero); bench takes a comma-separated list")
 	fs.BoolVar(&c.fuelMetering, "fuel-metering", true, "on wasmtime, meter fuel so runs report it and accept --fuel; false runs interpreter-bound code ~20% faster")
+	fs.BoolVar(&c.defaultPackages, "default-packages", true, "mount the default pure-Python packages (sympy, networkx, openpyxl, jinja2, requests, ...: airlock version --packages) where airlock setup prepared them; false: the standard library and the built-in numpy and pandas only")
 }
 
 // sandbox makes a Sandbox from the flags, then extra: a later option wins,
@@ -201,6 +205,9 @@ func (c *commonFlags) sandbox(ctx context.Context, stderr io.Writer, extra ...ai
 	}
 	if !c.fuelMetering {
 		opts = append(opts, airlock.WithFuelMetering(false))
+	}
+	if !c.defaultPackages {
+		opts = append(opts, airlock.WithDefaultPackages(false))
 	}
 	sb, err := airlock.New(ctx, append(opts, extra...)...)
 	if errors.Is(err, airlock.ErrInvalidCanary) {
@@ -253,12 +260,16 @@ type indexFlags struct {
 	url     string
 	allow   multiFlag
 	origins multiFlag
+	// internal lets index and file origin names resolve to internal
+	// addresses (a mirror in the host's own network).
+	internal bool
 }
 
 func (ix *indexFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&ix.url, "index-url", "", "let the code install pure-Python wheels (airlock.install, pip install, %pip) from this PEP 503/691 simple index, e.g. https://host/simple/; the host fetches and verifies them (default: none, installs are refused)")
 	fs.Var(&ix.allow, "allow-package", "with --index-url, a project the code may install, dependencies included (repeatable; default: any)")
 	fs.Var(&ix.origins, "index-file-origin", "with --index-url, another origin (https://host[:port]) the index's files may be fetched from (repeatable; default: the index's own only)")
+	fs.BoolVar(&ix.internal, "index-allow-internal", false, "with --index-url, let the index's and file origins' host names resolve to internal addresses (loopback, private, link-local; default: only an address written literally in the URL)")
 }
 
 // options are the flags' Sandbox options; a bad URL or name is a usage
@@ -271,9 +282,12 @@ func (ix *indexFlags) options() ([]airlock.Option, error) {
 		if len(ix.origins) > 0 {
 			return nil, usageError{"--index-file-origin: needs --index-url"}
 		}
+		if ix.internal {
+			return nil, usageError{"--index-allow-internal: needs --index-url"}
+		}
 		return nil, nil
 	}
-	p := airlock.PackageIndex{URL: ix.url, Allow: ix.allow, FileOrigins: ix.origins}
+	p := airlock.PackageIndex{URL: ix.url, Allow: ix.allow, FileOrigins: ix.origins, AllowInternal: ix.internal}
 	if err := p.Validate(); err != nil {
 		return nil, usageError{"--index-url: " + err.Error()}
 	}

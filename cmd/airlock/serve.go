@@ -194,6 +194,9 @@ func cmdMCP(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 		shared     = fs.Bool("share-across-clients", false, "let every MCP client read any client's run resources and use or end any client's sessions (by default each client sees only what it made)")
 	)
 	fs.Var(&maxMessage, "max-message", "largest message (one line) a client may send; longer ones are refused")
+	var mcpBudget sizeFlag
+	fs.Var(&mcpBudget, "memory-budget", "memory the sessions may hold between calls, e.g. 2GiB; past it idle ones move to disk until their next call (default 0: 60% of the container's memory.max, else GOMEMLIMIT, else physical memory)")
+	perClient := fs.Int("max-sessions-per-client", -1, "sessions one client (one MCP session) may hold at once, spilled ones included; 0: no cap but --max-sessions (default: a quarter of --max-sessions with --http, none over stdio)")
 	common.register(fs)
 	maxima.register(fs)
 	sessions.register(fs)
@@ -244,7 +247,21 @@ func cmdMCP(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 		return 1, err
 	}
 	defer sb.Close(context.Background())
-	srv, err := server.NewMCP(server.MCPConfig{Sandbox: sb, Tools: toolList, MaxLimits: maxima.limits(), Concurrency: *parallel, ShareAcrossClients: *shared})
+	if *perClient < 0 {
+		*perClient = 0
+		if *httpAddr != "" {
+			*perClient = max(sb.MaxSessions()/4, 1)
+		}
+	}
+	// Spilled sessions are the guests' memory and files: a private
+	// directory, gone at exit.
+	spillDir, err := os.MkdirTemp("", "airlock-mcp-")
+	if err != nil {
+		return 1, err
+	}
+	defer os.RemoveAll(spillDir)
+	srv, err := server.NewMCP(server.MCPConfig{Sandbox: sb, Tools: toolList, MaxLimits: maxima.limits(), Concurrency: *parallel, ShareAcrossClients: *shared,
+		MemoryBudget: mcpBudget.n, SpillDir: spillDir, MaxSessionsPerClient: *perClient})
 	if err != nil {
 		return exitUsage, err
 	}

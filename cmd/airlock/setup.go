@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -10,6 +11,7 @@ import (
 	"runtime"
 	"slices"
 	"strings"
+	"text/tabwriter"
 	"time"
 
 	"github.com/airlock-sandbox/airlock"
@@ -55,6 +57,9 @@ func cmdSetup(ctx context.Context, args []string, stdout, stderr io.Writer) (int
 		if dir, err = python.CacheDir(); err != nil {
 			return 1, err
 		}
+	}
+	if err := writableCache(dir); err != nil {
+		return 1, err
 	}
 	// Only the build asked for is prepared: the npm one is fetched when it
 	// is the one named, never as a stand-in for a missing own build.
@@ -190,6 +195,7 @@ func cmdVersion(ctx context.Context, args []string, stdout, stderr io.Writer) (i
 	fs.SetOutput(io.Discard) // flagResult prints help and errors
 	var common commonFlags
 	common.register(fs)
+	packages := fs.Bool("packages", false, "list the built-in packages: compiled into python.wasm, mounted by default, and those pending or planned")
 	if stop, code, err := flagResult(fs, stderr, parseFlags(fs, args)); stop {
 		return code, err
 	}
@@ -198,6 +204,14 @@ func cmdVersion(ctx context.Context, args []string, stdout, stderr io.Writer) (i
 		return 1, err
 	}
 	defer sb.Close(context.Background())
+	if *packages {
+		tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(tw, "NAME\tVERSION\tKIND\tSTATUS\tSHA256")
+		for _, p := range sb.Packages() {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", p.Name, cmp.Or(p.Version, "-"), p.Kind, p.Status, cmp.Or(p.SHA256, "-"))
+		}
+		return 0, tw.Flush()
+	}
 	res, err := sb.Run(ctx, airlock.Request{Code: "import sys; print(sys.version.split()[0])"})
 	if err != nil {
 		return 1, fmt.Errorf("ask python for its version: %w", err)
@@ -256,6 +270,25 @@ func prepare(ctx context.Context, common commonFlags, dir string, snapshots, asy
 		}
 		fmt.Fprintf(stdout, "asyncified %s -> %s with %s (%.0fs)\n", rec.InputSHA256[:12], rec.OutputSHA256[:12], rec.Tool, rec.Seconds)
 		opts = append(opts, airlock.WithSnapshots(true))
+	}
+	// The default packages' zip, their bytecode compiled by python.wasm:
+	// once here (a minute or two), before the image that mounts it.
+	if common.defaultPackages {
+		start := time.Now()
+		var popts []airlock.Option
+		if common.python != "" {
+			popts = append(popts, airlock.WithPython(common.python))
+		}
+		popts = append(popts, airlock.WithCacheDir(dir), airlock.WithNotice(stderr))
+		if common.engine != "" {
+			popts = append(popts, airlock.WithEngine(common.engine))
+		}
+		path, n, err := airlock.PrepareDefaultPackages(ctx, popts...)
+		if err != nil {
+			fmt.Fprintf(stderr, "airlock: runs will have no default packages (sympy, networkx, jinja2, ...): %v\n", err)
+		} else {
+			fmt.Fprintf(stdout, "default packages: %d in %s (%s)\n", n, path, time.Since(start).Round(time.Millisecond))
+		}
 	}
 	start := time.Now()
 	sb, err := common.sandbox(ctx, stderr, opts...)

@@ -205,3 +205,43 @@ func BenchmarkCXXInvoke(b *testing.B) {
 		})
 	}
 }
+
+// libcxxChecks is libcxx.cpp's output: exceptions thrown by libc++'s
+// compiled code, each caught as its type.
+var libcxxChecks = []string{
+	"std::stoi throws invalid_argument",
+	"std::stoi throws out_of_range",
+	"std::stod throws invalid_argument",
+	"std::stoi parses what it can",
+	"std::string::at throws out_of_range",
+	"std::string::substr throws out_of_range",
+	"std::vector::at throws out_of_range",
+	"std::vector::reserve throws length_error",
+	"std::regex throws regex_error",
+	"a stream with exceptions() throws ios_base::failure",
+	"std::system_error's what() names its code",
+	"std::string's allocation throws bad_alloc",
+	"an empty std::function throws bad_function_call",
+	"std::call_once rethrows and runs again",
+	"throw_with_nested and rethrow_if_nested",
+	"memory did not grow after the first round",
+}
+
+func TestCXXLibcxxThrows(t *testing.T) {
+	for _, eng := range engine.Engines() {
+		t.Run(eng, func(t *testing.T) {
+			for _, rounds := range []int{1, 500} {
+				// 64 MiB: the 1.5 GB string cannot be had.
+				res := cxxehRun(t, eng, "libcxx", []string{fmt.Sprint(rounds)}, airlock.Limits{Timeout: 10 * time.Minute, Memory: 64 << 20})
+				var want strings.Builder
+				for _, c := range libcxxChecks {
+					want.WriteString(c + ": ok\n")
+				}
+				fmt.Fprintf(&want, "PASS: %d rounds\n", rounds)
+				if res.Error != nil || res.ExitCode != 0 || string(res.Stdout) != want.String() || len(res.Stderr) != 0 {
+					t.Errorf("%d rounds: error %v, exit %d\nstdout:\n%s\nwant:\n%s\nstderr: %s", rounds, res.Error, res.ExitCode, res.Stdout, want.String(), res.Stderr)
+				}
+			}
+		})
+	}
+}

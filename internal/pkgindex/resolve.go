@@ -26,6 +26,7 @@ import (
 	"time"
 
 	"github.com/airlock-sandbox/airlock/internal/atomicfile"
+	"github.com/airlock-sandbox/airlock/internal/egress"
 )
 
 // Errors; each wraps one of these, with what was wrong named.
@@ -70,8 +71,16 @@ type Config struct {
 	// Pre allows pre-releases where no specifier names one.
 	Pre bool
 	// Client makes the requests (default: one without proxies from the
-	// environment).
+	// environment, dialing with egress's address checks: see
+	// AllowInternal).
 	Client *http.Client
+	// AllowInternal lets the default client reach internal addresses
+	// (loopback, private, link-local, cloud metadata, ...) that URL's or
+	// a file origin's host name resolves to. Without it only an address
+	// named literally in URL or FileOrigins is reached there, so that
+	// neither DNS nor a redirect can point the host into its own
+	// networks.
+	AllowInternal bool
 	// CacheDir keeps verified wheels, as CacheDir/<sha256>/<filename>.
 	CacheDir string
 	// Env is the guest's marker environment (WASIEnv).
@@ -105,6 +114,9 @@ func (c Config) WithDefaults() Config {
 	if c.Client == nil {
 		t := http.DefaultTransport.(*http.Transport).Clone()
 		t.Proxy = nil
+		if !c.AllowInternal {
+			t.DialContext = egress.CheckedDialer(30*time.Second, nil, c.namedAddress)
+		}
 		c.Client = &http.Client{Transport: t}
 	}
 	if c.Env == nil {

@@ -43,24 +43,9 @@ airlock_eh_unwind(void);
 
 extern "C" {
 
-// Read by the code after every invoke_ (the pass declares them): 1 when
-// the call unwound (a C++ exception), or a longjmp's jmp_buf and value.
-uintptr_t __THREW__;
-int __threwValue;
-
-// The invoke_ functions call this when their call unwound: emscripten's
-// contract (a longjmp sets it first; a C++ exception then finds it set).
-__attribute__((export_name("setThrew"))) void setThrew(uintptr_t threw, int value) {
-	if (__THREW__ == 0) {
-		__THREW__ = threw;
-		__threwValue = value;
-	}
-}
-
-// The landing pad's selector, the second value of LLVM's landingpad.
-static uint32_t temp_ret0;
-uint32_t getTempRet0(void) { return temp_ret0; }
-void setTempRet0(uint32_t v) { temp_ret0 = v; }
+// sjlj_runtime.c's, shared with setjmp/longjmp: __THREW__ and setThrew,
+// and the landing pad's selector (the second value of LLVM's landingpad).
+void setTempRet0(uint32_t v);
 
 // A catch clause's selector is its type_info's address: unique per type
 // in a statically linked module.
@@ -98,11 +83,11 @@ static void *find_matching_catch(void *const *types, size_t n) {
 	// so a later stray call finds nothing rather than a freed object.
 	in_flight = nullptr;
 	if (e == nullptr) {  // called outside a landing pad
-		temp_ret0 = 0;
+		setTempRet0(0);
 		return nullptr;
 	}
 	if (!__isOurExceptionClass(e)) {  // foreign: only catch (...) takes it
-		temp_ret0 = 0;
+		setTempRet0(0);
 		return e;
 	}
 	__cxa_exception *h = header_of(e);
@@ -116,11 +101,11 @@ static void *find_matching_catch(void *const *types, size_t n) {
 		}
 		if (catch_type->can_catch(thrown_type, adjusted)) {
 			h->adjustedPtr = adjusted;
-			temp_ret0 = (uint32_t)(uintptr_t)catch_type;
+			setTempRet0((uint32_t)(uintptr_t)catch_type);
 			return e;
 		}
 	}
-	temp_ret0 = (uint32_t)(uintptr_t)thrown_type;
+	setTempRet0((uint32_t)(uintptr_t)thrown_type);
 	return e;
 }
 

@@ -1,0 +1,138 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/airlock-sandbox/airlock"
+)
+
+// setupBudget gives the MCP server's session table the memory budget
+// (a spiller) that serve's has, as MCPConfig says.
+func (m *mcpServer) setupBudget() {
+	if m.cfg.MemoryBudget == 0 {
+		m.cfg.MemoryBudget, _ = DefaultMemoryBudget()
+	}
+	if m.cfg.MemoryBudget < 0 {
+		m.cfg.MemoryBudget = 0
+		return
+	}
+	logger := m.cfg.Logger
+	if logger == nil {
+		logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	m.table.spill = &spiller{budget: m.cfg.MemoryBudget, sb: m.cfg.Sandbox, load: airlock.LoadOptions{MaxLimits: m.cfg.MaxLimits},
+		parent: m.cfg.SpillDir, log: logger,
+		// Counted, not registered: the MCP server has no metrics endpoint.
+		spilled: prometheus.NewCounter(prometheus.CounterOpts{Name: "airlock_mcp_sessions_spilled_total"}),
+		loaded:  prometheus.NewCounter(prometheus.CounterOpts{Name: "airlock_mcp_sessions_unspilled_total"}),
+	}
+}
+
+// mcpBudgetError is a refusal in MCP's form: a tool result flagged as an error
+// whose text starts "error: KIND:", as run_python's others do.
+func mcpBudgetError(err error) string {
+	var b *budgetError
+	if errors.As(err, &b) {
+		return fmt.Sprintf("error: memory_budget: %v", err)
+	}
+	return fmt.Sprintf("error: %v", err)
+}
+
+// newSessionFor starts a session for owner, within the Sandbox's cap
+// (spilled sessions counted), owner's quota and the memory budget.
+func (m *mcpServer) newSessionFor(ctx context.Context, owner any) (*sessionEntry, string) {
+	t := m.table
+	if m.cfg.MaxSessionsPerClient > 0 && owner != nil {
+		if n := t.countOwned(owner); n >= m.cfg.MaxSessionsPerClient {
+			return nil, fmt.Sprintf("error: too_many_sessions: this client holds %d sessions, the most one client may; end one (end_session) first", n)
+		}
+	}
+	if t.spill != nil {
+		if max := m.cfg.Sandbox.MaxSessions(); t.count() >= max {
+			return nil, fmt.Sprintf("error: cannot start a session: %v (%d, spilled ones included)", airlock.ErrTooManySessions, max)
+		}
+	}
+	sess, err := m.cfg.Sandbox.NewSession(ctx, airlock.SessionOptions{Limits: m.cfg.MaxLimits})
+	if err != nil {
+		return nil, fmt.Sprintf("error: cannot start a session: %v", err)
+	}
+	t.addHeld(sess, owner, heldBy(sess))
+	e, _ := t.claim(sess.ID())
+	if e == nil { // ended at once (closed by the Sandbox)
+		return nil, "error: cannot start a session: it ended as it started"
+	}
+	return e, ""
+}
+
+// claimFor claims owner's session id for a call, loading it back if it
+// was spilled: "" and the entry, or the error text to answer with.
+func (m *mcpServer) claimFor(ctx context.Context, id string, owner any) (*sessionEntry, string) {
+	t := m.table
+	notFound := fmt.Sprintf("error: not_found: no session %q (it may have expired); pass session \"new\" to start one", id)
+	e, err := t.claim(id)
+	switch {
+	case errors.Is(err, errBusySession):
+		if !t.ownedBy(id, owner) {
+			return nil, notFound
+		}
+		return nil, fmt.Sprintf("error: session_busy: session %q is running another call; send the next one after it", id)
+	case e == nil:
+		return nil, notFound
+	case e.owner != nil && e.owner != owner:
+		t.unclaim(e)
+		return nil, notFound
+	}
+	if err := t.bringBack(ctx, e); err != nil {
+		t.unclaim(e)
+		if errors.Is(err, airlock.ErrSessionClosed) {
+			return nil, notFound
+		}
+		return nil, mcpBudgetError(err)
+	}
+	return e, ""
+}
+
+// endCall releases e after its call and spills idle sessions past the
+// budget.
+func (m *mcpServer) endCall(e *sessionEntry) {
+	m.table.release(e, heldBy(e.sess))
+	if m.table.spill != nil {
+		m.table.fit()
+	}
+}
+
+// countOwned is how many sessions (spilled ones included) owner holds.
+func (t *sessions) countOwned(owner any) int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	n := 0
+	for _, e := range t.byID {
+		if e.owner == owner && !t.ended(e) {
+			n++
+		}
+	}
+	return n
+}
+
+// ownedBy tells whether session id is owner's or anyone's.
+func (t *sessions) ownedBy(id string, owner any) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	e := t.byID[id]
+	return e != nil && (e.owner == nil || e.owner == owner)
+}
+
+// removeOwnedEntry removes owner's session id, spilled or not: found is
+// false for none, or another's.
+func (t *sessions) removeOwnedEntry(id string, owner any) (*airlock.Session, bool) {
+	if !t.ownedBy(id, owner) {
+		return nil, false
+	}
+	return t.removeEntry(id)
+}
