@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/airlock-sandbox/airlock"
-	"github.com/airlock-sandbox/airlock/internal/engine"
+	"github.com/airlock-sandbox/airlock/engine"
 )
 
 // setjmp/longjmp lowered to invoke_ (scripts/build-cxx-eh.sh builds
