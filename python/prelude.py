@@ -217,6 +217,11 @@ def _airlock_setup():
     # numpy, pandas, unittest, ...), so that its runs' environment is the
     # lean image's.
     image_imports = os.environ.pop("AIRLOCK_IMAGE_IMPORTS", "")
+    # A fresh interpreter (no image) starts with the first run's mode
+    # variables in its environment: they are the prelude's, not the
+    # program's, as in runs from an image.
+    for key in _MODE_KEYS:
+        os.environ.pop(key, None)
     state["env"] = dict(os.environ)
     # As the host frames it (python.Stdin), to tell an unchanged one at a glance.
     state["env_block"] = "\0".join("%s=%s" % kv for kv in os.environ.items()).encode("utf-8", "surrogateescape")
