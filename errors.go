@@ -35,6 +35,11 @@ var (
 // ErrEngineUnavailable is New's error for an engine this binary lacks.
 var ErrEngineUnavailable = errors.New("airlock: engine not available")
 
+// ErrInvalidOption is New's error for an option no Sandbox can have (a
+// negative limit, a session key too short, ...); the message names the
+// option. Options are checked once, there, not on every run.
+var ErrInvalidOption = errors.New("airlock: invalid option")
+
 // New's errors about the Python build. They are the internal package's own
 // values, so errors.Is matches whichever layer wrapped them.
 var (

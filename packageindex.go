@@ -75,7 +75,7 @@ func WithPackageIndex(ix PackageIndex) Option {
 }
 
 // ErrNoPackageIndex is what a refused install says without an index.
-var ErrNoPackageIndex = errors.New("airlock: no package index is configured (WithPackageIndex, --index-url)")
+var ErrNoPackageIndex = errors.New("airlock: no package index is configured (a Sandbox installs from one made WithPackageIndex)")
 
 // ErrPackageNotCached is LoadSession's error for a saved session whose
 // installed wheels are not in this host's package cache.

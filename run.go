@@ -18,7 +18,7 @@ import (
 )
 
 // preparedRun is one validated request made ready to run: its output,
-// WASI configuration and engine spec. Sandbox.Run and Session.Exec each
+// WASI configuration and engine spec. Sandbox.Run and Session.Run each
 // prepare one, add what is theirs (a session its status device and pause
 // point), open it, execute it their own way and read its Result back.
 type preparedRun struct {
@@ -113,7 +113,12 @@ func (r *preparedRun) closeNetwork(res *Result) {
 		return
 	}
 	r.netDev.Close()
-	res.Network = r.netDev.Decisions()
+	if ds := r.netDev.Decisions(); ds != nil {
+		res.Network = make([]NetworkDecision, len(ds))
+		for i, d := range ds {
+			res.Network[i] = NetworkDecision(d)
+		}
+	}
 	r.audit.network(res.Network)
 	r.netDev = nil
 }

@@ -82,8 +82,14 @@ func New(ctx context.Context, opts ...Option) (*Sandbox, error) {
 		}
 		cfg.cacheDir = dir
 	}
+	if cfg.engine == "" {
+		cfg.engine = EngineWazero
+	}
+	if msg := cfg.checkLimits(cfg.limits); msg != "" {
+		return nil, fmt.Errorf("%w: WithLimits: %s", ErrInvalidOption, msg)
+	}
 	if cfg.sessionKey != nil && len(cfg.sessionKey) < minSessionKey {
-		return nil, fmt.Errorf("airlock: WithSessionKey: the key is %d bytes; it must be at least %d", len(cfg.sessionKey), minSessionKey)
+		return nil, fmt.Errorf("%w: WithSessionKey: the key is %d bytes; it must be at least %d", ErrInvalidOption, len(cfg.sessionKey), minSessionKey)
 	}
 	canaryFiles, err := checkCanaries(cfg.canaries)
 	if err != nil {
@@ -100,9 +106,6 @@ func New(ctx context.Context, opts ...Option) (*Sandbox, error) {
 		return nil, fmt.Errorf("airlock: %w", err)
 	}
 	cfg.registry = reg
-	if cfg.engine == "" {
-		cfg.engine = EngineWazero
-	}
 	if !slices.Contains(engine.Engines(), cfg.engine) {
 		return nil, fmt.Errorf("%w: %q (this binary has %s; wasmtime needs a build with -tags airlock_wasmtime that imports github.com/airlock-sandbox/airlock/engine/wasmtime)",
 			ErrEngineUnavailable, cfg.engine, strings.Join(engine.Engines(), ", "))
@@ -348,13 +351,10 @@ func firstLine(s string) string {
 
 func (sb *Sandbox) validate(req *Request) (Limits, *Error) {
 	l := req.Limits
+	if msg := sb.cfg.checkLimits(l); msg != "" {
+		return l, newError(KindInvalidRequest, nil, "%s", msg)
+	}
 	switch {
-	case l.Timeout < 0, l.Memory < 0, l.Output < 0, l.FSBytes < 0, l.FSFiles < 0, l.HostCalls < 0, l.HostPayload < 0, l.Fuel < 0:
-		return l, newError(KindInvalidRequest, nil, "limits must not be negative")
-	case l.Fuel > 0 && sb.cfg.engine != EngineWasmtime:
-		return l, newError(KindInvalidRequest, nil, "a fuel limit needs the wasmtime engine; this sandbox runs on %s", sb.cfg.engine)
-	case l.Fuel > 0 && sb.cfg.unmetered:
-		return l, newError(KindInvalidRequest, nil, "a fuel limit needs fuel metering; this sandbox was made WithFuelMetering(false)")
 	case len(req.Code) > maxCodeBytes:
 		return l, newError(KindInvalidRequest, nil, "code is %d bytes; the maximum is %d", len(req.Code), maxCodeBytes)
 	case strings.ContainsRune(req.Filename, 0):
@@ -372,6 +372,21 @@ func (sb *Sandbox) validate(req *Request) (Limits, *Error) {
 		req.Filename = "<main>"
 	}
 	return l.withDefaults(sb.cfg.limits), nil
+}
+
+// checkLimits says what is wrong with limits no run of this configuration
+// can have, or "": a request's, and WithLimits' once in New (the defaults
+// a request's zero fields take, so a run need not check them again).
+func (c *config) checkLimits(l Limits) string {
+	switch {
+	case l.Timeout < 0, l.Memory < 0, l.Output < 0, l.FSBytes < 0, l.FSFiles < 0, l.HostCalls < 0, l.HostPayload < 0, l.Fuel < 0:
+		return "limits must not be negative"
+	case l.Fuel > 0 && c.engine != EngineWasmtime:
+		return fmt.Sprintf("a fuel limit needs the wasmtime engine (WithEngine(EngineWasmtime)); this sandbox runs on %s", c.engine)
+	case l.Fuel > 0 && c.unmetered:
+		return "a fuel limit needs fuel metering; this sandbox was made WithFuelMetering(false)"
+	}
+	return ""
 }
 
 // guestPath makes p absolute under /home/user and clean.

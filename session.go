@@ -213,12 +213,12 @@ func (s *Session) Err() error {
 	return s.ended
 }
 
-// Run runs code in the session: Exec with a Request holding only Code.
-func (s *Session) Run(ctx context.Context, code string) (*Result, error) {
-	return s.Exec(ctx, Request{Code: code})
-}
+// Exec runs req in the session.
+//
+// Deprecated: Exec is Run, under the name it had when Run took only code.
+func (s *Session) Exec(ctx context.Context, req Request) (*Result, error) { return s.Run(ctx, req) }
 
-// Exec runs req in the session. Code, Filename, Stdin, Files (added to
+// Run runs req in the session, as Sandbox.Run runs it in a fresh one. Code, Filename, Stdin, Files (added to
 // the session's filesystem), Env (over the session's), Limits (over the
 // session's), Tools, Values and OnOutput apply as for Sandbox.Run; a
 // deterministic request is refused (a session's clock and hash seed were
@@ -228,7 +228,7 @@ func (s *Session) Run(ctx context.Context, code string) (*Result, error) {
 // not advance the session: it hit a limit, crashed, or exited the
 // interpreter (os._exit). A Python exception does not roll back: as in a
 // notebook, what ran before it stays done.
-func (s *Session) Exec(ctx context.Context, req Request) (*Result, error) {
+func (s *Session) Run(ctx context.Context, req Request) (*Result, error) {
 	start := time.Now()
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -422,11 +422,31 @@ func (s *Session) Fork() (*Session, error) {
 	return f, nil
 }
 
-// Close ends the session and frees its image and files. Closing twice is
-// harmless.
-func (s *Session) Close() error {
-	s.end(ErrSessionClosed)
-	return nil
+// Close ends the session and frees its image and files, once a running
+// call has returned (a call is not cut short: cancel its context for
+// that). If ctx ends first, Close returns its error and the session ends
+// when the call returns. Closing twice is harmless.
+func (s *Session) Close(ctx context.Context) error {
+	if s.mu.TryLock() { // no call running: no goroutine to wait with
+		s.endHeld(ErrSessionClosed, nil)
+		return nil
+	}
+	ended := make(chan struct{})
+	go func() {
+		s.end(ErrSessionClosed)
+		close(ended)
+	}()
+	select {
+	case <-ended:
+		return nil
+	case <-ctx.Done():
+		select {
+		case <-ended:
+			return nil
+		default:
+		}
+		return fmt.Errorf("airlock: close session: a call is still running and the session ends when it returns: %w", ctx.Err())
+	}
 }
 
 func (s *Session) end(why error) { s.endIf(why, nil) }
@@ -435,6 +455,11 @@ func (s *Session) end(why error) { s.endIf(why, nil) }
 // in between the check and the end) returns true, or is nil.
 func (s *Session) endIf(why error, still func() bool) {
 	s.mu.Lock()
+	s.endHeld(why, still)
+}
+
+// endHeld is endIf with s.mu held; it unlocks it.
+func (s *Session) endHeld(why error, still func() bool) {
 	if s.ended != nil || still != nil && !still() {
 		s.mu.Unlock()
 		return

@@ -197,17 +197,17 @@ func putStrings(b *bytes.Buffer, ss []string, present bool) {
 	}
 }
 
-// LoadSession resumes a session saved by Session.Save as a new live
-// session of this Sandbox (counted against its cap, with a new ID): it is
-// LoadSessionWith with no options, so the blob's limits are capped by the
-// Sandbox's.
-func (sb *Sandbox) LoadSession(ctx context.Context, r io.Reader) (*Session, error) {
-	return sb.LoadSessionWith(ctx, r, LoadOptions{})
+// LoadSessionWith is LoadSession.
+//
+// Deprecated: LoadSession takes the options now.
+func (sb *Sandbox) LoadSessionWith(ctx context.Context, r io.Reader, opts LoadOptions) (*Session, error) {
+	return sb.LoadSession(ctx, r, opts)
 }
 
-// LoadSessionWith resumes a saved session under opts: its limits are the
-// lower of the blob's and opts.MaxLimits (or the Sandbox's), its tools
-// those opts.Tools allow. A blob cannot raise what it was saved with, nor
+// LoadSession resumes a session saved by Session.Save as a new live
+// session of this Sandbox (counted against its cap, with a new ID), under
+// opts: its limits are the lower of the blob's and opts.MaxLimits (or the
+// Sandbox's, for LoadOptions{}), its tools those opts.Tools allow. A blob cannot raise what it was saved with, nor
 // above what the loader allows; it only ever becomes guest memory, files
 // and limits within those. r is read up to what opts allow (the memory
 // cap, the filesystem quota and a margin), not further.
@@ -219,7 +219,7 @@ func (sb *Sandbox) LoadSession(ctx context.Context, r io.Reader) (*Session, erro
 // session; ErrSessionMismatch for one made with another image;
 // ErrSessionOverLimits for one that does not fit the limits;
 // ErrTooManySessions at the cap; r's errors.
-func (sb *Sandbox) LoadSessionWith(ctx context.Context, r io.Reader, opts LoadOptions) (*Session, error) {
+func (sb *Sandbox) LoadSession(ctx context.Context, r io.Reader, opts LoadOptions) (*Session, error) {
 	if sb.snap == nil {
 		return nil, ErrSessionsUnavailable
 	}

@@ -54,8 +54,8 @@ func MeasureSession(ctx context.Context, sb *airlock.Sandbox, st SessionState, r
 	if err != nil {
 		return SessionStats{}, fmt.Errorf("bench: %w", err)
 	}
-	defer sess.Close()
-	if err := runOK(sess.Run(ctx, st.Setup)); err != nil {
+	defer sess.Close(ctx)
+	if err := runOK(sess.Run(ctx, airlock.Request{Code: st.Setup})); err != nil {
 		return SessionStats{}, fmt.Errorf("bench: session %s: setup: %w", st.Name, err)
 	}
 	var saved bytes.Buffer
@@ -63,20 +63,20 @@ func MeasureSession(ctx context.Context, sb *airlock.Sandbox, st SessionState, r
 		name string
 		op   func() error
 	}{
-		{"call", func() error { return runOK(sess.Run(ctx, SessionCall)) }},
+		{"call", func() error { return runOK(sess.Run(ctx, airlock.Request{Code: SessionCall})) }},
 		{"fresh run", func() error { return runOK(sb.Run(ctx, airlock.Request{Code: "counter = 1"})) }},
 		{"fork", func() error {
 			f, err := sess.Fork()
 			if err == nil {
-				f.Close()
+				f.Close(ctx)
 			}
 			return err
 		}},
 		{"save", func() error { saved.Reset(); return sess.Save(&saved) }},
 		{"load", func() error {
-			l, err := sb.LoadSession(ctx, bytes.NewReader(saved.Bytes()))
+			l, err := sb.LoadSession(ctx, bytes.NewReader(saved.Bytes()), airlock.LoadOptions{})
 			if err == nil {
-				l.Close()
+				l.Close(ctx)
 			}
 			return err
 		}},

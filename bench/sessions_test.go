@@ -18,14 +18,14 @@ func BenchmarkSession(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			defer sess.Close()
-			if err := runOK(sess.Run(ctx, st.Setup)); err != nil {
+			defer sess.Close(ctx)
+			if err := runOK(sess.Run(ctx, airlock.Request{Code: st.Setup})); err != nil {
 				b.Fatal(err)
 			}
 			b.Run("call", func(b *testing.B) {
 				b.ReportAllocs()
 				for b.Loop() {
-					if err := runOK(sess.Run(ctx, SessionCall)); err != nil {
+					if err := runOK(sess.Run(ctx, airlock.Request{Code: SessionCall})); err != nil {
 						b.Fatal(err)
 					}
 				}
@@ -37,7 +37,7 @@ func BenchmarkSession(b *testing.B) {
 					if err != nil {
 						b.Fatal(err)
 					}
-					f.Close()
+					f.Close(ctx)
 				}
 			})
 			var saved bytes.Buffer
@@ -54,11 +54,11 @@ func BenchmarkSession(b *testing.B) {
 			b.Run("load", func(b *testing.B) {
 				b.ReportAllocs()
 				for b.Loop() {
-					s, err := sb.LoadSession(ctx, bytes.NewReader(saved.Bytes()))
+					s, err := sb.LoadSession(ctx, bytes.NewReader(saved.Bytes()), airlock.LoadOptions{})
 					if err != nil {
 						b.Fatal(err)
 					}
-					s.Close()
+					s.Close(ctx)
 				}
 			})
 		})

@@ -142,7 +142,7 @@ func newMCP(cfg MCPConfig) (*mcp.Server, *mcpServer, error) {
 				return toolError("error: not_found: no session %q (it may have expired or ended already)", in.Session), nil, nil
 			}
 			if sess != nil { // nil: spilled, its file gone with the entry
-				sess.Close() // waits for a running call
+				sess.Close(ctx) // waits for a running call
 			}
 			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: fmt.Sprintf("session %s ended", in.Session)}}}, nil, nil
 		})
@@ -273,7 +273,7 @@ func (m *mcpServer) runPython(ctx context.Context, in RunPythonArgs, owner any) 
 		return toolError("%s", refused)
 	}
 	sess := e.sess
-	res, _ := sess.Exec(ctx, req)
+	res, _ := sess.Run(ctx, req)
 	m.endCall(e)
 	if res.Error != nil && (errors.Is(res.Error, airlock.ErrSessionClosed) || errors.Is(res.Error, airlock.ErrSessionExpired)) {
 		return toolError("error: not_found: session %q has ended; pass session \"new\" to start one", in.Session)

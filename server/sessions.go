@@ -2,6 +2,7 @@ package server
 
 import (
 	"cmp"
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -415,7 +416,7 @@ func (s *Server) handleSessionRun(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	sess := e.sess
-	s.execute(w, r, req, clamped, sess.Exec, func(res *airlock.Result) any {
+	s.execute(w, r, req, clamped, sess.Run, func(res *airlock.Result) any {
 		release.Do(func() { s.sessions.release(e, heldBy(sess)) })
 		if s.sessions.spill != nil {
 			s.sessions.fit()
@@ -462,7 +463,7 @@ func (s *Server) handleDeleteSession(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if sess != nil {
-		sess.Close() // waits for a running call
+		sess.Close(context.Background()) // waits for a running call
 	}
 	s.cfg.Logger.Info("session", slog.String("id", id), slog.String("event", "delete"))
 	w.WriteHeader(http.StatusNoContent)

@@ -176,7 +176,7 @@ func (t *sessions) spillEntry(v *sessionEntry) {
 		}
 		return
 	}
-	v.sess.Close()
+	v.sess.Close(context.Background())
 	if t.byID[v.id] != v { // deleted meanwhile
 		os.Remove(file)
 		return
@@ -275,7 +275,7 @@ func (t *sessions) bringBack(ctx context.Context, e *sessionEntry) error {
 		return err
 	}
 	if t.byID[e.id] != e { // deleted meanwhile
-		sess.Close()
+		sess.Close(ctx)
 		os.Remove(file)
 		return airlock.ErrSessionClosed
 	}
@@ -295,7 +295,7 @@ func (t *sessions) loadFile(ctx context.Context, need int64, file string, except
 	if err != nil {
 		return nil, fmt.Errorf("read spilled session: %w", err)
 	}
-	sess, err := t.spill.sb.LoadSessionWith(ctx, bytes.NewReader(blob), t.spill.load)
+	sess, err := t.spill.sb.LoadSession(ctx, bytes.NewReader(blob), t.spill.load)
 	if err != nil {
 		return nil, fmt.Errorf("load spilled session: %w", err)
 	}

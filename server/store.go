@@ -175,7 +175,7 @@ func (s *Server) storeSessionRun(w http.ResponseWriter, r *http.Request, in Sess
 	defer release.Do(call.Release)
 	var commitErr error
 	run := func(ctx context.Context, req airlock.Request) (*airlock.Result, error) {
-		res, err := call.Session().Exec(ctx, req)
+		res, err := call.Session().Run(ctx, req)
 		// The call ran: its state is stored even if the client has left.
 		commitErr = call.Commit(context.WithoutCancel(ctx), res)
 		// Released before the answer is written, as in-process sessions

@@ -153,7 +153,7 @@ func (s *RedisStore) Name() string { return s.name }
 func (s *RedisStore) Close() error {
 	s.mu.Lock()
 	for _, c := range s.cache {
-		c.sess.Close()
+		c.sess.Close(context.Background())
 	}
 	s.cache, s.order = map[string]cached{}, nil
 	s.mu.Unlock()
@@ -199,7 +199,7 @@ return 1`)
 
 // Create stores sess and closes it (the state is the store's now).
 func (s *RedisStore) Create(ctx context.Context, sess *airlock.Session) (string, error) {
-	defer sess.Close()
+	defer sess.Close(ctx)
 	var blob bytes.Buffer
 	if err := sess.Save(&blob); err != nil {
 		return "", fmt.Errorf("save session: %w", err)
@@ -343,10 +343,10 @@ func (c *redisCall) load(ctx context.Context, sb *airlock.Sandbox, opts airlock.
 	if err != nil {
 		return s.fail("read state", err)
 	}
-	sess, err := sb.LoadSessionWith(ctx, bytes.NewReader(blob), opts)
+	sess, err := sb.LoadSession(ctx, bytes.NewReader(blob), opts)
 	if errors.Is(err, airlock.ErrTooManySessions) && s.evict() {
 		// The Sandbox's cap is full, partly of this store's cache.
-		sess, err = sb.LoadSessionWith(ctx, bytes.NewReader(blob), opts)
+		sess, err = sb.LoadSession(ctx, bytes.NewReader(blob), opts)
 	}
 	switch {
 	case errors.Is(err, airlock.ErrTooManySessions):
@@ -410,7 +410,7 @@ func (c *redisCall) Release() {
 		close(c.stop)
 		<-c.renewed
 		if !c.kept && c.sess != nil {
-			c.sess.Close() // ahead of, or not, the stored state
+			c.sess.Close(context.Background()) // ahead of, or not, the stored state
 		}
 		ctx, cancel := c.s.op(context.Background())
 		defer cancel()
@@ -430,7 +430,7 @@ func (s *RedisStore) takeCached(id string, ver int64) *airlock.Session {
 	}
 	s.dropLocked(id)
 	if c.ver != ver || c.sess.Err() != nil {
-		c.sess.Close()
+		c.sess.Close(context.Background())
 		return nil
 	}
 	return c.sess
@@ -443,12 +443,12 @@ func (s *RedisStore) putCached(id string, ver int64, sess *airlock.Session) bool
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if old, ok := s.cache[id]; ok {
-		old.sess.Close()
+		old.sess.Close(context.Background())
 		s.dropLocked(id)
 	}
 	for len(s.order) >= s.opts.Cache {
 		oldest := s.order[0]
-		s.cache[oldest].sess.Close()
+		s.cache[oldest].sess.Close(context.Background())
 		s.dropLocked(oldest)
 	}
 	s.cache[id] = cached{ver: ver, sess: sess}
@@ -471,7 +471,7 @@ func (s *RedisStore) evict() bool {
 		return false
 	}
 	oldest := s.order[0]
-	s.cache[oldest].sess.Close()
+	s.cache[oldest].sess.Close(context.Background())
 	s.dropLocked(oldest)
 	return true
 }
@@ -519,7 +519,7 @@ func (s *RedisStore) Delete(ctx context.Context, id string) error {
 	}
 	s.mu.Lock()
 	if c, ok := s.cache[id]; ok {
-		c.sess.Close()
+		c.sess.Close(ctx)
 		s.dropLocked(id)
 	}
 	s.mu.Unlock()

@@ -306,7 +306,7 @@ func TestRedisLeaseExpiresAndFences(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res, err := call.Session().Run(context.Background(), "x = 2"); err != nil || res.Error != nil {
+	if res, err := call.Session().Run(context.Background(), airlock.Request{Code: "x = 2"}); err != nil || res.Error != nil {
 		t.Fatalf("the dying call: %v %+v", err, res)
 	}
 	dead.client.Close()
@@ -340,7 +340,7 @@ func TestRedisLeaseExpiresAndFences(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := call.Session().Run(context.Background(), "x = 'stale'")
+	res, err := call.Session().Run(context.Background(), airlock.Request{Code: "x = 'stale'"})
 	if err != nil || res.Error != nil {
 		t.Fatalf("the stalled call: %v %+v", err, res)
 	}
@@ -404,7 +404,7 @@ func TestRedisTamperedStateRefused(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer plain.Close()
+	defer plain.Close(ctx)
 	var unsigned bytes.Buffer
 	if err := plain.Save(&unsigned); err != nil {
 		t.Fatal(err)

@@ -22,86 +22,42 @@ import (
 // interpreter, as at Python's prompt, and an input that hits a limit is
 // rolled back instead of ending the session.
 func cmdRepl(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) (code int, err error) {
-	fs := flag.NewFlagSet("airlock repl", flag.ContinueOnError)
-	fs.SetOutput(io.Discard) // flagResult prints help and errors
-	var (
-		common commonFlags
-		limits limitFlags
-		files  fileFlags
-		pkgs   packageFlags
-		tools  = fs.String("tools", "", "expose built-in host tools to Python (import airlock): demo")
-		save   = fs.String("save", "", "on exit, save the session to this file (for --load)")
-		load   = fs.String("load", "", "start from a session saved with --save (limit flags given here apply to each input)")
-	)
-	var env envFlags
-	var canaries canaryFlags
-	common.register(fs)
-	limits.register(fs)
-	files.register(fs)
-	pkgs.register(fs)
-	env.register(fs)
-	canaries.register(fs)
-	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: airlock repl [flags]   (limits apply to each input; Ctrl-D exits)")
-		fs.PrintDefaults()
-	}
+	fs, f := newReplFlags(stderr)
 	if stop, code, err := flagResult(fs, stderr, parseFlags(fs, args)); stop {
 		return code, err
 	}
 	if fs.NArg() > 0 {
 		return exitUsage, usageError{"repl takes no arguments"}
 	}
-	var sbOpts []airlock.Option
-	var values map[string]any
-	if *tools != "" {
-		opt, err := toolsOption(*tools)
-		if err != nil {
-			return exitUsage, err
-		}
-		sbOpts = append(sbOpts, opt)
-		// The demo store lasts the session, not one input.
-		values = map[string]any{kvValuesKey: newKVStore()}
-	}
-	seed, err := files.read()
+	sbOpts, err := f.sandboxOptions()
 	if err != nil {
 		return exitUsage, err
 	}
-	pkgOpts, err := pkgs.options()
+	seed, err := f.files.read()
 	if err != nil {
 		return exitUsage, err
 	}
-	canaryOpts, err := canaries.options()
+	vars, err := f.env.env()
 	if err != nil {
 		return exitUsage, err
 	}
-	vars, err := env.env()
-	if err != nil {
-		return exitUsage, err
-	}
-	sb, err := common.sandbox(ctx, stderr, slices.Concat(sbOpts, pkgOpts, canaryOpts)...)
+	sb, err := f.common.sandbox(ctx, stderr, sbOpts...)
 	if err != nil {
 		return 1, err
 	}
 	defer sb.Close(context.Background())
-	r := &repl{stdout: stdout, stderr: stderr, values: values}
-	if *load != "" {
-		// The saved session keeps its own limits where they are lower than
-		// those of this invocation (its flags, or their defaults): a file
-		// cannot raise them. Those given now override them for each input.
-		r.sess, err = loadSession(ctx, sb, *load, limits.limits())
-		if err != nil {
-			return 1, err
-		}
-		r.files, r.env = seed, vars
-		all := limits.limits()
-		fs.Visit(func(f *flag.Flag) { r.limits = setLimit(r.limits, all, f.Name) })
-	} else if r.sess, err = sb.NewSession(ctx, airlock.SessionOptions{Limits: limits.limits(), Files: seed, Env: vars}); err != nil {
+	r := &repl{stdout: stdout, stderr: stderr}
+	if *f.tools != "" {
+		// The demo store lasts the session, not one input.
+		r.values = map[string]any{kvValuesKey: newKVStore()}
+	}
+	if err := r.open(ctx, sb, fs, f, seed, vars); err != nil {
 		return 1, err
 	}
-	defer r.sess.Close()
-	if *save != "" {
+	defer r.sess.Close(ctx)
+	if *f.save != "" {
 		defer func() {
-			if serr := saveSession(r.sess, *save); serr != nil && err == nil {
+			if serr := saveSession(r.sess, *f.save); serr != nil && err == nil {
 				code, err = 1, serr
 			}
 		}()
@@ -113,12 +69,92 @@ func cmdRepl(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 	signal.Notify(sigs, os.Interrupt)
 	defer signal.Stop(sigs)
 	r.sigs = sigs
-	ctx = context.WithoutCancel(ctx)
 	in := newLineReader(stdin, stdout, stderr, sigs)
 	defer in.close()
 	if in.interactive() {
 		fmt.Fprintf(stdout, "Airlock %s: Python in a sandbox session; an input that hits a limit is rolled back. Ctrl-D exits.\n", airlock.Version)
 	}
+	return r.loop(context.WithoutCancel(ctx), in)
+}
+
+// replFlags are airlock repl's flags.
+type replFlags struct {
+	common   commonFlags
+	limits   limitFlags
+	files    fileFlags
+	pkgs     packageFlags
+	env      envFlags
+	canaries canaryFlags
+
+	tools, save, load *string
+}
+
+func newReplFlags(stderr io.Writer) (*flag.FlagSet, *replFlags) {
+	fs := flag.NewFlagSet("airlock repl", flag.ContinueOnError)
+	fs.SetOutput(io.Discard) // flagResult prints help and errors
+	f := &replFlags{
+		tools: fs.String("tools", "", "expose built-in host tools to Python (import airlock): demo"),
+		save:  fs.String("save", "", "on exit, save the session to this file (for --load)"),
+		load:  fs.String("load", "", "start from a session saved with --save (limit flags given here apply to each input)"),
+	}
+	f.common.register(fs)
+	f.limits.register(fs)
+	f.files.register(fs)
+	f.pkgs.register(fs)
+	f.env.register(fs)
+	f.canaries.register(fs)
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "usage: airlock repl [flags]   (limits apply to each input; Ctrl-D exits)")
+		fs.PrintDefaults()
+	}
+	return fs, f
+}
+
+// sandboxOptions are the Sandbox's options from --tools, --package and
+// the canary flags.
+func (f *replFlags) sandboxOptions() ([]airlock.Option, error) {
+	var sbOpts []airlock.Option
+	if *f.tools != "" {
+		opt, err := toolsOption(*f.tools)
+		if err != nil {
+			return nil, err
+		}
+		sbOpts = append(sbOpts, opt)
+	}
+	pkgOpts, err := f.pkgs.options()
+	if err != nil {
+		return nil, err
+	}
+	canaryOpts, err := f.canaries.options()
+	if err != nil {
+		return nil, err
+	}
+	return slices.Concat(sbOpts, pkgOpts, canaryOpts), nil
+}
+
+// open starts r's session: a new one with the flags' limits, files and
+// environment, or the one --load names.
+func (r *repl) open(ctx context.Context, sb *airlock.Sandbox, fs *flag.FlagSet, f *replFlags, seed map[string][]byte, vars map[string]string) error {
+	var err error
+	if *f.load == "" {
+		r.sess, err = sb.NewSession(ctx, airlock.SessionOptions{Limits: f.limits.limits(), Files: seed, Env: vars})
+		return err
+	}
+	// The saved session keeps its own limits where they are lower than
+	// those of this invocation (its flags, or their defaults): a file
+	// cannot raise them. Those given now override them for each input.
+	if r.sess, err = loadSession(ctx, sb, *f.load, f.limits.limits()); err != nil {
+		return err
+	}
+	r.files, r.env = seed, vars
+	all := f.limits.limits()
+	fs.Visit(func(fl *flag.Flag) { r.limits = setLimit(r.limits, all, fl.Name) })
+	return nil
+}
+
+// loop reads inputs as Python's prompt does and runs each complete one,
+// until the input ends or asks to exit.
+func (r *repl) loop(ctx context.Context, in lineReader) (int, error) {
 	var pending []string
 	for {
 		prompt := ">>> "
@@ -128,7 +164,7 @@ func cmdRepl(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 		line, err := in.readLine(prompt)
 		switch {
 		case errors.Is(err, errInterrupt):
-			fmt.Fprintln(stderr, "KeyboardInterrupt")
+			fmt.Fprintln(r.stderr, "KeyboardInterrupt")
 			pending = nil
 			continue
 		case errors.Is(err, io.EOF):
@@ -137,7 +173,7 @@ func cmdRepl(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 				r.run(ctx, strings.Join(pending, "\n"))
 			}
 			if in.interactive() {
-				fmt.Fprintln(stdout)
+				fmt.Fprintln(r.stdout)
 			}
 			return 0, nil
 		case err != nil:
@@ -191,7 +227,7 @@ func (r *repl) run(ctx context.Context, src string) {
 		}
 	}()
 	var streamedErr int
-	res, err := r.sess.Exec(callCtx, airlock.Request{
+	res, err := r.sess.Run(callCtx, airlock.Request{
 		Code: src + "\n", Filename: "<stdin>", Interactive: true, Limits: r.limits, Files: r.files, Values: r.values, Env: r.env,
 		OnOutput: func(stream string, p []byte) {
 			if stream == "stdout" {
@@ -495,7 +531,7 @@ func loadSession(ctx context.Context, sb *airlock.Sandbox, path string, max airl
 		return nil, argFileError("--load", err)
 	}
 	defer f.Close()
-	sess, err := sb.LoadSessionWith(ctx, bufio.NewReader(f), airlock.LoadOptions{MaxLimits: max})
+	sess, err := sb.LoadSession(ctx, bufio.NewReader(f), airlock.LoadOptions{MaxLimits: max})
 	if err != nil {
 		return nil, fmt.Errorf("--load %s: %w", path, err)
 	}

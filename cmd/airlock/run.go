@@ -19,150 +19,189 @@ import (
 )
 
 func cmdRun(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) (int, error) {
-	fs := flag.NewFlagSet("airlock run", flag.ContinueOnError)
-	fs.SetOutput(io.Discard) // flagResult prints help and errors
-	var (
-		common        commonFlags
-		limits        limitFlags
-		code          = fs.String("c", "", "program passed in as a string")
-		files         fileFlags
-		packages      multiFlag
-		outDir        = fs.String("out", "", "write files created or changed under /home/user to this directory")
-		stdinFile     = fs.String("stdin", "", "file to feed as the program's stdin ('-' for this process's stdin)")
-		asJSON        = fs.Bool("json", false, "print one JSON object instead of the program's output")
-		deterministic = fs.Bool("deterministic", false, "fake clocks, seeded randomness, fixed hash seed")
-		seed          = fs.Uint64("seed", 0, "seed for --deterministic")
-		tools         = fs.String("tools", "", "expose built-in host tools to Python (import airlock): demo")
-		watch         = fs.String("watch", "", "re-run on every change to this file or directory (Ctrl-C stops)")
-		clearScreen   = fs.Bool("clear", false, "with --watch, clear the screen before each run")
-		showValue     = fs.Bool("value", false, "as a notebook: print the last expression's value after the output, and what airlock.display() shows (with --json: \"value\", \"displays\")")
-		serverURL     = fs.String("server", os.Getenv("AIRLOCK_SERVER"), "send the run to an `airlock serve` at this URL (default $AIRLOCK_SERVER; token: $AIRLOCK_TOKEN)")
-	)
-	common.register(fs)
-	limits.register(fs)
-	files.register(fs)
-	fs.Var(&packages, "package", "pure-Python package to make importable: a wheel, a zip or a directory (repeatable)")
-	var network netFlags
-	network.register(fs)
-	var index indexFlags
-	index.register(fs)
-	var env envFlags
-	env.register(fs)
-	var canaries canaryFlags
-	canaries.register(fs)
-	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: airlock run [flags] FILE.py | -c CODE")
-		fmt.Fprintln(stderr, "  on wazero, later runs go to a warm server the first one leaves ($AIRLOCK_WARM: off, on, or its idle time; airlock warm status|stop)")
-		fs.PrintDefaults()
-	}
+	fs, f := newRunFlags(stderr)
 	positional, err := parseInterleaved(fs, args)
 	if stop, code, err := flagResult(fs, stderr, err); stop {
 		return code, err
 	}
-	var sbOpts []airlock.Option
-	if *tools != "" && *serverURL != "" {
-		return exitUsage, usageError{"--tools: with --server, the server's tools apply"}
-	}
-	if len(packages) > 0 && *serverURL != "" {
-		// A remote client must not name the server's host paths.
-		return exitUsage, usageError{"--package: with --server, start the server with --package instead"}
-	}
-	if index.url != "" && *serverURL != "" {
-		return exitUsage, usageError{"--index-url: with --server, the server's own --index-url applies"}
-	}
-	if (len(canaries.inline) > 0 || canaries.file != "") && *serverURL != "" {
-		return exitUsage, usageError{"--canary: with --server, start the server with --canary or --canaries-file instead"}
-	}
-	canaryOpts, err := canaries.options()
+	sbOpts, err := f.sandboxOptions()
 	if err != nil {
 		return exitUsage, err
 	}
-	sbOpts = append(sbOpts, canaryOpts...)
-	indexOpts, err := index.options()
-	if err != nil {
-		return exitUsage, err
-	}
-	sbOpts = append(sbOpts, indexOpts...)
-	if *tools != "" {
-		opt, err := toolsOption(*tools)
-		if err != nil {
-			return exitUsage, err
-		}
-		sbOpts = append(sbOpts, opt)
-	}
-	if *watch != "" && !watching(ctx) {
-		return watchRun(ctx, *watch, *clearScreen, *serverURL == "", &common, sbOpts, stdout, stderr,
+	if *f.watch != "" && !watching(ctx) {
+		return watchRun(ctx, *f.watch, *f.clearScreen, *f.serverURL == "", &f.common, sbOpts, stdout, stderr,
 			func(ctx context.Context) (int, error) { return cmdRun(ctx, args, stdin, stdout, stderr) })
 	}
-	req := airlock.Request{
-		Limits:        limits.limits(),
-		Deterministic: *deterministic,
-		Seed:          *seed,
-		Packages:      packages,
-		RichOutput:    *showValue,
+	req, status, err := f.request(fs, positional, stdin)
+	if err != nil {
+		return status, err
 	}
-	switch {
-	case *code != "" && len(positional) == 0:
-		req.Code, req.Filename = *code, "<string>"
-	case *code == "" && len(positional) == 1:
-		src, err := os.ReadFile(positional[0])
-		if err != nil {
-			return exitUsage, argFileError("", err)
-		}
-		req.Code, req.Filename = string(src), filepath.Base(positional[0])
-	default:
-		fs.Usage()
-		return exitUsage, usageError{"give exactly one of FILE.py or -c CODE"}
-	}
-	if req.Files, err = files.read(); err != nil {
-		return exitUsage, err
-	}
-	if req.Env, err = env.env(); err != nil {
-		return exitUsage, err
-	}
-	if req.Network, err = network.policy(); err != nil {
-		return exitUsage, err
-	}
-	if *serverURL != "" && hasHeaders(req.Network) {
-		return exitUsage, usageError{"--allow-net: with --server, rules cannot add headers; the server's own --allow-net rules carry them"}
-	}
-	if req.Stdin, err = readStdinFlag(*stdinFile, stdin); err != nil {
-		return stdinFlagStatus(err), err
-	}
-
-	// The runs go to --server; else to the warm server where there is
-	// one, else to a Sandbox of this process's.
-	var runners []runner
-	var warm *warmTarget
-	local := &localRunner{open: func() (*airlock.Sandbox, error) { return common.sandbox(ctx, stderr, sbOpts...) }}
+	local := &localRunner{open: func() (*airlock.Sandbox, error) { return f.common.sandbox(ctx, stderr, sbOpts...) }}
 	defer local.close()
-	if *serverURL != "" {
-		runners = []runner{newRemoteRunner(*serverURL)}
-	} else {
-		if len(sbOpts) == 0 && len(req.Packages) == 0 && req.Network == nil {
-			if warm, err = warmFor(ctx, &common, req.Limits.Timeout, nil, nil); err != nil {
-				return exitUsage, err
-			}
-		}
-		if warm != nil {
-			runners = append(runners, warmRunner{warm})
-		}
-		runners = append(runners, local)
+	runners, warm, err := f.runners(ctx, local, len(sbOpts) > 0, req)
+	if err != nil {
+		return exitUsage, err
 	}
 	// The output as the program writes it, not when it ends (but inside
 	// the one object of --json).
-	res, err := runFirst(ctx, runners, req, streamOrNil(*asJSON, stdout, stderr))
+	res, err := runFirst(ctx, runners, req, streamOrNil(*f.asJSON, stdout, stderr))
 	switch {
 	case errors.Is(err, errRunCancelled):
 		return exitTimeout, err
 	case err != nil:
 		return 1, err
 	}
-	status := report(*res, resultFiles(res), outFiles{*outDir, python.Home}, *asJSON, !*asJSON, stdout, stderr)
+	status = report(*res, resultFiles(res), outFiles{*f.outDir, python.Home}, *f.asJSON, !*f.asJSON, stdout, stderr)
 	if warm != nil && local.opened() {
 		warm.start() // for the next run
 	}
 	return status, nil
+}
+
+// runFlags are airlock run's flags.
+type runFlags struct {
+	common   commonFlags
+	limits   limitFlags
+	files    fileFlags
+	packages multiFlag
+	network  netFlags
+	index    indexFlags
+	env      envFlags
+	canaries canaryFlags
+
+	code, outDir, stdinFile, tools, watch, serverURL *string
+	asJSON, deterministic, clearScreen, showValue    *bool
+	seed                                             *uint64
+}
+
+func newRunFlags(stderr io.Writer) (*flag.FlagSet, *runFlags) {
+	fs := flag.NewFlagSet("airlock run", flag.ContinueOnError)
+	fs.SetOutput(io.Discard) // flagResult prints help and errors
+	f := &runFlags{
+		code:          fs.String("c", "", "program passed in as a string"),
+		outDir:        fs.String("out", "", "write files created or changed under /home/user to this directory"),
+		stdinFile:     fs.String("stdin", "", "file to feed as the program's stdin ('-' for this process's stdin)"),
+		asJSON:        fs.Bool("json", false, "print one JSON object instead of the program's output"),
+		deterministic: fs.Bool("deterministic", false, "fake clocks, seeded randomness, fixed hash seed"),
+		seed:          fs.Uint64("seed", 0, "seed for --deterministic"),
+		tools:         fs.String("tools", "", "expose built-in host tools to Python (import airlock): demo"),
+		watch:         fs.String("watch", "", "re-run on every change to this file or directory (Ctrl-C stops)"),
+		clearScreen:   fs.Bool("clear", false, "with --watch, clear the screen before each run"),
+		showValue:     fs.Bool("value", false, "as a notebook: print the last expression's value after the output, and what airlock.display() shows (with --json: \"value\", \"displays\")"),
+		serverURL:     fs.String("server", os.Getenv("AIRLOCK_SERVER"), "send the run to an `airlock serve` at this URL (default $AIRLOCK_SERVER; token: $AIRLOCK_TOKEN)"),
+	}
+	f.common.register(fs)
+	f.limits.register(fs)
+	f.files.register(fs)
+	fs.Var(&f.packages, "package", "pure-Python package to make importable: a wheel, a zip or a directory (repeatable)")
+	f.network.register(fs)
+	f.index.register(fs)
+	f.env.register(fs)
+	f.canaries.register(fs)
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "usage: airlock run [flags] FILE.py | -c CODE")
+		fmt.Fprintln(stderr, "  on wazero, later runs go to a warm server the first one leaves ($AIRLOCK_WARM: off, on, or its idle time; airlock warm status|stop)")
+		fs.PrintDefaults()
+	}
+	return fs, f
+}
+
+// sandboxOptions are the options of a Sandbox of this process's, after
+// refusing the flags a remote server sets for itself.
+func (f *runFlags) sandboxOptions() ([]airlock.Option, error) {
+	if *f.serverURL != "" {
+		switch {
+		case *f.tools != "":
+			return nil, usageError{"--tools: with --server, the server's tools apply"}
+		case len(f.packages) > 0:
+			// A remote client must not name the server's host paths.
+			return nil, usageError{"--package: with --server, start the server with --package instead"}
+		case f.index.url != "":
+			return nil, usageError{"--index-url: with --server, the server's own --index-url applies"}
+		case len(f.canaries.inline) > 0 || f.canaries.file != "":
+			return nil, usageError{"--canary: with --server, start the server with --canary or --canaries-file instead"}
+		}
+	}
+	var sbOpts []airlock.Option
+	canaryOpts, err := f.canaries.options()
+	if err != nil {
+		return nil, err
+	}
+	sbOpts = append(sbOpts, canaryOpts...)
+	indexOpts, err := f.index.options()
+	if err != nil {
+		return nil, err
+	}
+	sbOpts = append(sbOpts, indexOpts...)
+	if *f.tools != "" {
+		opt, err := toolsOption(*f.tools)
+		if err != nil {
+			return nil, err
+		}
+		sbOpts = append(sbOpts, opt)
+	}
+	return sbOpts, nil
+}
+
+// request is the run the flags and the one program (FILE.py or -c) ask
+// for, and on an error the exit status to answer it with.
+func (f *runFlags) request(fs *flag.FlagSet, positional []string, stdin io.Reader) (airlock.Request, int, error) {
+	req := airlock.Request{
+		Limits:        f.limits.limits(),
+		Deterministic: *f.deterministic,
+		Seed:          *f.seed,
+		Packages:      f.packages,
+		RichOutput:    *f.showValue,
+	}
+	switch {
+	case *f.code != "" && len(positional) == 0:
+		req.Code, req.Filename = *f.code, "<string>"
+	case *f.code == "" && len(positional) == 1:
+		src, err := os.ReadFile(positional[0])
+		if err != nil {
+			return req, exitUsage, argFileError("", err)
+		}
+		req.Code, req.Filename = string(src), filepath.Base(positional[0])
+	default:
+		fs.Usage()
+		return req, exitUsage, usageError{"give exactly one of FILE.py or -c CODE"}
+	}
+	var err error
+	if req.Files, err = f.files.read(); err != nil {
+		return req, exitUsage, err
+	}
+	if req.Env, err = f.env.env(); err != nil {
+		return req, exitUsage, err
+	}
+	if req.Network, err = f.network.policy(); err != nil {
+		return req, exitUsage, err
+	}
+	if *f.serverURL != "" && hasHeaders(req.Network) {
+		return req, exitUsage, usageError{"--allow-net: with --server, rules cannot add headers; the server's own --allow-net rules carry them"}
+	}
+	if req.Stdin, err = readStdinFlag(*f.stdinFile, stdin); err != nil {
+		return req, stdinFlagStatus(err), err
+	}
+	return req, 0, nil
+}
+
+// runners are where req goes, in order: --server; else the warm server
+// where there is one (a run with Sandbox options of its own, packages or
+// network has none), then local, a Sandbox of this process's. warm is
+// the warm server to start for the next run, or nil.
+func (f *runFlags) runners(ctx context.Context, local *localRunner, ownOptions bool, req airlock.Request) (runners []runner, warm *warmTarget, err error) {
+	if *f.serverURL != "" {
+		return []runner{newRemoteRunner(*f.serverURL)}, nil, nil
+	}
+	if !ownOptions && len(req.Packages) == 0 && req.Network == nil {
+		if warm, err = warmFor(ctx, &f.common, req.Limits.Timeout, nil, nil); err != nil {
+			return nil, nil, err
+		}
+	}
+	if warm != nil {
+		runners = append(runners, warmRunner{warm})
+	}
+	return append(runners, local), warm, nil
 }
 
 // resultFiles are res's files, with their data, as --out writes them.

@@ -41,7 +41,7 @@ func TestSessionFlags(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer s.Close()
+	defer s.Close(ctx)
 	if _, err := sb.NewSession(ctx, airlock.SessionOptions{}); !errors.Is(err, airlock.ErrTooManySessions) {
 		t.Fatalf("second session under --max-sessions 1: %v", err)
 	}

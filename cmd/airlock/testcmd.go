@@ -94,30 +94,7 @@ type testOutcome struct {
 }
 
 func cmdTest(ctx context.Context, args []string, stdout, stderr io.Writer) (int, error) {
-	fset := flag.NewFlagSet("airlock test", flag.ContinueOnError)
-	fset.SetOutput(io.Discard) // flagResult prints help and errors
-	var (
-		common     commonFlags
-		pattern    = fset.String("pattern", "test*.py", "unittest discovery pattern")
-		runnerName = fset.String("runner", "auto", "auto (pytest when the suite has pytest-style tests or a conftest.py, else unittest), pytest or unittest")
-		keyword    = fset.String("k", "", "pytest: run only the tests matching this expression")
-		junit      = fset.String("junit", "", "pytest: write a JUnit XML report to this `file`")
-		asJSON     = fset.Bool("json", false, "print the outcomes as one JSON object")
-		isolate    = fset.Bool("isolate", false, "run each test file in a fresh instance of its own (a restore costs milliseconds)")
-		verbose    = fset.Bool("v", false, "list every test")
-		timeout    = fset.Duration("timeout", 60*time.Second, "wall-clock limit of the whole suite (of each file with --isolate)")
-		memory     = &sizeFlag{airlock.DefaultLimits().Memory}
-		watch      = fset.Bool("watch", false, "re-run on every change under DIR (Ctrl-C stops)")
-		clear      = fset.Bool("clear", false, "with --watch, clear the screen before each run")
-	)
-	var env envFlags
-	common.register(fset)
-	env.register(fset)
-	fset.Var(memory, "memory", "memory limit (e.g. 256MiB)")
-	fset.Usage = func() {
-		fmt.Fprintln(stderr, "usage: airlock test [flags] DIR   (pytest or unittest in the sandbox; DIR becomes /home/user)")
-		fset.PrintDefaults()
-	}
+	fset, f := newTestFlags(stderr)
 	positional, err := parseInterleaved(fset, args)
 	if stop, code, err := flagResult(fset, stderr, err); stop {
 		return code, err
@@ -126,11 +103,11 @@ func cmdTest(ctx context.Context, args []string, stdout, stderr io.Writer) (int,
 		fset.Usage()
 		return exitUsage, usageError{"give exactly one DIR"}
 	}
-	if *watch && !watching(ctx) {
-		return watchRun(ctx, positional[0], *clear, true, &common, nil, stdout, stderr,
+	if *f.watch && !watching(ctx) {
+		return watchRun(ctx, positional[0], *f.clear, true, &f.common, nil, stdout, stderr,
 			func(ctx context.Context) (int, error) { return cmdTest(ctx, args, stdout, stderr) })
 	}
-	vars, err := env.env()
+	vars, err := f.env.env()
 	if err != nil {
 		return exitUsage, err
 	}
@@ -138,97 +115,43 @@ func cmdTest(ctx context.Context, args []string, stdout, stderr io.Writer) (int,
 	if err != nil {
 		return 1, err
 	}
-	kind, err := chooseRunner(*runnerName, files)
+	kind, err := chooseRunner(*f.runnerName, files)
 	if err != nil {
 		return exitUsage, err
 	}
-	if kind == "unittest" && (*keyword != "" || *junit != "") {
+	if kind == "unittest" && (*f.keyword != "" || *f.junit != "") {
 		return exitUsage, usageError{"-k and --junit need the pytest runner (--runner pytest)"}
 	}
-	var (
-		opts                []airlock.Option
-		packages, preimport []string
-	)
-	if kind == "pytest" {
-		cacheDir := common.cacheDir
-		if cacheDir == "" {
-			if cacheDir, err = python.CacheDir(); err != nil {
-				return 1, err
-			}
-		}
-		wheels, _ := filepath.Glob(filepath.Join(testWheelsDir(cacheDir), "*.whl"))
-		if len(wheels) == 0 {
-			return 1, fmt.Errorf("the suite needs pytest, which is not in %s: run scripts/fetch-wheels.sh test (scripts/setup.sh does), or --runner unittest", testWheelsDir(cacheDir))
-		}
-		// pytest in the snapshot image: imported once, not per run.
-		packages, preimport = wheels, []string{"pytest"}
-		opts = append(opts, airlock.WithPackages(packages...), airlock.WithPreimport(preimport...))
+	opts, packages, preimport, err := f.pytest(kind)
+	if err != nil {
+		return 1, err
 	}
 	// The suite's runs go to a warm server where there is one (see
 	// warm.go), else to a Sandbox of this process's, made on first need.
-	warm, err := warmFor(ctx, &common, *timeout, packages, preimport)
+	warm, err := warmFor(ctx, &f.common, *f.timeout, packages, preimport)
 	if err != nil {
 		return exitUsage, err
 	}
-	local := &localRunner{open: func() (*airlock.Sandbox, error) { return common.sandbox(ctx, stderr, opts...) }}
+	local := &localRunner{open: func() (*airlock.Sandbox, error) { return f.common.sandbox(ctx, stderr, opts...) }}
 	defer local.close()
-	var runners []runner
+	suite := &suiteRunner{local: local}
 	if warm != nil && warm.present() {
-		runners = append(runners, warmRunner{warm})
+		suite.runners = append(suite.runners, warmRunner{warm})
 	} else if err := local.load(); err != nil {
 		// Loaded before the suite's clock starts, as it always was.
 		return 1, err
 	}
-	runners = append(runners, local)
-	run := func(req airlock.Request) (*airlock.Result, error) {
-		if local.opened() {
-			runners = []runner{local} // once here, the suite stays here
-		}
-		res, err := runFirst(ctx, runners, req, nil)
-		var apiErr *client.APIError
-		switch {
-		case errors.Is(err, errRunCancelled):
-			return &airlock.Result{ExitCode: -1, Error: &airlock.Error{Kind: airlock.KindTimeout, Message: "the run was cancelled"}}, nil
-		case errors.As(err, &apiErr):
-			return &airlock.Result{ExitCode: -1, Error: &airlock.Error{Kind: airlock.Kind(apiErr.Kind), Message: apiErr.Message}}, nil
-		case err != nil:
-			return nil, err
-		}
-		return fromResult(res), nil // the error is res.Error, which add prints
-	}
-	targets := []string{""} // the whole suite in one run
-	if *isolate {
-		targets = testFiles(files, *pattern)
-	}
-	counts := testCounts{Runner: kind}
+	suite.runners = append(suite.runners, local)
 	start := time.Now()
-	status := 0
-	for _, target := range targets {
-		code := unittestCode(*pattern, *verbose, target)
-		if kind == "pytest" {
-			code = pytestCode(*verbose, *keyword, *junit != "", target)
-		}
-		res, err := run(airlock.Request{
-			Code: code, Filename: "<airlock test>", Files: files, Env: vars,
-			Limits: airlock.Limits{Timeout: *timeout, Memory: memory.n},
-		})
-		if err != nil {
-			return 1, err
-		}
-		st, err := counts.add(res, *asJSON, stdout, stderr)
-		if err != nil {
-			return st, err
-		}
-		status = max(status, st)
-		if *junit != "" {
-			writeJUnit(*junit, res, len(targets) > 1, target, stderr)
-		}
+	counts, status, err := f.runSuite(ctx, suite, kind, files, vars, stdout, stderr)
+	if err != nil {
+		return status, err
 	}
 	if local.opened() && warm != nil {
 		warm.start() // for the next suite
 	}
 	counts.Duration = float64(time.Since(start).Microseconds()) / 1000
-	if *asJSON {
+	if *f.asJSON {
 		printTestJSON(stdout, counts)
 	} else {
 		fmt.Fprintf(stdout, "%d passed, %d failed, %d errors, %d skipped (%d tests) in %s\n",
@@ -238,6 +161,120 @@ func cmdTest(ctx context.Context, args []string, stdout, stderr io.Writer) (int,
 		return max(status, 1), nil
 	}
 	return status, nil
+}
+
+// testFlags are airlock test's flags.
+type testFlags struct {
+	common                                 commonFlags
+	env                                    envFlags
+	memory                                 *sizeFlag
+	pattern, runnerName, keyword, junit    *string
+	asJSON, isolate, verbose, watch, clear *bool
+	timeout                                *time.Duration
+}
+
+func newTestFlags(stderr io.Writer) (*flag.FlagSet, *testFlags) {
+	fset := flag.NewFlagSet("airlock test", flag.ContinueOnError)
+	fset.SetOutput(io.Discard) // flagResult prints help and errors
+	f := &testFlags{
+		pattern:    fset.String("pattern", "test*.py", "unittest discovery pattern"),
+		runnerName: fset.String("runner", "auto", "auto (pytest when the suite has pytest-style tests or a conftest.py, else unittest), pytest or unittest"),
+		keyword:    fset.String("k", "", "pytest: run only the tests matching this expression"),
+		junit:      fset.String("junit", "", "pytest: write a JUnit XML report to this `file`"),
+		asJSON:     fset.Bool("json", false, "print the outcomes as one JSON object"),
+		isolate:    fset.Bool("isolate", false, "run each test file in a fresh instance of its own (a restore costs milliseconds)"),
+		verbose:    fset.Bool("v", false, "list every test"),
+		timeout:    fset.Duration("timeout", 60*time.Second, "wall-clock limit of the whole suite (of each file with --isolate)"),
+		memory:     &sizeFlag{airlock.DefaultLimits().Memory},
+		watch:      fset.Bool("watch", false, "re-run on every change under DIR (Ctrl-C stops)"),
+		clear:      fset.Bool("clear", false, "with --watch, clear the screen before each run"),
+	}
+	f.common.register(fset)
+	f.env.register(fset)
+	fset.Var(f.memory, "memory", "memory limit (e.g. 256MiB)")
+	fset.Usage = func() {
+		fmt.Fprintln(stderr, "usage: airlock test [flags] DIR   (pytest or unittest in the sandbox; DIR becomes /home/user)")
+		fset.PrintDefaults()
+	}
+	return fset, f
+}
+
+// pytest is what the pytest runner adds to the Sandbox: pytest's wheels,
+// imported in the snapshot image once rather than per run. The unittest
+// runner adds nothing.
+func (f *testFlags) pytest(kind string) (opts []airlock.Option, packages, preimport []string, err error) {
+	if kind != "pytest" {
+		return nil, nil, nil, nil
+	}
+	cacheDir := f.common.cacheDir
+	if cacheDir == "" {
+		if cacheDir, err = python.CacheDir(); err != nil {
+			return nil, nil, nil, err
+		}
+	}
+	wheels, _ := filepath.Glob(filepath.Join(testWheelsDir(cacheDir), "*.whl"))
+	if len(wheels) == 0 {
+		return nil, nil, nil, fmt.Errorf("the suite needs pytest, which is not in %s: run scripts/fetch-wheels.sh test (scripts/setup.sh does), or --runner unittest", testWheelsDir(cacheDir))
+	}
+	packages, preimport = wheels, []string{"pytest"}
+	return []airlock.Option{airlock.WithPackages(packages...), airlock.WithPreimport(preimport...)}, packages, preimport, nil
+}
+
+// suiteRunner runs a suite's requests on the first of runners that serves
+// them, and on local alone once local has run one.
+type suiteRunner struct {
+	runners []runner
+	local   *localRunner
+}
+
+func (s *suiteRunner) run(ctx context.Context, req airlock.Request) (*airlock.Result, error) {
+	if s.local.opened() {
+		s.runners = []runner{s.local} // once here, the suite stays here
+	}
+	res, err := runFirst(ctx, s.runners, req, nil)
+	var apiErr *client.APIError
+	switch {
+	case errors.Is(err, errRunCancelled):
+		return &airlock.Result{ExitCode: -1, Error: &airlock.Error{Kind: airlock.KindTimeout, Message: "the run was cancelled"}}, nil
+	case errors.As(err, &apiErr):
+		return &airlock.Result{ExitCode: -1, Error: &airlock.Error{Kind: airlock.Kind(apiErr.Kind), Message: apiErr.Message}}, nil
+	case err != nil:
+		return nil, err
+	}
+	return fromResult(res), nil // the error is res.Error, which add prints
+}
+
+// runSuite runs the suite, whole or (--isolate) a file per run, and
+// counts its outcomes; status is the worst run's, or the exit status of
+// an error.
+func (f *testFlags) runSuite(ctx context.Context, suite *suiteRunner, kind string, files map[string][]byte, vars map[string]string, stdout, stderr io.Writer) (counts testCounts, status int, err error) {
+	targets := []string{""} // the whole suite in one run
+	if *f.isolate {
+		targets = testFiles(files, *f.pattern)
+	}
+	counts = testCounts{Runner: kind}
+	for _, target := range targets {
+		code := unittestCode(*f.pattern, *f.verbose, target)
+		if kind == "pytest" {
+			code = pytestCode(*f.verbose, *f.keyword, *f.junit != "", target)
+		}
+		res, err := suite.run(ctx, airlock.Request{
+			Code: code, Filename: "<airlock test>", Files: files, Env: vars,
+			Limits: airlock.Limits{Timeout: *f.timeout, Memory: f.memory.n},
+		})
+		if err != nil {
+			return counts, 1, err
+		}
+		st, err := counts.add(res, *f.asJSON, stdout, stderr)
+		if err != nil {
+			return counts, st, err
+		}
+		status = max(status, st)
+		if *f.junit != "" {
+			writeJUnit(*f.junit, res, len(targets) > 1, target, stderr)
+		}
+	}
+	return counts, status, nil
 }
 
 func (c *testCounts) total() int { return c.Passed + c.Failed + c.Errors + c.Skipped }

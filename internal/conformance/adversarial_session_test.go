@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/airlock-sandbox/airlock"
 )
@@ -54,7 +55,7 @@ func TestSessionHostileGuests(t *testing.T) {
 		for _, depth := range []int{0, 20, 1500} {
 			s := newSession(t, sandbox, airlock.SessionOptions{})
 			call(t, s, airlock.Request{Code: "depth = -1"}, "", "")
-			res, err := s.Run(ctx, fmt.Sprintf("import os, sys\nsys.setrecursionlimit(50000)\ndef down(n):\n    global depth\n    depth = n\n    if n == 0:\n        fd = os.open('/dev/airlock-session', os.O_WRONLY)\n        os.write(fd, b'0')\n        os.close(fd)\n        return os.readv(0, [bytearray(0), bytearray(1024)])\n    return list(map(down, [n - 1]))\ndown(%d)", depth))
+			res, err := s.Run(ctx, airlock.Request{Code: fmt.Sprintf("import os, sys\nsys.setrecursionlimit(50000)\ndef down(n):\n    global depth\n    depth = n\n    if n == 0:\n        fd = os.open('/dev/airlock-session', os.O_WRONLY)\n        os.write(fd, b'0')\n        os.close(fd)\n        return os.readv(0, [bytearray(0), bytearray(1024)])\n    return list(map(down, [n - 1]))\ndown(%d)", depth)})
 			if entered {
 				if err != nil || res.RolledBack {
 					t.Fatalf("depth %d: %v, rolled back %v, stdout %q", depth, err, res.RolledBack, res.Stdout)
@@ -72,7 +73,7 @@ func TestSessionHostileGuests(t *testing.T) {
 	t.Run("state outgrows a later call's memory cap", func(t *testing.T) {
 		s := newSession(t, sandbox, airlock.SessionOptions{})
 		call(t, s, airlock.Request{Code: "blob = bytearray(80 << 20)", Limits: airlock.Limits{Memory: 256 << 20}}, "", "")
-		res, err := s.Exec(ctx, airlock.Request{Code: "print(len(blob))", Limits: airlock.Limits{Memory: 64 << 20}})
+		res, err := s.Run(ctx, airlock.Request{Code: "print(len(blob))", Limits: airlock.Limits{Memory: 64 << 20}})
 		if res.Error == nil || res.Error.Kind != airlock.KindMemoryLimit || !res.RolledBack {
 			t.Fatalf("image above the cap: %v, rolled back %v", err, res.RolledBack)
 		}
@@ -85,14 +86,14 @@ func TestSessionHostileGuests(t *testing.T) {
 		var wg sync.WaitGroup
 		for range 6 {
 			wg.Go(func() {
-				if res, err := s.Run(ctx, "n += 1"); err != nil {
+				if res, err := s.Run(ctx, airlock.Request{Code: "n += 1"}); err != nil {
 					t.Errorf("concurrent call: %v\n%s", err, res.Stderr)
 				}
 			})
 		}
 		wg.Go(func() {
 			if f, err := s.Fork(); err == nil {
-				f.Close()
+				f.Close(ctx)
 			}
 		})
 		wg.Wait()
@@ -108,20 +109,54 @@ func TestSessionHostileGuests(t *testing.T) {
 		var once sync.Once
 		done := make(chan *airlock.Result, 1)
 		go func() {
-			res, _ := s.Exec(ctx, airlock.Request{
+			res, _ := s.Run(ctx, airlock.Request{
 				Code:     "import sys, time\nprint('started', flush=True)\ntime.sleep(0.3)\nprint('finished')",
 				OnOutput: func(string, []byte) { once.Do(func() { close(started) }) },
 			})
 			done <- res
 		}()
 		<-started
-		s.Close() // waits for the running call, then ends the session
+		s.Close(ctx) // waits for the running call, then ends the session
 		res := <-done
 		if res == nil || res.Error != nil || !strings.Contains(string(res.Stdout), "finished") {
 			t.Fatalf("the call Close waited for: %+v", res)
 		}
-		if _, err := s.Run(ctx, "pass"); !errors.Is(err, airlock.ErrSessionClosed) {
+		if _, err := s.Run(ctx, airlock.Request{Code: "pass"}); !errors.Is(err, airlock.ErrSessionClosed) {
 			t.Errorf("a closed session's call: %v, want ErrSessionClosed", err)
+		}
+	})
+
+	// Close's context bounds its wait, not the session's end: the call
+	// runs on and the session ends when it returns.
+	t.Run("close's context ends before the call", func(t *testing.T) {
+		s, err := sandbox.NewSession(ctx, airlock.SessionOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		started := make(chan struct{})
+		var once sync.Once
+		done := make(chan *airlock.Result, 1)
+		go func() {
+			res, _ := s.Run(ctx, airlock.Request{
+				Code:     "import time\nprint('started', flush=True)\ntime.sleep(0.5)\nprint('finished')",
+				OnOutput: func(string, []byte) { once.Do(func() { close(started) }) },
+			})
+			done <- res
+		}()
+		<-started
+		short, cancel := context.WithTimeout(ctx, 20*time.Millisecond)
+		defer cancel()
+		if err := s.Close(short); !errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("Close with a call running past its context: %v, want context.DeadlineExceeded", err)
+		}
+		if res := <-done; res == nil || res.Error != nil || !strings.Contains(string(res.Stdout), "finished") {
+			t.Fatalf("the call Close gave up on: %+v", res)
+		}
+		if err := s.Close(ctx); err != nil {
+			t.Errorf("Close again: %v", err)
+		}
+		if !errors.Is(s.Err(), airlock.ErrSessionClosed) {
+			t.Errorf("after the call: Err %v, want ErrSessionClosed", s.Err())
 		}
 	})
 }

@@ -52,11 +52,11 @@ func TestImportedBundleRunsWithSnapshots(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer sess.Close()
-	if _, err := sess.Run(ctx, "n = 40"); err != nil {
+	defer sess.Close(ctx)
+	if _, err := sess.Run(ctx, airlock.Request{Code: "n = 40"}); err != nil {
 		t.Fatal(err)
 	}
-	if res, err := sess.Run(ctx, "print(n + 2)"); err != nil || string(res.Stdout) != "42\n" {
+	if res, err := sess.Run(ctx, airlock.Request{Code: "print(n + 2)"}); err != nil || string(res.Stdout) != "42\n" {
 		t.Fatalf("session on the imported build: %v, %+v", err, res)
 	}
 	// Compiled into the new cache, for the next process. (The image

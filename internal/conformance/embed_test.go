@@ -34,9 +34,9 @@ func TestEmbeddedBuildOnEmptyCache(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer sess.Close()
-	sess.Run(ctx, "n = 40")
-	if res, err := sess.Run(ctx, "print(n + 2)"); err != nil || string(res.Stdout) != "42\n" {
+	defer sess.Close(ctx)
+	sess.Run(ctx, airlock.Request{Code: "n = 40"})
+	if res, err := sess.Run(ctx, airlock.Request{Code: "print(n + 2)"}); err != nil || string(res.Stdout) != "42\n" {
 		t.Fatalf("session: %v, %+v", err, res)
 	}
 	// Nothing of the build is written to the cache: it is in the binary.

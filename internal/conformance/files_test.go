@@ -86,19 +86,19 @@ print(sorted((n, os.path.getsize(n)) for n in os.listdir(".")))
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer s.Close()
-	res, err = s.Run(ctx, code)
+	defer s.Close(ctx)
+	res, err = s.Run(ctx, airlock.Request{Code: code})
 	check("session call", res, err)
 	var saved bytes.Buffer
 	if err := s.Save(&saved); err != nil {
 		t.Fatal(err)
 	}
-	loaded, err := sb.LoadSession(ctx, &saved)
+	loaded, err := sb.LoadSession(ctx, &saved, airlock.LoadOptions{})
 	if err != nil {
 		t.Fatalf("load: %v", err)
 	}
-	defer loaded.Close()
-	res, err = loaded.Run(ctx, `import os; print(sorted((n, os.path.getsize(n)) for n in os.listdir(".")))`)
+	defer loaded.Close(ctx)
+	res, err = loaded.Run(ctx, airlock.Request{Code: `import os; print(sorted((n, os.path.getsize(n)) for n in os.listdir(".")))`})
 	if err != nil || !strings.Contains(string(res.Stdout), "('sparse2', 1048576), ('tail', 1048576)") {
 		t.Fatalf("after load: %v %q", err, res.Stdout)
 	}

@@ -78,15 +78,15 @@ func TestFullImageSessionSaveLoad(t *testing.T) {
 		t.Fatal(err)
 	}
 	other := newSandbox(t, airlock.WithPython(python.SelectOwn), airlock.WithSnapshots(true))
-	loaded, err := other.LoadSession(ctx, bytes.NewReader(saved.Bytes()))
+	loaded, err := other.LoadSession(ctx, bytes.NewReader(saved.Bytes()), airlock.LoadOptions{})
 	if err != nil {
 		t.Fatalf("load a session made from the full image: %v", err)
 	}
-	defer loaded.Close()
+	defer loaded.Close(ctx)
 	if got := mustCall(t, loaded, "df['v'] *= 2\nprint(int(df['v'].sum()))"); got != "12\n" {
 		t.Fatalf("loaded session: %q", got)
 	}
-	if _, err := leanOnly(t).LoadSession(ctx, bytes.NewReader(saved.Bytes())); err == nil {
+	if _, err := leanOnly(t).LoadSession(ctx, bytes.NewReader(saved.Bytes()), airlock.LoadOptions{}); err == nil {
 		t.Fatal("a Sandbox without the full image loaded a session made from it")
 	}
 
@@ -94,16 +94,16 @@ func TestFullImageSessionSaveLoad(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer empty.Close()
+	defer empty.Close(ctx)
 	saved.Reset()
 	if err := empty.Save(&saved); err != nil {
 		t.Fatal(err)
 	}
-	again, err := other.LoadSession(ctx, bytes.NewReader(saved.Bytes()))
+	again, err := other.LoadSession(ctx, bytes.NewReader(saved.Bytes()), airlock.LoadOptions{})
 	if err != nil {
 		t.Fatalf("load a session saved before its first call: %v", err)
 	}
-	defer again.Close()
+	defer again.Close(ctx)
 	if got := mustCall(t, again, probeFull); got != "True\n" {
 		t.Fatalf("first call of a loaded, unstarted session importing numpy: %q, want True", got)
 	}

@@ -37,7 +37,7 @@ func FuzzLoadSession(f *testing.F) {
 		if err := s.Save(&buf); err != nil {
 			f.Fatal(err)
 		}
-		s.Close()
+		s.Close(ctx)
 		return buf.Bytes()[:buf.Len()-sha256.Size]
 	}
 	fresh, err := sandbox.NewSession(ctx, airlock.SessionOptions{Env: map[string]string{"A": "b"}, Tools: []string{}})
@@ -56,7 +56,7 @@ func FuzzLoadSession(f *testing.F) {
 		if err != nil {
 			f.Fatal(err)
 		}
-		if res, err := ran.Exec(ctx, airlock.Request{Code: "x = 41\nopen('f', 'w').write('x')"}); err != nil || res.Error != nil {
+		if res, err := ran.Run(ctx, airlock.Request{Code: "x = 41\nopen('f', 'w').write('x')"}); err != nil || res.Error != nil {
 			f.Fatalf("Exec: %v %v", err, res.Error)
 		}
 		if body := save(ran); bytes.Equal(body[:sessionHeader], header) {
@@ -70,7 +70,7 @@ func FuzzLoadSession(f *testing.F) {
 		blob[sessionVersionAt] = version
 		sum := sha256.Sum256(blob)
 		blob = append(blob, sum[:]...)
-		s, err := sandbox.LoadSession(ctx, bytes.NewReader(blob))
+		s, err := sandbox.LoadSession(ctx, bytes.NewReader(blob), airlock.LoadOptions{})
 		if err != nil {
 			for _, want := range []error{airlock.ErrSessionCorrupt, airlock.ErrSessionMismatch, airlock.ErrSessionOverLimits,
 				airlock.ErrSessionUnauthenticated, airlock.ErrTooManySessions} {
@@ -80,8 +80,8 @@ func FuzzLoadSession(f *testing.F) {
 			}
 			t.Fatalf("LoadSession: %v, not one of its documented errors", err)
 		}
-		defer s.Close()
-		res, _ := s.Exec(ctx, airlock.Request{Code: "print(6 * 7)", Limits: airlock.Limits{Timeout: 5 * time.Second}})
+		defer s.Close(ctx)
+		res, _ := s.Run(ctx, airlock.Request{Code: "print(6 * 7)", Limits: airlock.Limits{Timeout: 5 * time.Second}})
 		if res == nil {
 			t.Fatal("a loaded session's call returned no result")
 		}

@@ -684,13 +684,13 @@ func TestSessionNetworkWithTheSandboxPolicy(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer sess.Close()
+	defer sess.Close(context.Background())
 	for i, path := range []string{"/one", "/two"} {
 		code := fmt.Sprintf(`
 import requests
 print(requests.get(%q).text)
 `, srv.tls.URL+path)
-		res, err := sess.Exec(context.Background(), airlock.Request{Code: code})
+		res, err := sess.Run(context.Background(), airlock.Request{Code: code})
 		if err != nil || res.ExitCode != 0 {
 			t.Fatalf("call %d: %v\n%s", i, err, res.Stderr)
 		}

@@ -148,14 +148,14 @@ func ownSession(t *testing.T) *airlock.Session {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { s.Close() })
+	t.Cleanup(func() { s.Close(context.Background()) })
 	return s
 }
 
 // mustCall runs code in s, which must exit 0, and returns its stdout.
 func mustCall(t *testing.T, s *airlock.Session, code string) string {
 	t.Helper()
-	res, err := s.Run(context.Background(), code)
+	res, err := s.Run(context.Background(), airlock.Request{Code: code})
 	if err != nil || res.ExitCode != 0 {
 		t.Fatalf("call failed: err=%v exit=%d\n%s%s", err, res.ExitCode, res.Stdout, res.Stderr)
 	}
@@ -174,7 +174,7 @@ func TestNumpySession(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer f.Close()
+	defer f.Close(context.Background())
 	if out := mustCall(t, f, "a += 1\nprint(a.sum())"); out != "100.0\n" {
 		t.Fatalf("fork: %q", out)
 	}

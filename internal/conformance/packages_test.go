@@ -403,12 +403,12 @@ func TestSessionPackages(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer sess.Close()
+	defer sess.Close(ctx)
 	for _, step := range []struct{ code, want string }{
 		{"import airpkg\ng = airpkg.greet('session')", ""},
 		{"print(g, airpkg.__version__)", "hello session 1.0\n"},
 	} {
-		res, err := sess.Run(ctx, step.code)
+		res, err := sess.Run(ctx, airlock.Request{Code: step.code})
 		if err != nil || res.ExitCode != 0 || string(res.Stdout) != step.want {
 			t.Fatalf("%q: err=%v exit=%d stdout=%q stderr=%s", step.code, err, res.ExitCode, res.Stdout, res.Stderr)
 		}
@@ -418,17 +418,17 @@ func TestSessionPackages(t *testing.T) {
 	if err := sess.Save(&blob); err != nil {
 		t.Fatal(err)
 	}
-	loaded, err := s.LoadSession(ctx, &blob)
+	loaded, err := s.LoadSession(ctx, &blob, airlock.LoadOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer loaded.Close()
-	res, err := loaded.Run(ctx, "print(g, open('/opt/airlock/packages/"+airpkgWheel+"', 'rb').read(2))")
+	defer loaded.Close(ctx)
+	res, err := loaded.Run(ctx, airlock.Request{Code: "print(g, open('/opt/airlock/packages/" + airpkgWheel + "', 'rb').read(2))"})
 	if err != nil || string(res.Stdout) != "hello session b'PK'\n" {
 		t.Fatalf("loaded session: err=%v stdout=%q stderr=%s", err, res.Stdout, res.Stderr)
 	}
 	// A call cannot change the session's filesystem or sys.path this way.
-	if _, err := sess.Exec(ctx, airlock.Request{Code: "pass", Packages: []string{whl}}); !errors.Is(err, airlock.ErrInvalidRequest) {
+	if _, err := sess.Run(ctx, airlock.Request{Code: "pass", Packages: []string{whl}}); !errors.Is(err, airlock.ErrInvalidRequest) {
 		t.Fatalf("a session call with packages: err = %v", err)
 	}
 }

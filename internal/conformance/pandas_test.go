@@ -144,7 +144,7 @@ func TestPandasSession(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer f.Close()
+	defer f.Close(context.Background())
 	if out := mustCall(t, f, "df.loc[len(df)] = ['c', 5]\nprint(len(df), df['v'].sum())"); out != "5 65\n" {
 		t.Fatalf("fork: %q", out)
 	}

@@ -332,12 +332,12 @@ func TestSessionInstallFromIndex(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer fork.Close()
+	defer fork.Close(context.Background())
 	call(t, fork, airlock.Request{Code: "import wordlist\nprint(wordlist.WORDS[1])"}, "there\n", "")
 
 	// A call that installs and then leaves the interpreter is rolled
 	// back: the session has neither the wheel nor its sys.path entry.
-	res, _ = sess.Exec(context.Background(), airlock.Request{Code: "import airlock, os\nairlock.install('winonly', quiet=True)\nos._exit(3)"})
+	res, _ = sess.Run(context.Background(), airlock.Request{Code: "import airlock, os\nairlock.install('winonly', quiet=True)\nos._exit(3)"})
 	if !res.RolledBack {
 		t.Fatalf("os._exit should roll back: %+v", res)
 	}
@@ -347,11 +347,11 @@ func TestSessionInstallFromIndex(t *testing.T) {
 	if err := sess.Save(&saved); err != nil {
 		t.Fatal(err)
 	}
-	loaded, err := s.LoadSession(context.Background(), bytes.NewReader(saved.Bytes()))
+	loaded, err := s.LoadSession(context.Background(), bytes.NewReader(saved.Bytes()), airlock.LoadOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer loaded.Close()
+	defer loaded.Close(context.Background())
 	call(t, loaded, airlock.Request{Code: "import greet_kit\nprint(greet_kit.greet('loaded'))"}, "hello loaded\n", "")
 
 	// Signed, the same (format version 5).
@@ -363,11 +363,11 @@ func TestSessionInstallFromIndex(t *testing.T) {
 	if err := ss.Save(&sb); err != nil {
 		t.Fatal(err)
 	}
-	sl, err := signed.LoadSession(context.Background(), &sb)
+	sl, err := signed.LoadSession(context.Background(), &sb, airlock.LoadOptions{})
 	if err != nil {
 		t.Fatalf("signed: %v", err)
 	}
-	defer sl.Close()
+	defer sl.Close(context.Background())
 	call(t, sl, airlock.Request{Code: "import wordlist\nprint(wordlist.WORDS[0])"}, "hello\n", "")
 
 	// Without the wheels in the cache the saved session is refused,
@@ -375,7 +375,7 @@ func TestSessionInstallFromIndex(t *testing.T) {
 	if err := os.RemoveAll(cache); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.LoadSession(context.Background(), bytes.NewReader(saved.Bytes())); !errors.Is(err, airlock.ErrPackageNotCached) || !strings.Contains(err.Error(), "greet-kit 1.0") {
+	if _, err := s.LoadSession(context.Background(), bytes.NewReader(saved.Bytes()), airlock.LoadOptions{}); !errors.Is(err, airlock.ErrPackageNotCached) || !strings.Contains(err.Error(), "greet-kit 1.0") {
 		t.Fatalf("load without the cache: %v", err)
 	}
 	// A session that installed nothing saves as before (no package list).
@@ -385,7 +385,7 @@ func TestSessionInstallFromIndex(t *testing.T) {
 	if err := plain.Save(&b2); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.LoadSession(context.Background(), &b2); err != nil {
+	if _, err := s.LoadSession(context.Background(), &b2, airlock.LoadOptions{}); err != nil {
 		t.Fatalf("plain session: %v", err)
 	}
 }
@@ -398,7 +398,7 @@ func TestSessionPipMagic(t *testing.T) {
 	sess := newSession(t, s, airlock.SessionOptions{Limits: airlock.Limits{Timeout: 30 * time.Second}})
 	call(t, sess, airlock.Request{Code: "%pip install -q greet-kit\nimport greet_kit\nprint(greet_kit.greet('magic'))"}, "hello magic\n", "")
 	call(t, sess, airlock.Request{Code: "print(greet_kit.greet('again'))"}, "hello again\n", "")
-	res, _ := sess.Exec(context.Background(), airlock.Request{Code: "!pip install tampered"})
+	res, _ := sess.Run(context.Background(), airlock.Request{Code: "!pip install tampered"})
 	if !strings.Contains(string(res.Stderr), "airlock.InstallError: airlock: pip install tampered: sha256 mismatch") || !strings.Contains(string(res.Stderr), "!pip install tampered") {
 		t.Fatalf("a refused %%pip: %s", res.Stderr)
 	}

@@ -169,10 +169,10 @@ except RuntimeError:
 func TestSessionRichOutput(t *testing.T) {
 	s := newSession(t, snapshotSandbox(t), airlock.SessionOptions{})
 	ctx := context.Background()
-	if _, err := s.Run(ctx, "x = 40"); err != nil {
+	if _, err := s.Run(ctx, airlock.Request{Code: "x = 40"}); err != nil {
 		t.Fatal(err)
 	}
-	res, err := s.Exec(ctx, rich("import airlock\nairlock.display('shown')\nx + 2"))
+	res, err := s.Run(ctx, rich("import airlock\nairlock.display('shown')\nx + 2"))
 	if err != nil || res.Value != "42" || len(res.Displays) != 1 || res.Displays[0].Text() != "'shown'" {
 		t.Fatalf("session: %v, %+v", err, res)
 	}

@@ -36,11 +36,11 @@ func TestSessionSaveLoadAcrossProcesses(t *testing.T) {
 	t.Logf("saved session: %d bytes (the image's unchanged pages left out)", len(blob))
 
 	// In this process, as a new session that then diverges from the original.
-	loaded, err := sb.LoadSession(context.Background(), bytes.NewReader(blob))
+	loaded, err := sb.LoadSession(context.Background(), bytes.NewReader(blob), airlock.LoadOptions{})
 	if err != nil {
 		t.Fatalf("LoadSession: %v", err)
 	}
-	defer loaded.Close()
+	defer loaded.Close(context.Background())
 	if loaded.ID() == s.ID() {
 		t.Error("a loaded session has its saver's ID")
 	}
@@ -70,11 +70,11 @@ func TestSessionLoadInChild(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	s, err := sb.LoadSession(context.Background(), f)
+	s, err := sb.LoadSession(context.Background(), f, airlock.LoadOptions{})
 	if err != nil {
 		t.Fatalf("LoadSession: %v", err)
 	}
-	defer s.Close()
+	defer s.Close(context.Background())
 	res := call(t, s, airlock.Request{Code: "print('child saw:', state['n'], len(state['big']), os.environ['GREETING'])"}, "child saw: 41 50000 hi\n", "")
 	t.Log(string(res.Stdout))
 }
@@ -84,11 +84,11 @@ func TestSessionLoadRejectsDamage(t *testing.T) {
 	s := newSession(t, snapshotSandbox(t), airlock.SessionOptions{})
 	// A session that has not run yet saves and loads too.
 	fresh := saved(t, s)
-	if l, err := sb.LoadSession(ctx, bytes.NewReader(fresh)); err != nil {
+	if l, err := sb.LoadSession(ctx, bytes.NewReader(fresh), airlock.LoadOptions{}); err != nil {
 		t.Fatalf("load a session that never ran: %v", err)
 	} else {
 		call(t, l, airlock.Request{Code: "print('ok')"}, "ok\n", "")
-		l.Close()
+		l.Close(ctx)
 	}
 	call(t, s, airlock.Request{Code: "v = 'x' * 100"}, "", "")
 	blob := saved(t, s)
@@ -110,7 +110,7 @@ func TestSessionLoadRejectsDamage(t *testing.T) {
 		"future version": {func() []byte { b := bytes.Clone(blob); b[16] = 9; return reseal(b) }(), airlock.ErrSessionCorrupt},
 	}
 	for name, tc := range cases {
-		if _, err := sb.LoadSession(ctx, bytes.NewReader(tc.data)); !errors.Is(err, tc.want) {
+		if _, err := sb.LoadSession(ctx, bytes.NewReader(tc.data), airlock.LoadOptions{}); !errors.Is(err, tc.want) {
 			t.Errorf("%s: %v, want %v", name, err, tc.want)
 		}
 	}
@@ -119,18 +119,18 @@ func TestSessionLoadRejectsDamage(t *testing.T) {
 	for off := 84; off < len(blob)-32; off += max(1, (len(blob)-116)/40) {
 		b := bytes.Clone(blob)
 		b[off] ^= 0xff
-		l, err := sb.LoadSession(ctx, bytes.NewReader(reseal(b)))
+		l, err := sb.LoadSession(ctx, bytes.NewReader(reseal(b)), airlock.LoadOptions{})
 		if err != nil {
 			if !errors.Is(err, airlock.ErrSessionCorrupt) {
 				t.Errorf("offset %d: %v, want ErrSessionCorrupt", off, err)
 			}
 			continue
 		}
-		res, _ := l.Run(ctx, "print(1)")
+		res, _ := l.Run(ctx, airlock.Request{Code: "print(1)"})
 		if res == nil {
 			t.Fatalf("offset %d: no result", off)
 		}
-		l.Close()
+		l.Close(ctx)
 	}
 	if sb.Sessions() != 1 {
 		t.Errorf("Sessions() = %d: failed loads left sessions behind", sb.Sessions())
@@ -165,7 +165,7 @@ func TestSessionLoadRejectsCraftedFiles(t *testing.T) {
 	huge = reseal(append(huge, fresh[marker+1:]...))
 	var before, after runtime.MemStats
 	runtime.ReadMemStats(&before)
-	if _, err := sb.LoadSession(ctx, bytes.NewReader(huge)); !errors.Is(err, airlock.ErrSessionOverLimits) {
+	if _, err := sb.LoadSession(ctx, bytes.NewReader(huge), airlock.LoadOptions{}); !errors.Is(err, airlock.ErrSessionOverLimits) {
 		t.Errorf("4 GiB image: %v, want ErrSessionOverLimits", err)
 	}
 	runtime.ReadMemStats(&after)
@@ -193,14 +193,14 @@ func TestSessionLoadRejectsCraftedFiles(t *testing.T) {
 	fewer := append(bytes.Clone(blob[:off]), binary.LittleEndian.AppendUint32(nil, uint32(n-1))...)
 	fewer = append(fewer, blob[off+4:off+4+8*(n-1)]...)
 	fewer = reseal(append(fewer, blob[off+4+8*n:]...))
-	if _, err := sb.LoadSession(ctx, bytes.NewReader(fewer)); !errors.Is(err, airlock.ErrSessionCorrupt) {
+	if _, err := sb.LoadSession(ctx, bytes.NewReader(fewer), airlock.LoadOptions{}); !errors.Is(err, airlock.ErrSessionCorrupt) {
 		t.Errorf("%d of %d globals: %v, want ErrSessionCorrupt", n-1, n, err)
 	}
 
 	withEnv := saved(t, newSession(t, snapshotSandbox(t), airlock.SessionOptions{Env: map[string]string{"XANG": "xx"}}))
 	i := bytes.Index(withEnv, []byte("XANG"))
 	copy(withEnv[i:], "LANG")
-	if _, err := sb.LoadSession(ctx, bytes.NewReader(reseal(withEnv))); !errors.Is(err, airlock.ErrSessionCorrupt) {
+	if _, err := sb.LoadSession(ctx, bytes.NewReader(reseal(withEnv)), airlock.LoadOptions{}); !errors.Is(err, airlock.ErrSessionCorrupt) {
 		t.Errorf("LANG in a saved env: %v, want ErrSessionCorrupt", err)
 	}
 }
@@ -219,17 +219,17 @@ func TestSessionSaveKeepsTheFuelCap(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer s.Close()
+	defer s.Close(ctx)
 	var buf bytes.Buffer
 	if err := s.Save(&buf); err != nil {
 		t.Fatal(err)
 	}
-	l, err := w.LoadSession(ctx, &buf)
+	l, err := w.LoadSession(ctx, &buf, airlock.LoadOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer l.Close()
-	if res, _ := l.Run(ctx, "while True: pass"); res.Error == nil || res.Error.Kind != airlock.KindFuelExhausted {
+	defer l.Close(ctx)
+	if res, _ := l.Run(ctx, airlock.Request{Code: "while True: pass"}); res.Error == nil || res.Error.Kind != airlock.KindFuelExhausted {
 		t.Fatalf("a loaded session's endless loop: %v, want fuel_exhausted", res.Error)
 	}
 }

@@ -47,11 +47,11 @@ func TestSessionLoadCannotRaiseItsLimits(t *testing.T) {
 	s := newSession(t, sandbox, airlock.SessionOptions{})
 	call(t, s, airlock.Request{Code: "x = 41"}, "", "")
 	blob := rewriteLimits(saved(t, s), airlock.Limits{Timeout: time.Hour, Memory: 4 << 30, Output: 1 << 40, FSBytes: 1 << 40, FSFiles: 1 << 30, HostCalls: 1 << 30, HostPayload: 1 << 30})
-	l, err := sandbox.LoadSession(ctx, bytes.NewReader(blob))
+	l, err := sandbox.LoadSession(ctx, bytes.NewReader(blob), airlock.LoadOptions{})
 	if err != nil {
 		t.Fatalf("LoadSession: %v", err)
 	}
-	defer l.Close()
+	defer l.Close(ctx)
 	call(t, l, airlock.Request{Code: "print(x + 1)"}, "42\n", "")
 	start := time.Now()
 	call(t, l, airlock.Request{Code: "while True: pass"}, "", airlock.KindTimeout)
@@ -63,20 +63,20 @@ func TestSessionLoadCannotRaiseItsLimits(t *testing.T) {
 		t.Error("a call over the quota was kept")
 	}
 	// The same under explicit, lower maxima.
-	l2, err := sandbox.LoadSessionWith(ctx, bytes.NewReader(blob), airlock.LoadOptions{MaxLimits: airlock.Limits{FSBytes: 1 << 20}})
+	l2, err := sandbox.LoadSession(ctx, bytes.NewReader(blob), airlock.LoadOptions{MaxLimits: airlock.Limits{FSBytes: 1 << 20}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer l2.Close()
+	defer l2.Close(ctx)
 	call(t, l2, airlock.Request{Code: "open('f', 'wb').write(b'x' * (2 << 20))"}, "", airlock.KindFSQuota)
 	call(t, l2, airlock.Request{Code: "open('f', 'wb').write(b'x' * (512 << 10))"}, "", "")
 	// Lower limits a blob was saved with stay its own.
 	small := newSession(t, sandbox, airlock.SessionOptions{Limits: airlock.Limits{FSBytes: 256 << 10}})
-	l3, err := sandbox.LoadSession(ctx, bytes.NewReader(saved(t, small)))
+	l3, err := sandbox.LoadSession(ctx, bytes.NewReader(saved(t, small)), airlock.LoadOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer l3.Close()
+	defer l3.Close(ctx)
 	call(t, l3, airlock.Request{Code: "open('f', 'wb').write(b'x' * (512 << 10))"}, "", airlock.KindFSQuota)
 }
 
@@ -94,13 +94,13 @@ func TestSessionLoadOverLimits(t *testing.T) {
 		"bytes":  {FSBytes: 2 << 20},
 		"files":  {FSFiles: 2},
 	} {
-		if _, err := sandbox.LoadSessionWith(ctx, bytes.NewReader(blob), airlock.LoadOptions{MaxLimits: max}); !errors.Is(err, airlock.ErrSessionOverLimits) {
+		if _, err := sandbox.LoadSession(ctx, bytes.NewReader(blob), airlock.LoadOptions{MaxLimits: max}); !errors.Is(err, airlock.ErrSessionOverLimits) {
 			t.Errorf("%s: %v, want ErrSessionOverLimits", name, err)
 		}
 	}
 	// The reader is not read past what the limits allow.
 	r := &countingReader{r: bytes.NewReader(append(bytes.Clone(blob), make([]byte, 200<<20)...))}
-	if _, err := sandbox.LoadSessionWith(ctx, r, airlock.LoadOptions{MaxLimits: airlock.Limits{Memory: 32 << 20, FSBytes: 1 << 20, FSFiles: 100}}); !errors.Is(err, airlock.ErrSessionOverLimits) {
+	if _, err := sandbox.LoadSession(ctx, r, airlock.LoadOptions{MaxLimits: airlock.Limits{Memory: 32 << 20, FSBytes: 1 << 20, FSFiles: 100}}); !errors.Is(err, airlock.ErrSessionOverLimits) {
 		t.Errorf("a blob past the read bound: %v, want ErrSessionOverLimits", err)
 	}
 	if r.n > 128<<20 {
@@ -135,11 +135,11 @@ func TestSessionLoadCapsTools(t *testing.T) {
 	defer sandbox.Close(ctx)
 	s := newSession(t, sandbox, airlock.SessionOptions{}) // every tool
 	blob := saved(t, s)
-	l, err := sandbox.LoadSessionWith(ctx, bytes.NewReader(blob), airlock.LoadOptions{Tools: []string{"echo"}})
+	l, err := sandbox.LoadSession(ctx, bytes.NewReader(blob), airlock.LoadOptions{Tools: []string{"echo"}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer l.Close()
+	defer l.Close(ctx)
 	call(t, l, airlock.Request{Code: "import airlock\nprint(airlock.tools.echo(1))"}, "1\n", "")
 	res := call(t, l, airlock.Request{Code: "import airlock\ntry:\n    airlock.call('secret')\nexcept airlock.UnknownToolError as e:\n    print('refused')"}, "refused\n", "")
 	if strings.Contains(string(res.Stdout), "s3cret") {
@@ -170,17 +170,17 @@ func TestSessionKey(t *testing.T) {
 	s := newSession(t, a, airlock.SessionOptions{})
 	call(t, s, airlock.Request{Code: "x = 7"}, "", "")
 	signed := saved(t, s)
-	l, err := a.LoadSession(ctx, bytes.NewReader(signed))
+	l, err := a.LoadSession(ctx, bytes.NewReader(signed), airlock.LoadOptions{})
 	if err != nil {
 		t.Fatalf("the key's own blob: %v", err)
 	}
 	call(t, l, airlock.Request{Code: "print(x)"}, "7\n", "")
-	l.Close()
+	l.Close(ctx)
 	// Another Sandbox with the same key loads it too.
-	if l, err := newSB(airlock.WithSessionKey(key)).LoadSession(ctx, bytes.NewReader(signed)); err != nil {
+	if l, err := newSB(airlock.WithSessionKey(key)).LoadSession(ctx, bytes.NewReader(signed), airlock.LoadOptions{}); err != nil {
 		t.Errorf("same key, another Sandbox: %v", err)
 	} else {
-		l.Close()
+		l.Close(ctx)
 	}
 
 	unsigned := saved(t, newSession(t, plain, airlock.SessionOptions{}))
@@ -198,12 +198,29 @@ func TestSessionKey(t *testing.T) {
 		"unsigned, relabelled as signed":    {a, relabel(unsigned, 3)},
 		"signed, relabelled as unsigned":    {a, relabel(signed, 2)},
 	} {
-		if _, err := tc.into.LoadSession(ctx, bytes.NewReader(tc.blob)); !errors.Is(err, airlock.ErrSessionUnauthenticated) {
+		if _, err := tc.into.LoadSession(ctx, bytes.NewReader(tc.blob), airlock.LoadOptions{}); !errors.Is(err, airlock.ErrSessionUnauthenticated) {
 			t.Errorf("%s: %v, want ErrSessionUnauthenticated", name, err)
 		}
 	}
-	if _, err := airlock.New(ctx, airlock.WithSessionKey([]byte("short"))); err == nil || !strings.Contains(err.Error(), "at least 16") {
-		t.Errorf("a 5-byte key: %v", err)
+	if _, err := airlock.New(ctx, airlock.WithSessionKey([]byte("short"))); !errors.Is(err, airlock.ErrInvalidOption) || !strings.Contains(err.Error(), "at least 16") {
+		t.Errorf("a 5-byte key: %v, want ErrInvalidOption", err)
+	}
+}
+
+// New checks the default limits once, so that no run takes a negative
+// one, or a fuel limit that nothing meters, as its default.
+func TestNewRefusesBadLimits(t *testing.T) {
+	ctx := context.Background()
+	for name, l := range map[string]airlock.Limits{
+		"negative memory":  {Memory: -1},
+		"negative timeout": {Timeout: -time.Second},
+	} {
+		if _, err := airlock.New(ctx, airlock.WithLimits(l)); !errors.Is(err, airlock.ErrInvalidOption) || !strings.Contains(err.Error(), "WithLimits") {
+			t.Errorf("%s: %v, want ErrInvalidOption naming WithLimits", name, err)
+		}
+	}
+	if _, err := airlock.New(ctx, airlock.WithEngine(airlock.EngineWazero), airlock.WithLimits(airlock.Limits{Fuel: 1000})); !errors.Is(err, airlock.ErrInvalidOption) || !strings.Contains(err.Error(), "wasmtime") {
+		t.Errorf("fuel on wazero: %v, want ErrInvalidOption naming wasmtime", err)
 	}
 }
 

@@ -47,7 +47,7 @@ func TestSessionErr(t *testing.T) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		s.Exec(context.Background(), airlock.Request{
+		s.Run(context.Background(), airlock.Request{
 			Code: "print('looping', flush=True)\nwhile True: pass", Limits: airlock.Limits{Timeout: 3 * time.Second},
 			OnOutput: func(string, []byte) {
 				select {
@@ -69,7 +69,7 @@ func TestSessionErr(t *testing.T) {
 		t.Fatal("Err waits for the running call to end")
 	}
 	<-done
-	s.Close()
+	s.Close(context.Background())
 	if err := s.Err(); !errors.Is(err, airlock.ErrSessionClosed) {
 		t.Fatalf("Err after Close: %v", err)
 	}

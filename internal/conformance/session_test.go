@@ -19,7 +19,7 @@ func newSession(t *testing.T, sandbox *airlock.Sandbox, opts airlock.SessionOpti
 	if err != nil {
 		t.Fatalf("NewSession: %v", err)
 	}
-	t.Cleanup(func() { s.Close() })
+	t.Cleanup(func() { s.Close(context.Background()) })
 	return s
 }
 
@@ -27,7 +27,7 @@ func newSession(t *testing.T, sandbox *airlock.Sandbox, opts airlock.SessionOpti
 // stdout, wantErr the expected error kind ("" for none).
 func call(t *testing.T, s *airlock.Session, req airlock.Request, want string, wantErr airlock.Kind) *airlock.Result {
 	t.Helper()
-	res, err := s.Exec(context.Background(), req)
+	res, err := s.Run(context.Background(), req)
 	if res == nil {
 		t.Fatalf("Exec returned no Result (err %v)", err)
 	}
@@ -80,7 +80,7 @@ func TestSessionRollsBackACallThatHitsALimit(t *testing.T) {
 		{"memory", airlock.Request{Code: "n = 4\nb = bytearray(200 << 20)", Limits: airlock.Limits{Memory: 64 << 20}}, airlock.KindMemoryLimit},
 		{"fs quota", airlock.Request{Code: "n = 5\nwith open('big', 'wb') as f: f.write(b'x' * 4096)", Limits: airlock.Limits{FSBytes: 1024}}, airlock.KindFSQuota},
 	} {
-		res, err := s.Exec(context.Background(), tc.req)
+		res, err := s.Run(context.Background(), tc.req)
 		if res.Error == nil || res.Error.Kind != tc.kind || !errors.Is(err, res.Error) || !res.RolledBack {
 			t.Fatalf("%s: error %v, rolled back %v; want kind %s, rolled back\nstderr: %s", tc.name, err, res.RolledBack, tc.kind, res.Stderr)
 		}
@@ -102,14 +102,14 @@ func TestSessionForkIsIndependent(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer f.Close()
+	defer f.Close(context.Background())
 	call(t, s, airlock.Request{Code: "items.append('parent')\nopen('f', 'a').write('+parent')"}, "", "")
 	call(t, f, airlock.Request{Code: "items.append('fork')\nopen('f', 'a').write('+fork')"}, "", "")
 	call(t, s, airlock.Request{Code: "print(items, open('f').read())"}, "['base', 'parent'] base+parent\n", "")
 	call(t, f, airlock.Request{Code: "print(items, open('f').read())"}, "['base', 'fork'] base+fork\n", "")
 	// Closing the parent leaves the fork whole (the image they shared).
-	s.Close()
-	if _, err := s.Run(context.Background(), "print(1)"); !errors.Is(err, airlock.ErrSessionClosed) {
+	s.Close(context.Background())
+	if _, err := s.Run(context.Background(), airlock.Request{Code: "print(1)"}); !errors.Is(err, airlock.ErrSessionClosed) {
 		t.Errorf("run on a closed session: %v, want ErrSessionClosed", err)
 	}
 	call(t, f, airlock.Request{Code: "print(len(items))"}, "2\n", "")
@@ -134,7 +134,7 @@ func TestSessionTTLAndCap(t *testing.T) {
 	if _, err := a.Fork(); !errors.Is(err, airlock.ErrTooManySessions) {
 		t.Fatalf("fork at the cap: %v, want ErrTooManySessions", err)
 	}
-	b.Close()
+	b.Close(ctx)
 	if sandbox.Sessions() != 1 {
 		t.Errorf("Sessions() = %d after closing one of two", sandbox.Sessions())
 	}
@@ -144,7 +144,7 @@ func TestSessionTTLAndCap(t *testing.T) {
 		call(t, a, airlock.Request{Code: "v += 1"}, "", "")
 	}
 	time.Sleep(700 * time.Millisecond)
-	if _, err := a.Run(ctx, "print(v)"); !errors.Is(err, airlock.ErrSessionExpired) {
+	if _, err := a.Run(ctx, airlock.Request{Code: "print(v)"}); !errors.Is(err, airlock.ErrSessionExpired) {
 		t.Fatalf("idle past the TTL: %v, want ErrSessionExpired", err)
 	}
 	if sandbox.Sessions() != 0 {
@@ -162,7 +162,7 @@ func TestSessionRefusals(t *testing.T) {
 		"negative limit":   {Code: "pass", Limits: airlock.Limits{Timeout: -1}},
 		"file in a layer?": {Code: "pass", Files: map[string][]byte{"/": nil}},
 	} {
-		res, err := s.Exec(ctx, req)
+		res, err := s.Run(ctx, req)
 		if !errors.Is(err, airlock.ErrInvalidRequest) || res.Error == nil {
 			t.Errorf("%s: %v, want invalid_request", name, err)
 		}
@@ -176,7 +176,7 @@ func TestSessionRefusals(t *testing.T) {
 	// A file left open cannot be carried to the next call: the call fails
 	// and the session keeps its state.
 	call(t, s, airlock.Request{Code: "k = 1"}, "", "")
-	res, err := s.Run(ctx, "k = 2\nkeep = open('left-open.txt', 'w')")
+	res, err := s.Run(ctx, airlock.Request{Code: "k = 2\nkeep = open('left-open.txt', 'w')"})
 	if !errors.Is(err, airlock.ErrInvalidRequest) || !res.RolledBack || !strings.Contains(err.Error(), "left files open") {
 		t.Errorf("file left open: %v, rolled back %v", err, res.RolledBack)
 	}
@@ -210,7 +210,7 @@ func TestSessionToolListFollowsTheCall(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer s.Close()
+	defer s.Close(ctx)
 	call(t, s, airlock.Request{Code: "import airlock\nprint(airlock.tools.add(1, 2))"}, "3\n", "")
 	call(t, s, airlock.Request{Code: "print(airlock.tools.echo('hi'))", Tools: []string{"add", "echo"}}, "hi\n", "")
 }
@@ -225,10 +225,10 @@ func TestSessionForkDrawsItsOwnRandomNumbers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer f.Close()
+	defer f.Close(ctx)
 	code := "print([random.randrange(1 << 60) for _ in range(3)])"
-	a, err1 := s.Run(ctx, code)
-	b, err2 := f.Run(ctx, code)
+	a, err1 := s.Run(ctx, airlock.Request{Code: code})
+	b, err2 := f.Run(ctx, airlock.Request{Code: code})
 	if err1 != nil || err2 != nil {
 		t.Fatal(err1, err2)
 	}
@@ -243,7 +243,7 @@ func TestSessionTracebacksShowTheRightCall(t *testing.T) {
 	ctx := context.Background()
 	s := newSession(t, snapshotSandbox(t), airlock.SessionOptions{})
 	call(t, s, airlock.Request{Code: "def f():\n    return 1 / 0\n"}, "", "")
-	res, err := s.Run(ctx, "x = 'first line of the second call'\nf()\n")
+	res, err := s.Run(ctx, airlock.Request{Code: "x = 'first line of the second call'\nf()\n"})
 	if err != nil {
 		t.Fatal(err)
 	}

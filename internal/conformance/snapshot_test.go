@@ -159,9 +159,9 @@ func TestSnapshotRunsStartAtTheEntryPoint(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer s.Close()
+	defer s.Close(context.Background())
 	for i := range 2 {
-		res, err := s.Run(context.Background(), stack)
+		res, err := s.Run(context.Background(), airlock.Request{Code: stack})
 		if err != nil || string(res.Stdout) != want {
 			t.Fatalf("session call %d: %v, stack %q, want %q", i, err, res.Stdout, want)
 		}

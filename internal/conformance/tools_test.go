@@ -324,13 +324,13 @@ func TestHostToolInSession(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer s.Close()
+	defer s.Close(ctx)
 	for i, want := range []string{"3\n", "10\n"} {
 		code := "import airlock\nx = airlock.tools.add(1, 2)\nprint(x)"
 		if i > 0 {
 			code = "print(airlock.tools.add(x, 7))"
 		}
-		res, err := s.Run(ctx, code)
+		res, err := s.Run(ctx, airlock.Request{Code: code})
 		if err != nil || res.RolledBack || string(res.Stdout) != want {
 			t.Fatalf("call %d: %v, rolled back %v, stdout %q stderr %q", i, err, res.RolledBack, res.Stdout, res.Stderr)
 		}

@@ -42,23 +42,23 @@ const (
 
 // Decision records what the host did with one attempt of the guest's.
 type Decision struct {
-	Allowed bool `json:"allowed"`
+	Allowed bool
 	// Method and URL are the request's (URL without its query, which
 	// may carry secrets); a refused connection has no method.
-	Method string `json:"method,omitempty"`
-	URL    string `json:"url"`
+	Method string
+	URL    string
 	// Rule is the rule that allowed it, as ParseRule reads it.
-	Rule string `json:"rule,omitempty"`
+	Rule string
 	// Reason is a refusal's message, or the error that ended an allowed
 	// request.
-	Reason string `json:"reason,omitempty"`
+	Reason string
 	// Address is the address dialled, ip:port.
-	Address string `json:"address,omitempty"`
-	Status  int    `json:"status,omitempty"`
+	Address string
+	Status  int
 	// RequestBytes and ResponseBytes are body bytes.
-	RequestBytes  int64         `json:"request_bytes"`
-	ResponseBytes int64         `json:"response_bytes"`
-	Duration      time.Duration `json:"duration_ns"`
+	RequestBytes  int64
+	ResponseBytes int64
+	Duration      time.Duration
 }
 
 // Device is one run's network: the guest's end of the protocol, the

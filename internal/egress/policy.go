@@ -29,22 +29,22 @@ var ErrWiderRule = errors.New("egress: rule is not within the allowed rules")
 // says so.
 type Rule struct {
 	// Scheme is "https" or "http".
-	Scheme string `json:"scheme"`
+	Scheme string
 	// Host is a lower-case name matched exactly, "*.suffix" (any name
 	// under suffix, not suffix itself), or a literal IP address: only a
 	// literal address lets a run reach a loopback, private, link-local or
 	// metadata address.
-	Host string `json:"host"`
+	Host string
 	// Port is the port; 0 is the scheme's default.
-	Port int `json:"port,omitempty"`
+	Port int
 	// Methods are the allowed methods, upper-case; none allows any.
-	Methods []string `json:"methods,omitempty"`
+	Methods []string
 	// PathPrefix, if set, is a prefix the request's path must have.
-	PathPrefix string `json:"path_prefix,omitempty"`
+	PathPrefix string
 	// Headers are added by the host to each request the rule allows
 	// (replacing the guest's of the same name): credentials the guest
 	// never sees. They are left out of String and of records.
-	Headers map[string]string `json:"-"`
+	Headers map[string]string
 }
 
 // Defaults for Policy fields left at zero.
@@ -60,17 +60,17 @@ const (
 // Policy is a run's network: its rules and caps. The zero Policy allows
 // nothing.
 type Policy struct {
-	Rules []Rule `json:"rules"`
+	Rules []Rule
 	// MaxRequests caps the run's HTTP requests, refused ones included.
-	MaxRequests int `json:"max_requests,omitempty"`
+	MaxRequests int
 	// MaxRequestBytes caps one request's bytes as the guest sends them
 	// (head and body).
-	MaxRequestBytes int64 `json:"max_request_bytes,omitempty"`
+	MaxRequestBytes int64
 	// MaxResponseBytes caps the response bytes of the whole run.
-	MaxResponseBytes int64 `json:"max_response_bytes,omitempty"`
+	MaxResponseBytes int64
 	// Timeout caps one request, from its head to its body's end; the run's
 	// deadline ends it sooner.
-	Timeout time.Duration `json:"timeout,omitempty"`
+	Timeout time.Duration
 }
 
 // WithDefaults fills zero caps with the defaults.
