@@ -77,7 +77,7 @@ func TestNoHomeCacheDirectory(t *testing.T) {
 func TestEmptyHome(t *testing.T) {
 	home := t.TempDir()
 	code, _, stderr := airlockProcess(t, []string{"HOME=" + home}, nil, "run", "-c", "print(6 * 7)")
-	if code != exitAirlock || !strings.Contains(stderr, "not made yet") || !strings.Contains(stderr, "scripts/setup.sh") {
+	if code != exitAirlock || !strings.Contains(stderr, "build is not in the cache directory") || !strings.Contains(stderr, "scripts/setup.sh") {
 		t.Fatalf("run with an empty $HOME: exit %d, stderr %q", code, stderr)
 	}
 	if left, _ := os.ReadDir(home); len(left) != 0 {
