@@ -16,11 +16,11 @@ func TestLayoutArrows(t *testing.T) {
 	rank := map[string]int{
 		"cmd/airlock": 9, "bench/charts": 9,
 		"server": 8, "bench": 8,
-		"": 7,
+		"":       7,
 		"python": 6, "hostfuncs": 6,
 		"engine/wasmtime": 5,
-		"engine": 4,
-		"wasi": 3, "wasi/memfs": 2, "wasi/errno": 1,
+		"engine":          4,
+		"wasi":            3, "wasi/memfs": 2, "wasi/errno": 1,
 		"server/client": 1, "server/wire": 0,
 	}
 	out, err := exec.Command("go", "list", "-tags", "airlock_wasmtime", "-f", `{{.ImportPath}} {{join .Imports " "}}`, "./...").Output()
