@@ -121,14 +121,7 @@ func TestCXXUncaught(t *testing.T) {
 // A guest misusing the runtime: each way ends as that run's crash or its
 // own clean exit, with the output below; the host carries on.
 func TestCXXMisuse(t *testing.T) {
-	cases := []struct {
-		mode   string
-		args   []string
-		exit   int
-		crash  error  // nil: the guest exits with exit
-		stdout string // exactly
-		stderr string // a prefix
-	}{
+	cases := []misuseCase{
 		{mode: "bad-slot", crash: engine.ErrInvokeTarget},
 		{mode: "null-slot", crash: engine.ErrInvokeTarget},
 		{mode: "wrong-type", crash: engine.ErrInvokeTarget},
@@ -143,68 +136,17 @@ func TestCXXMisuse(t *testing.T) {
 		{mode: "nest", crash: airlock.ErrCrash},
 		{mode: "exit-in-invoke", exit: 7},
 	}
-	for _, eng := range engine.Engines() {
-		t.Run(eng, func(t *testing.T) {
-			for _, c := range cases {
-				res := cxxehRun(t, eng, "misuse", append([]string{c.mode}, c.args...), airlock.Limits{Timeout: time.Minute})
-				name := strings.Join(append([]string{c.mode}, c.args...), " ")
-				if c.crash == nil {
-					if res.Error != nil || res.ExitCode != c.exit {
-						t.Errorf("%s: error %v, exit %d, want %d; stderr %s", name, res.Error, res.ExitCode, c.exit, res.Stderr)
-					}
-				} else if !errors.Is(res.Error, c.crash) || !errors.Is(res.Error, airlock.ErrCrash) {
-					t.Errorf("%s: error %v, want a crash with %v", name, res.Error, c.crash)
-				}
-				if string(res.Stdout) != c.stdout || !strings.HasPrefix(string(res.Stderr), c.stderr) {
-					t.Errorf("%s: stdout %q, want %q; stderr %q, want it to start %q", name, res.Stdout, c.stdout, res.Stderr, c.stderr)
-				}
-			}
-		})
-	}
+	checkMisuse(t, "misuse", cases)
 }
 
 // A guest catching exceptions in a loop forever stops at its deadline.
-func TestCXXCatchForeverTimesOut(t *testing.T) {
-	for _, eng := range engine.Engines() {
-		t.Run(eng, func(t *testing.T) {
-			start := time.Now()
-			res := cxxehRun(t, eng, "misuse", []string{"forever"}, airlock.Limits{Timeout: time.Second})
-			if !errors.Is(res.Error, airlock.ErrTimeout) || time.Since(start) > 20*time.Second {
-				t.Errorf("error %v after %v, want a timeout after ~1s", res.Error, time.Since(start))
-			}
-		})
-	}
-}
+func TestCXXCatchForeverTimesOut(t *testing.T) { checkForeverTimesOut(t, "misuse") }
 
 // BenchmarkCXXInvoke reports, per engine, what a call costs plain, as an
 // invoke_ round trip through the host, and when it throws and is caught
 // (bench.cpp times 100,000 of each inside the guest); the medians of b.N
 // runs, in ns per call.
-func BenchmarkCXXInvoke(b *testing.B) {
-	for _, eng := range engine.Engines() {
-		b.Run(eng, func(b *testing.B) {
-			figures := map[string][]float64{}
-			for range b.N {
-				res := cxxehRun(b, eng, "bench", []string{"100000"}, airlock.Limits{Timeout: 5 * time.Minute})
-				if res.Error != nil || res.ExitCode != 0 {
-					b.Fatalf("error %v, exit %d, stderr %s", res.Error, res.ExitCode, res.Stderr)
-				}
-				for _, line := range strings.Split(strings.TrimSpace(string(res.Stdout)), "\n") {
-					var name string
-					var ns float64
-					if _, err := fmt.Sscanf(line, "%s %g", &name, &ns); err != nil {
-						b.Fatalf("line %q: %v", line, err)
-					}
-					figures[name] = append(figures[name], ns)
-				}
-			}
-			for name, v := range figures {
-				slices.Sort(v)
-				b.ReportMetric(v[len(v)/2], name+"-ns/call")
-			}
-		})
-	}
-}
+func BenchmarkCXXInvoke(b *testing.B) { benchInvokeFigures(b, "bench") }
 
 // libcxxChecks is libcxx.cpp's output: exceptions thrown by libc++'s
 // compiled code, each caught as its type.
@@ -241,6 +183,83 @@ func TestCXXLibcxxThrows(t *testing.T) {
 				if res.Error != nil || res.ExitCode != 0 || string(res.Stdout) != want.String() || len(res.Stderr) != 0 {
 					t.Errorf("%d rounds: error %v, exit %d\nstdout:\n%s\nwant:\n%s\nstderr: %s", rounds, res.Error, res.ExitCode, res.Stdout, want.String(), res.Stderr)
 				}
+			}
+		})
+	}
+}
+
+// misuseCase is a guest program's misuse of exceptions or setjmp and how
+// its run must end.
+type misuseCase struct {
+	mode   string
+	args   []string
+	exit   int
+	crash  error  // nil: the guest exits with exit
+	stdout string // exactly
+	stderr string // a prefix
+}
+
+// checkMisuse runs program with each case's mode on every engine: each
+// ends as that run's crash or its own clean exit, and the host carries on.
+func checkMisuse(t *testing.T, program string, cases []misuseCase) {
+	for _, eng := range engine.Engines() {
+		t.Run(eng, func(t *testing.T) {
+			for _, c := range cases {
+				res := cxxehRun(t, eng, program, append([]string{c.mode}, c.args...), airlock.Limits{Timeout: time.Minute})
+				name := strings.Join(append([]string{c.mode}, c.args...), " ")
+				if c.crash == nil {
+					if res.Error != nil || res.ExitCode != c.exit {
+						t.Errorf("%s: error %v, exit %d, want %d; stderr %s", name, res.Error, res.ExitCode, c.exit, res.Stderr)
+					}
+				} else if !errors.Is(res.Error, c.crash) || !errors.Is(res.Error, airlock.ErrCrash) {
+					t.Errorf("%s: error %v, want a crash with %v", name, res.Error, c.crash)
+				}
+				if string(res.Stdout) != c.stdout || !strings.HasPrefix(string(res.Stderr), c.stderr) {
+					t.Errorf("%s: stdout %q, want %q; stderr %q, want it to start %q", name, res.Stdout, c.stdout, res.Stderr, c.stderr)
+				}
+			}
+		})
+	}
+}
+
+// checkForeverTimesOut runs program's "forever" mode, a loop of throws or
+// longjmps, with a 1 s timeout on every engine: it stops at its deadline.
+func checkForeverTimesOut(t *testing.T, program string) {
+	for _, eng := range engine.Engines() {
+		t.Run(eng, func(t *testing.T) {
+			start := time.Now()
+			res := cxxehRun(t, eng, program, []string{"forever"}, airlock.Limits{Timeout: time.Second})
+			if !errors.Is(res.Error, airlock.ErrTimeout) || time.Since(start) > 20*time.Second {
+				t.Errorf("error %v after %v, want a timeout after ~1s", res.Error, time.Since(start))
+			}
+		})
+	}
+}
+
+// benchInvokeFigures runs program, which times 100,000 calls of each kind
+// inside the guest and prints "NAME NS" lines, b.N times per engine, and
+// reports each figure's median in ns per call.
+func benchInvokeFigures(b *testing.B, program string) {
+	for _, eng := range engine.Engines() {
+		b.Run(eng, func(b *testing.B) {
+			figures := map[string][]float64{}
+			for range b.N {
+				res := cxxehRun(b, eng, program, []string{"100000"}, airlock.Limits{Timeout: 5 * time.Minute})
+				if res.Error != nil || res.ExitCode != 0 {
+					b.Fatalf("error %v, exit %d, stderr %s", res.Error, res.ExitCode, res.Stderr)
+				}
+				for _, line := range strings.Split(strings.TrimSpace(string(res.Stdout)), "\n") {
+					var name string
+					var ns float64
+					if _, err := fmt.Sscanf(line, "%s %g", &name, &ns); err != nil {
+						b.Fatalf("line %q: %v", line, err)
+					}
+					figures[name] = append(figures[name], ns)
+				}
+			}
+			for name, v := range figures {
+				slices.Sort(v)
+				b.ReportMetric(v[len(v)/2], name+"-ns/call")
 			}
 		})
 	}

@@ -1,9 +1,7 @@
 package airlock_test
 
 import (
-	"errors"
 	"fmt"
-	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -69,14 +67,7 @@ func TestSetjmpLongjmp(t *testing.T) {
 // its own clean exit; the host carries on.
 func TestSetjmpLongjmpMisuse(t *testing.T) {
 	const noSetjmp = "longjmp: no active setjmp to return to"
-	cases := []struct {
-		mode   string
-		args   []string
-		exit   int
-		crash  error  // nil: the guest exits with exit
-		stdout string // exactly
-		stderr string // a prefix
-	}{
+	cases := []misuseCase{
 		{mode: "no-setjmp", crash: airlock.ErrCrash, stdout: "before\n", stderr: noSetjmp},
 		{mode: "stale", crash: airlock.ErrCrash, stderr: noSetjmp},
 		// The guest's own load of the jmp_buf past its memory traps.
@@ -88,65 +79,14 @@ func TestSetjmpLongjmpMisuse(t *testing.T) {
 		{mode: "nest", crash: airlock.ErrCrash},
 		{mode: "exit-in-invoke", exit: 7},
 	}
-	for _, eng := range engine.Engines() {
-		t.Run(eng, func(t *testing.T) {
-			for _, c := range cases {
-				res := cxxehRun(t, eng, "sjlj_misuse", append([]string{c.mode}, c.args...), airlock.Limits{Timeout: time.Minute})
-				name := strings.Join(append([]string{c.mode}, c.args...), " ")
-				if c.crash == nil {
-					if res.Error != nil || res.ExitCode != c.exit {
-						t.Errorf("%s: error %v, exit %d, want %d; stderr %s", name, res.Error, res.ExitCode, c.exit, res.Stderr)
-					}
-				} else if !errors.Is(res.Error, c.crash) || !errors.Is(res.Error, airlock.ErrCrash) {
-					t.Errorf("%s: error %v, want a crash with %v", name, res.Error, c.crash)
-				}
-				if string(res.Stdout) != c.stdout || !strings.HasPrefix(string(res.Stderr), c.stderr) {
-					t.Errorf("%s: stdout %q, want %q; stderr %q, want it to start %q", name, res.Stdout, c.stdout, res.Stderr, c.stderr)
-				}
-			}
-		})
-	}
+	checkMisuse(t, "sjlj_misuse", cases)
 }
 
 // A guest longjmping in a loop forever stops at its deadline.
-func TestSetjmpLongjmpForeverTimesOut(t *testing.T) {
-	for _, eng := range engine.Engines() {
-		t.Run(eng, func(t *testing.T) {
-			start := time.Now()
-			res := cxxehRun(t, eng, "sjlj_misuse", []string{"forever"}, airlock.Limits{Timeout: time.Second})
-			if !errors.Is(res.Error, airlock.ErrTimeout) || time.Since(start) > 20*time.Second {
-				t.Errorf("error %v after %v, want a timeout after ~1s", res.Error, time.Since(start))
-			}
-		})
-	}
-}
+func TestSetjmpLongjmpForeverTimesOut(t *testing.T) { checkForeverTimesOut(t, "sjlj_misuse") }
 
 // BenchmarkLongjmp reports, per engine, what a call costs plain, as an
 // invoke_ round trip (its caller has called setjmp), and with a longjmp
 // back to that setjmp every time (sjlj_bench.c times 100,000 of each
 // inside the guest); the medians of b.N runs, in ns per call.
-func BenchmarkLongjmp(b *testing.B) {
-	for _, eng := range engine.Engines() {
-		b.Run(eng, func(b *testing.B) {
-			figures := map[string][]float64{}
-			for range b.N {
-				res := cxxehRun(b, eng, "sjlj_bench", []string{"100000"}, airlock.Limits{Timeout: 5 * time.Minute})
-				if res.Error != nil || res.ExitCode != 0 {
-					b.Fatalf("error %v, exit %d, stderr %s", res.Error, res.ExitCode, res.Stderr)
-				}
-				for _, line := range strings.Split(strings.TrimSpace(string(res.Stdout)), "\n") {
-					var name string
-					var ns float64
-					if _, err := fmt.Sscanf(line, "%s %g", &name, &ns); err != nil {
-						b.Fatalf("line %q: %v", line, err)
-					}
-					figures[name] = append(figures[name], ns)
-				}
-			}
-			for name, v := range figures {
-				slices.Sort(v)
-				b.ReportMetric(v[len(v)/2], name+"-ns/call")
-			}
-		})
-	}
-}
+func BenchmarkLongjmp(b *testing.B) { benchInvokeFigures(b, "sjlj_bench") }
