@@ -55,12 +55,14 @@ type Limits struct {
 // otherwise. It is a function so that no caller can change them for the
 // whole process.
 func DefaultLimits() Limits {
+	d := engine.DefaultLimits()
 	return Limits{
-		Timeout:     10 * time.Second,
-		Memory:      256 << 20,
-		Output:      1 << 20,
-		FSBytes:     64 << 20,
-		FSFiles:     10000,
+		Timeout:     d.Timeout,
+		Memory:      d.Memory,
+		Output:      d.Output,
+		FSBytes:     d.FSBytes,
+		FSFiles:     d.FSFiles,
+		Fuel:        d.Fuel,
 		HostCalls:   1000,
 		HostPayload: 1 << 20,
 	}
@@ -235,11 +237,7 @@ type Result struct {
 }
 
 // File is a file the run left under /home/user.
-type File struct {
-	Path string // absolute guest path
-	Size int64
-	Data []byte
-}
+type File = engine.File
 
 // Option configures New.
 type Option func(*config)

@@ -4,32 +4,35 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/airlock-sandbox/airlock/engine"
 	"github.com/airlock-sandbox/airlock/python"
 )
 
 // Kind names why a run did not complete normally. The strings are part of
-// the CLI and JSON contract.
-type Kind string
+// the CLI and JSON contract. It is package engine's, whose module runs
+// report the same kinds.
+type Kind = engine.Kind
 
 const (
-	KindTimeout        Kind = "timeout"
-	KindMemoryLimit    Kind = "memory_limit"
-	KindOutputLimit    Kind = "output_limit"
-	KindFSQuota        Kind = "fs_quota"
-	KindFuelExhausted  Kind = "fuel_exhausted"
-	KindCrash          Kind = "crash"
-	KindInvalidRequest Kind = "invalid_request"
+	KindTimeout        = engine.KindTimeout
+	KindMemoryLimit    = engine.KindMemoryLimit
+	KindOutputLimit    = engine.KindOutputLimit
+	KindFSQuota        = engine.KindFSQuota
+	KindFuelExhausted  = engine.KindFuelExhausted
+	KindCrash          = engine.KindCrash
+	KindInvalidRequest = engine.KindInvalidRequest
 )
 
-// Sentinels, one per Kind, for errors.Is.
+// Sentinels, one per Kind, for errors.Is: package engine's values, so a
+// module run's errors match them too.
 var (
-	ErrTimeout        = errors.New("airlock: timeout")
-	ErrMemoryLimit    = errors.New("airlock: memory limit")
-	ErrOutputLimit    = errors.New("airlock: output limit")
-	ErrFSQuota        = errors.New("airlock: filesystem quota")
-	ErrFuelExhausted  = errors.New("airlock: fuel exhausted")
-	ErrCrash          = errors.New("airlock: guest crashed")
-	ErrInvalidRequest = errors.New("airlock: invalid request")
+	ErrTimeout        = engine.ErrTimeout
+	ErrMemoryLimit    = engine.ErrMemoryLimit
+	ErrOutputLimit    = engine.ErrOutputLimit
+	ErrFSQuota        = engine.ErrFSQuota
+	ErrFuelExhausted  = engine.ErrFuelExhausted
+	ErrCrash          = engine.ErrCrash
+	ErrInvalidRequest = engine.ErrInvalidRequest
 )
 
 // ErrEngineUnavailable is New's error for an engine this binary lacks.
@@ -56,43 +59,10 @@ var (
 	ErrNoWasmOpt = python.ErrNoWasmOpt
 )
 
-var sentinels = map[Kind]error{
-	KindTimeout:        ErrTimeout,
-	KindMemoryLimit:    ErrMemoryLimit,
-	KindOutputLimit:    ErrOutputLimit,
-	KindFSQuota:        ErrFSQuota,
-	KindFuelExhausted:  ErrFuelExhausted,
-	KindCrash:          ErrCrash,
-	KindInvalidRequest: ErrInvalidRequest,
-}
-
-// Error is how a run that the sandbox ended, or refused, reports why. A
-// guest that exits with a non-zero status is not an Error: see
-// Result.ExitCode.
-//
-// errors.Is matches the Kind's sentinel (ErrTimeout, ...) and the cause;
-// errors.As finds *Error.
-type Error struct {
-	Kind    Kind
-	Message string
-	// Err is the underlying cause, if any (a context error, a trap).
-	Err error
-}
-
-func (e *Error) Error() string {
-	if e.Message == "" {
-		return string(e.Kind)
-	}
-	return fmt.Sprintf("%s: %s", e.Kind, e.Message)
-}
-
-func (e *Error) Unwrap() []error {
-	errs := []error{sentinels[e.Kind]}
-	if e.Err != nil {
-		errs = append(errs, e.Err)
-	}
-	return errs
-}
+// Error is how a run that the sandbox ended, or refused, reports why (see
+// [engine.Error]). A guest that exits with a non-zero status is not an
+// Error: see Result.ExitCode.
+type Error = engine.Error
 
 func newError(kind Kind, cause error, format string, args ...any) *Error {
 	return &Error{Kind: kind, Message: fmt.Sprintf(format, args...), Err: cause}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/airlock-sandbox/airlock/engine"
 	"github.com/airlock-sandbox/airlock/internal/egress"
+	"github.com/airlock-sandbox/airlock/internal/runout"
 	"github.com/airlock-sandbox/airlock/python"
 	"github.com/airlock-sandbox/airlock/wasi"
 	"github.com/airlock-sandbox/airlock/wasi/errno"
@@ -43,17 +44,17 @@ type preparedRun struct {
 // puts on sys.path (mounted in fs).
 func (sb *Sandbox) prepare(ctx context.Context, start time.Time, req *Request, limits Limits, fs *memfs.FS, before func(string) ([]byte, bool), pkgs *packageSet) (*preparedRun, *Error) {
 	r := &preparedRun{start: start, req: req, limits: limits, fs: fs, before: before,
-		stdout: &capWriter{limit: limits.Output}, stderr: &capWriter{limit: limits.Output},
+		stdout: &capWriter{Limit: limits.Output}, stderr: &capWriter{Limit: limits.Output},
 		audit: newRunAudit(start, sb.cfg.canaries, sb.canaryFiles)}
 	if req.OnOutput != nil {
-		r.stdout.onWrite = func(p []byte) { req.OnOutput("stdout", p) }
-		r.stderr.onWrite = func(p []byte) { req.OnOutput("stderr", p) }
+		r.stdout.OnWrite = func(p []byte) { req.OnOutput("stdout", p) }
+		r.stderr.OnWrite = func(p []byte) { req.OnOutput("stderr", p) }
 	}
 	env := sb.artifact.BaseEnv()
 	r.wcfg = wasi.Config{Args: python.Args(), Stdout: r.stdout, Stderr: r.stderr, FS: fs}
 	if req.Deterministic {
 		r.wcfg.Clock = wasi.NewFakeClock()
-		r.wcfg.Random = rand.NewChaCha8(seedBytes(req.Seed))
+		r.wcfg.Random = rand.NewChaCha8(runout.SeedBytes(req.Seed))
 		env = append(env, "PYTHONHASHSEED="+strconv.FormatUint(req.Seed%4294967296, 10))
 	}
 	// Canaries (WithCanaries): their variables under the request's, their
@@ -155,8 +156,8 @@ func (r *preparedRun) execute(ctx context.Context, run func(context.Context) (en
 // result is what the run did, and classify's verdict on how it ended.
 func (r *preparedRun) result(out engine.Outcome, runErr error) (*Result, *Error) {
 	res := &Result{
-		Stdout: r.stdout.buf.Bytes(), Stderr: r.stderr.buf.Bytes(),
-		StdoutTruncated: r.stdout.truncated, StderrTruncated: r.stderr.truncated,
+		Stdout: r.stdout.Buf.Bytes(), Stderr: r.stderr.Buf.Bytes(),
+		StdoutTruncated: r.stdout.Truncated, StderrTruncated: r.stderr.Truncated,
 		ExitCode: int(out.ExitCode), PeakMemory: int64(out.PeakMemory), Fuel: int64(out.Fuel),
 		Phases: Phases(out.Phases),
 	}

@@ -1,11 +1,9 @@
 package airlock
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
-	iofs "io/fs"
 	"path"
 	"slices"
 	"strings"
@@ -14,6 +12,7 @@ import (
 
 	"github.com/airlock-sandbox/airlock/engine"
 	"github.com/airlock-sandbox/airlock/hostfuncs"
+	"github.com/airlock-sandbox/airlock/internal/runout"
 	"github.com/airlock-sandbox/airlock/internal/testenv"
 	"github.com/airlock-sandbox/airlock/python"
 	"github.com/airlock-sandbox/airlock/wasi/memfs"
@@ -43,7 +42,7 @@ type Sandbox struct {
 	// snapshots on, most processes never need it, so it is loaded on the
 	// first run that does (~0.3 s and ~150 MB saved per process).
 	freshOnce sync.Once
-	fresh     *engine.Module
+	fresh     *engine.Compiled
 	freshErr  error
 
 	sessMu         sync.Mutex
@@ -153,7 +152,7 @@ var ErrClosed = errors.New("airlock: sandbox is closed")
 
 // freshModule loads the module that starts an interpreter from scratch,
 // once per Sandbox (engine.Load shares the compiled code in the process).
-func (sb *Sandbox) freshModule(ctx context.Context) (*engine.Module, error) {
+func (sb *Sandbox) freshModule(ctx context.Context) (*engine.Compiled, error) {
 	sb.freshOnce.Do(func() {
 		// Not the run's deadline: a run cancelled while the module loads
 		// must not leave the Sandbox without one for later runs.
@@ -301,16 +300,6 @@ func failed(start time.Time, e *Error) (*Result, error) {
 	return &Result{Error: e, Duration: time.Since(start)}, e
 }
 
-func seedBytes(seed uint64) (b [32]byte) {
-	for i := range 4 {
-		for j := range 8 {
-			b[i*8+j] = byte(seed >> (8 * j))
-		}
-		seed = seed*6364136223846793005 + 1442695040888963407
-	}
-	return b
-}
-
 // classify turns how the engine ended into the run's Error, if any. A limit
 // the guest ran into counts only when the run did not end cleanly: a
 // program that caught MemoryError and exited 0 succeeded.
@@ -329,9 +318,9 @@ func classify(runErr error, out engine.Outcome, fs *memfs.FS, l Limits) *Error {
 		return nil
 	case errors.Is(runErr, engine.ErrFuelExhausted):
 		return newError(KindFuelExhausted, runErr, "the run used up its %d units of fuel", l.Fuel)
-	case errors.Is(runErr, errOutputLimit):
+	case errors.Is(runErr, runout.ErrOutputLimit):
 		return newError(KindOutputLimit, runErr, "output exceeded the %d-byte limit", l.Output)
-	case errors.Is(runErr, engine.ErrMemoryLimit):
+	case errors.Is(runErr, engine.ErrBelowMinMemory):
 		return newError(KindMemoryLimit, runErr, "the %d-byte memory limit is below what Python needs to start", l.Memory)
 	case errors.Is(runErr, engine.ErrInterrupted):
 		if errors.Is(runErr, context.DeadlineExceeded) {
@@ -438,96 +427,13 @@ func placeFiles(fs *memfs.FS, files map[string][]byte) (map[string][]byte, *Erro
 	return inputs, nil
 }
 
-// changedFiles lists regular files under root (/home/user for Python
-// runs, "/" for modules) that are new or whose content differs from
-// before the run: the request's files, or (in a
-// session) the files the session had. A file with several names (hard
-// links) is listed once, under the first name that is new or changed, so
-// the data returned never passes the filesystem's byte quota however many
-// links the guest made. Files under a name longer than a guest path may
-// be (4096 bytes, reachable only through directory handles or by
-// renaming directories into each other) are not listed, as no caller
-// could name them and their paths would cost memory without bound: they
-// are counted in omitted instead, so that none is dropped unsaid.
+// changedFiles lists the files under root that are new or changed since
+// before (runout.ChangedFiles), and how many it had to leave out.
 func changedFiles(fs *memfs.FS, root string, before func(path string) ([]byte, bool)) (out []File, omitted int) {
-	listed := map[*memfs.Inode]bool{}
-	_ = fs.Walk(root, func(p string, n *memfs.Inode) error {
-		if len(p) > memfs.MaxPath {
-			omitted += filesBelow(fs, n, listed)
-			if n.Kind() == memfs.KindDir {
-				return iofs.SkipDir
-			}
-			return nil
-		}
-		if n.Kind() != memfs.KindFile || listed[n] {
-			return nil
-		}
-		data, err := fs.View(p)
-		if err != nil {
-			// Under a byte quota every file reads (memfs counts holes);
-			// should one not, it is counted, not dropped unsaid.
-			listed[n] = true
-			omitted++
-			return nil
-		}
-		if old, ok := before(p); ok && bytes.Equal(old, data) {
-			return nil
-		}
-		listed[n] = true
-		out = append(out, File{Path: p, Size: int64(len(data)), Data: append([]byte{}, data...)})
-		return nil
+	omitted = runout.ChangedFiles(fs, root, before, func(p string, data []byte) {
+		out = append(out, File{Path: p, Size: int64(len(data)), Data: data})
 	})
 	return out, omitted
 }
 
-// filesBelow counts the regular files at or below n not yet in listed,
-// and adds them, without building their paths.
-func filesBelow(fs *memfs.FS, n *memfs.Inode, listed map[*memfs.Inode]bool) int {
-	count := 0
-	stack := []*memfs.Inode{n}
-	for len(stack) > 0 {
-		n := stack[len(stack)-1]
-		stack = stack[:len(stack)-1]
-		switch n.Kind() {
-		case memfs.KindDir:
-			ents, _ := fs.ReadDir(n)
-			for _, e := range ents {
-				stack = append(stack, e.Inode)
-			}
-		case memfs.KindFile:
-			if !listed[n] {
-				listed[n] = true
-				count++
-			}
-		}
-	}
-	return count
-}
-
-// errOutputLimit is the trap a capWriter raises when a stream overflows.
-var errOutputLimit = errors.New("output limit reached")
-
-// capWriter keeps up to limit bytes and fails the write that would pass
-// it, which ends the run at once.
-type capWriter struct {
-	buf       bytes.Buffer
-	limit     int64
-	truncated bool
-	onWrite   func(p []byte) // Request.OnOutput, given what was kept
-}
-
-func (w *capWriter) Write(p []byte) (int, error) {
-	room := w.limit - int64(w.buf.Len())
-	if int64(len(p)) <= room {
-		if w.onWrite != nil && len(p) > 0 {
-			w.onWrite(p)
-		}
-		return w.buf.Write(p)
-	}
-	if w.onWrite != nil && room > 0 {
-		w.onWrite(p[:room])
-	}
-	w.buf.Write(p[:max(room, 0)])
-	w.truncated = true
-	return int(max(room, 0)), errOutputLimit
-}
+type capWriter = runout.CapWriter

@@ -57,8 +57,8 @@ func WithInstancePool(on bool) Option { return func(c *config) { c.unpooled = !o
 
 // snapshotter is a Sandbox's snapshot machinery, nil when off.
 type snapshotter struct {
-	module *engine.Module // the asyncified module, prepared for resuming
-	lean   *baseImage     // the interpreter with the standard library's common modules
+	module *engine.Compiled // the asyncified module, prepared for resuming
+	lean   *baseImage       // the interpreter with the standard library's common modules
 
 	// The full image: the lean one's spec with fullImports imported too,
 	// made on first need (fullImage), for code that imports any of them.

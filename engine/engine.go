@@ -1,13 +1,16 @@
-// Package engine runs WASI modules: it compiles a module once per process
-// (with an on-disk cache across processes), and gives every run a fresh
-// instance with its own memory cap, closed when the run ends.
+// Package engine runs any WASI preview1 command module with the sandbox's
+// isolation and limits: [LoadModule] compiles it once per process (with an
+// on-disk cache across processes), and every [Module.Run] gets a fresh
+// instance, a memory-only filesystem, no sockets, a deadline and memory,
+// output and filesystem caps, and reports a [Result] whose [Error] has a
+// [Kind]. Package [github.com/airlock-sandbox/airlock] runs Python on top
+// of it and reports with the same kinds and errors.
 //
 // The package is the only place that knows the WebAssembly runtimes
 // (wazero; wasmtime from package [github.com/airlock-sandbox/airlock/engine/wasmtime],
-// in builds with -tags airlock_wasmtime; both behind the Code and Instance
-// interfaces of instance.go); callers see [Module] ([Load], [Module.Run])
-// and [RunSpec], and host functions come from package
-// [github.com/airlock-sandbox/airlock/wasi].
+// in builds with -tags airlock_wasmtime). Below LoadModule, the Python
+// sandbox uses [Compiled] ([Load], [Compiled.Run]) and [RunSpec], whose
+// host functions come from package [github.com/airlock-sandbox/airlock/wasi].
 package engine
 
 import (
@@ -21,9 +24,9 @@ import (
 
 // Errors a run can end with besides the guest's own exit.
 var (
-	// ErrMemoryLimit: the module needs more memory than the run's cap allows
+	// ErrBelowMinMemory: the module needs more memory than the run's cap allows
 	// at instantiation.
-	ErrMemoryLimit = errors.New("engine: memory limit below the module's minimum")
+	ErrBelowMinMemory = errors.New("engine: memory limit below the module's minimum")
 	// ErrInterrupted: the run's context ended (deadline or cancel) and the
 	// guest was stopped. It wraps the context's error too.
 	ErrInterrupted = errors.New("engine: run interrupted")
@@ -68,9 +71,9 @@ type Options struct {
 	Entry []string
 }
 
-// Module is a compiled WASI program, shared by every Sandbox in the process
+// Compiled is a compiled WASI program, shared by every Sandbox in the process
 // that loads the same bytes with the same cache directory.
-type Module struct {
+type Compiled struct {
 	key    string
 	code   Code // the engine's (wazero.go, package wasmtime)
 	minMem uint64
@@ -83,7 +86,7 @@ type Module struct {
 
 var (
 	loadedMu sync.Mutex
-	loaded   = map[string]*Module{}
+	loaded   = map[string]*Compiled{}
 )
 
 // Load compiles wasm, or returns the process's already compiled copy.
@@ -91,13 +94,13 @@ var (
 // # Errors
 // A module that does not decode or validate, or a cache directory that
 // cannot be created.
-func Load(ctx context.Context, wasm []byte, opts Options) (*Module, error) {
+func Load(ctx context.Context, wasm []byte, opts Options) (*Compiled, error) {
 	return load(ctx, sourceOf(wasm), opts)
 }
 
 // load is Load of a module whose bytes are read only if this process has
 // not compiled it yet (prepared.go).
-func load(ctx context.Context, src source, opts Options) (*Module, error) {
+func load(ctx context.Context, src source, opts Options) (*Compiled, error) {
 	digest := src.digest
 	name, err := engineName(opts.Engine)
 	if err != nil {
@@ -122,13 +125,13 @@ func load(ctx context.Context, src source, opts Options) (*Module, error) {
 	if err != nil {
 		return nil, err
 	}
-	m := &Module{key: key, code: c, minMem: c.MinMemory(), refs: 1}
+	m := &Compiled{key: key, code: c, minMem: c.MinMemory(), refs: 1}
 	loaded[key] = m
 	return m, nil
 }
 
 // Close releases this reference; the last one frees the compiled code.
-func (m *Module) Close(ctx context.Context) error {
+func (m *Compiled) Close(ctx context.Context) error {
 	loadedMu.Lock()
 	defer loadedMu.Unlock()
 	m.refs--
@@ -187,10 +190,10 @@ type Outcome struct {
 //
 // # Errors
 // nil when the guest exited (by returning or proc_exit); ErrInterrupted
-// (wrapping ctx.Err()) when ctx ended first; ErrMemoryLimit when the cap is
+// (wrapping ctx.Err()) when ctx ended first; ErrBelowMinMemory when the cap is
 // below the module's minimum memory; the error a host function trapped with
 // (an output limit, say); *TrapError for a guest crash.
-func (m *Module) Run(ctx context.Context, spec RunSpec) (Outcome, error) {
+func (m *Compiled) Run(ctx context.Context, spec RunSpec) (Outcome, error) {
 	limit, err := m.memoryCap(spec.MemoryLimit, nil)
 	if err != nil {
 		return Outcome{MemoryLimitHit: true}, err
@@ -198,7 +201,7 @@ func (m *Module) Run(ctx context.Context, spec RunSpec) (Outcome, error) {
 	r := &RunState{ctx: ctx, wasi: spec.WASI}
 	inst, err := m.code.Start(ctx, r, spec, limit, nil)
 	if err != nil {
-		return Outcome{MemoryLimitHit: errors.Is(err, ErrMemoryLimit)}, err
+		return Outcome{MemoryLimitHit: errors.Is(err, ErrBelowMinMemory)}, err
 	}
 	defer inst.Close()
 	err = inst.Call("_start")
@@ -206,4 +209,4 @@ func (m *Module) Run(ctx context.Context, spec RunSpec) (Outcome, error) {
 }
 
 // exportsFunction tells whether the module exports a function by name.
-func (m *Module) exportsFunction(name string) bool { return m.code.ExportsFunction(name) }
+func (m *Compiled) exportsFunction(name string) bool { return m.code.ExportsFunction(name) }

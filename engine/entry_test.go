@@ -37,7 +37,7 @@ def f():
 print(id(f), flush=True)`
 
 // captureEntry captures entryGuest and sets the image's entry point to f.
-func captureEntry(t *testing.T, m *engine.Module) *engine.Image {
+func captureEntry(t *testing.T, m *engine.Compiled) *engine.Image {
 	t.Helper()
 	var out bytes.Buffer
 	st := enginetest.StateArgs([]string{"python", "-i", "-c", entryGuest}, nil, &out)

@@ -5,15 +5,36 @@ import (
 	"context"
 	"fmt"
 	"log"
+	"time"
 
 	"github.com/airlock-sandbox/airlock/engine"
 	"github.com/airlock-sandbox/airlock/wasi"
 )
 
 // Any WASI module runs with the sandbox's isolation: compiled once, a
-// fresh instance per run with its own memory cap, the WASI world of
-// package wasi and nothing else of the host.
+// fresh instance per run, a memory-only filesystem and the run's limits.
 func Example() {
+	ctx := context.Background()
+	mod, err := engine.LoadModule(ctx, "hello.wasm", helloModule("hello from a fresh instance\n"), engine.ModuleOptions{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer mod.Close(ctx)
+
+	res, err := mod.Run(ctx, engine.ModuleRequest{Limits: engine.Limits{Timeout: time.Second, Memory: 1 << 20}})
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Printf("%s", res.Stdout)
+	fmt.Println("exit", res.ExitCode)
+	// Output:
+	// hello from a fresh instance
+	// exit 0
+}
+
+// Below LoadModule, a compiled module runs with the WASI world of package
+// wasi and nothing else of the host.
+func ExampleLoad() {
 	ctx := context.Background()
 	mod, err := engine.Load(ctx, helloModule("hello from a fresh instance\n"), engine.Options{Engine: engine.EngineWazero})
 	if err != nil {

@@ -2,7 +2,7 @@ package engine
 
 // LoopChecked tells tests whether m's loops check the interrupt global
 // (rather than relying on wazero closing the instance).
-func LoopChecked(m *Module) bool { c, ok := m.code.(*wzCode); return ok && c.interrupt }
+func LoopChecked(m *Compiled) bool { c, ok := m.code.(*wzCode); return ok && c.interrupt }
 
 // KeptRewrite is one rewrite Load or LoadResumable keeps, applied now.
 type KeptRewrite struct{ Name, Input, Output string }

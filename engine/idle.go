@@ -5,7 +5,7 @@ package engine
 // made ahead from it. Each is a whole reservation (length = capacity);
 // they share the image's unchanged pages, and PrivateBytes tells what each
 // holds of its own.
-func (m *Module) IdleRegions(img *Image) [][]byte {
+func (m *Compiled) IdleRegions(img *Image) [][]byte {
 	img.closes.wait() // the regions runs just ended give back
 	var out [][]byte
 	img.poolMu.Lock()

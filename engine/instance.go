@@ -102,12 +102,12 @@ func (r *RunState) CallError(err error) error {
 	return err
 }
 
-// memoryCap is a run's memory cap in whole pages, or ErrMemoryLimit when
+// memoryCap is a run's memory cap in whole pages, or ErrBelowMinMemory when
 // that is below the module's minimum or img's size.
-func (m *Module) memoryCap(limit uint64, img *Image) (uint64, error) {
+func (m *Compiled) memoryCap(limit uint64, img *Image) (uint64, error) {
 	limit &^= PageSize - 1
 	if limit < m.minMem || img != nil && limit < uint64(img.Len()) {
-		return 0, ErrMemoryLimit
+		return 0, ErrBelowMinMemory
 	}
 	return limit, nil
 }

@@ -57,7 +57,7 @@ var (
 // # Errors
 // ErrNotPrecompiled when m has none; ErrChecksum-like mismatch as
 // ErrPrecompiled; w's error.
-func (m *Module) WritePrecompiled(w io.Writer) error {
+func (m *Compiled) WritePrecompiled(w io.Writer) error {
 	c, ok := m.code.(*wzCode)
 	if !ok || c.marker == "" {
 		return ErrNotPrecompiled

@@ -69,7 +69,7 @@ const (
 	unwindPages = 2
 )
 
-// resumable is what a Module loaded by LoadResumable knows besides its code.
+// resumable is what a Compiled loaded by LoadResumable knows besides its code.
 type resumable struct {
 	// segments returns the emptied active data segments: read again from
 	// the module only for a Capture, which few processes make.
@@ -146,7 +146,7 @@ func prepareResumable(wasm []byte, entry []string) ([]byte, resumableMeta, error
 //
 // # Errors
 // As Load; ErrNotResumable for a module without asyncify's exports.
-func LoadResumable(ctx context.Context, wasm []byte, opts Options) (*Module, error) {
+func LoadResumable(ctx context.Context, wasm []byte, opts Options) (*Compiled, error) {
 	in := sourceOf(wasm)
 	return LoadResumableFrom(ctx, in.digest, in.bytes, opts)
 }
@@ -155,7 +155,7 @@ func LoadResumable(ctx context.Context, wasm []byte, opts Options) (*Module, err
 // (checked by the caller's record), its bytes read only if the process
 // needs them: to rewrite or compile it, or to Capture an image. With the
 // rewrites, the compiled code and the image in the cache it needs none.
-func LoadResumableFrom(ctx context.Context, digest string, read func() ([]byte, error), opts Options) (*Module, error) {
+func LoadResumableFrom(ctx context.Context, digest string, read func() ([]byte, error), opts Options) (*Compiled, error) {
 	in := source{digest: digest, bytes: read}
 	prepared, meta, err := resumableRewrite(opts.Entry).run(opts.CacheDir, in)
 	if err != nil {
@@ -304,7 +304,7 @@ func (p *pausePoint) unwind(s *wasi.State, caller Instance) error {
 		// where memory.size says), so later pauses reuse them.
 		old, ok := caller.Grow(unwindPages)
 		if !ok {
-			return fmt.Errorf("engine: snapshot: no room for the unwind buffer: %w", ErrMemoryLimit)
+			return fmt.Errorf("engine: snapshot: no room for the unwind buffer: %w", ErrBelowMinMemory)
 		}
 		p.buffer = old * PageSize
 	}
@@ -331,7 +331,7 @@ func (p *pausePoint) unwind(s *wasi.State, caller Instance) error {
 // ErrNotResumable for a module not loaded by LoadResumable; ErrNoPausePoint
 // when the guest exits (or returns) first; ErrPausedWithOpenFiles; any
 // error Run reports.
-func (m *Module) Capture(ctx context.Context, spec RunSpec) (*Image, error) {
+func (m *Compiled) Capture(ctx context.Context, spec RunSpec) (*Image, error) {
 	if m.snap == nil {
 		return nil, ErrNotResumable
 	}
@@ -407,8 +407,8 @@ func (img *Image) Close() {
 // Resume runs a fresh instance from img: the guest continues at the read
 // of stdin it was paused in, reading spec's WASI state from then on.
 // Outcome and errors are as for Run; the image's memory counts against the
-// run's memory cap (ErrMemoryLimit when the cap is below it).
-func (m *Module) Resume(ctx context.Context, img *Image, spec RunSpec) (Outcome, error) {
+// run's memory cap (ErrBelowMinMemory when the cap is below it).
+func (m *Compiled) Resume(ctx context.Context, img *Image, spec RunSpec) (Outcome, error) {
 	if m.snap == nil {
 		return Outcome{}, ErrNotResumable
 	}
@@ -424,7 +424,7 @@ func (m *Module) Resume(ctx context.Context, img *Image, spec RunSpec) (Outcome,
 	began := time.Now()
 	inst, err := m.code.Start(ctx, r, spec, limit, img)
 	if err != nil {
-		return Outcome{MemoryLimitHit: errors.Is(err, ErrMemoryLimit)}, err
+		return Outcome{MemoryLimitHit: errors.Is(err, ErrBelowMinMemory)}, err
 	}
 	closed := false
 	defer func() {
@@ -483,7 +483,7 @@ type Phases struct {
 
 // paused takes the instance's state as an Image, once the guest has
 // returned from its entry or from an unwind (which it finishes).
-func (m *Module) paused(inst Instance, p *pausePoint) (*Image, error) {
+func (m *Compiled) paused(inst Instance, p *pausePoint) (*Image, error) {
 	if !p.entered {
 		if err := inst.Call("asyncify_stop_unwind"); err != nil {
 			return nil, fmt.Errorf("engine: snapshot: stop unwind: %w", err)
@@ -563,14 +563,14 @@ func u32At(b []byte, off int) (uint32, bool) {
 
 // Enters tells whether m exports Options.Entry's functions, so that its
 // images can resume at an entry point (Image.Entry).
-func (m *Module) Enters() bool { return m.snap != nil && len(m.snap.entry) > 0 }
+func (m *Compiled) Enters() bool { return m.snap != nil && len(m.snap.entry) > 0 }
 
 // enter puts img's state into a new instance and calls its entry point:
 // the module's entry functions in turn, the last with img.Entry. A
 // return (the guest neither exited nor trapped) is a pause in a run that
 // pauses (spec.PauseWhen, which is not asked), else an error: a run from
 // an entry point ends by exiting.
-func (m *Module) enter(inst Instance, img *Image, p *pausePoint, spec RunSpec) error {
+func (m *Compiled) enter(inst Instance, img *Image, p *pausePoint, spec RunSpec) error {
 	if len(m.snap.entry) == 0 {
 		return ErrNoEntry
 	}
@@ -627,7 +627,7 @@ func onlyStdioOpen(s *wasi.State) error {
 
 // rewind puts img's state into a new instance (its memory, once grown,
 // is the image's: see Code.Start) and starts asyncify's rewind.
-func (m *Module) rewind(inst Instance, img *Image, ws *wasi.State) error {
+func (m *Compiled) rewind(inst Instance, img *Image, ws *wasi.State) error {
 	if err := m.restore(inst, img, ws); err != nil {
 		return err
 	}
@@ -636,11 +636,11 @@ func (m *Module) rewind(inst Instance, img *Image, ws *wasi.State) error {
 
 // restore puts img's memory (see Code.Start) and globals into a new
 // instance, and fills its fresh range from ws's random source.
-func (m *Module) restore(inst Instance, img *Image, ws *wasi.State) error {
+func (m *Compiled) restore(inst Instance, img *Image, ws *wasi.State) error {
 	pages := uint32(img.Len() / PageSize)
 	if cur := uint32(len(inst.Memory()) / PageSize); cur < pages {
 		if _, ok := inst.Grow(pages - cur); !ok {
-			return ErrMemoryLimit
+			return ErrBelowMinMemory
 		}
 	}
 	for i, name := range m.snap.globals {

@@ -37,7 +37,7 @@ func TestResumeLimits(t *testing.T) {
 	if o, err, s := run("print('resumed')", 256<<20); err != nil || o.ExitCode != 0 || s != "resumed\n" {
 		t.Fatalf("resume: %v %+v %q", err, o, s)
 	}
-	if _, err, _ := run("pass", uint64(len(img.Memory))-65536); !errors.Is(err, engine.ErrMemoryLimit) {
+	if _, err, _ := run("pass", uint64(len(img.Memory))-65536); !errors.Is(err, engine.ErrBelowMinMemory) {
 		t.Fatalf("cap below the image: err = %v", err)
 	}
 	o, _, s := run("b = bytearray(300 << 20)", 64<<20)

@@ -407,8 +407,8 @@ var (
 // reported to notice (when not nil), discarded and replaced.
 //
 // # Errors
-// A capture that fails (see engine.Module.Capture).
-func Snapshot(ctx context.Context, mod *engine.Module, spec ImageSpec, cacheDir string, notice io.Writer) (*engine.Image, error) {
+// A capture that fails (see engine.Compiled.Capture).
+func Snapshot(ctx context.Context, mod *engine.Compiled, spec ImageSpec, cacheDir string, notice io.Writer) (*engine.Image, error) {
 	key := spec.Key()
 	imagesMu.Lock()
 	defer imagesMu.Unlock()
@@ -423,7 +423,7 @@ func Snapshot(ctx context.Context, mod *engine.Module, spec ImageSpec, cacheDir 
 	return img, nil
 }
 
-func loadOrCapture(ctx context.Context, mod *engine.Module, spec ImageSpec, cacheDir string, notice io.Writer) (*engine.Image, error) {
+func loadOrCapture(ctx context.Context, mod *engine.Compiled, spec ImageSpec, cacheDir string, notice io.Writer) (*engine.Image, error) {
 	key := spec.Key()
 	path := ""
 	if cacheDir != "" {
@@ -486,8 +486,8 @@ const entryDevice = "/dev/airlock-entry"
 
 // Capture starts the prelude in spec's snapshot environment and returns
 // the image of it paused in the interactive loop's first read, with the
-// prelude's entry point when mod can call it (engine.Module.Enters).
-func Capture(ctx context.Context, mod *engine.Module, spec ImageSpec) (*engine.Image, error) {
+// prelude's entry point when mod can call it (engine.Compiled.Enters).
+func Capture(ctx context.Context, mod *engine.Compiled, spec ImageSpec) (*engine.Image, error) {
 	fs, err := spec.fs()
 	if err != nil {
 		return nil, fmt.Errorf("python: snapshot: %w", err)

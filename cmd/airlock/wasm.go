@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/airlock-sandbox/airlock"
+	"github.com/airlock-sandbox/airlock/engine"
 	"github.com/airlock-sandbox/airlock/python"
 	"github.com/airlock-sandbox/airlock/server"
 	"github.com/airlock-sandbox/airlock/server/wire"
@@ -54,7 +55,7 @@ func cmdWasm(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 	if err != nil {
 		return exitUsage, argFileError("", err)
 	}
-	req := airlock.ModuleRequest{Args: fs.Args()[1:], Limits: limits.limits(), Deterministic: *deterministic, Seed: *seed, Env: map[string]string{}}
+	req := engine.ModuleRequest{Args: fs.Args()[1:], Limits: moduleLimits(limits.limits()), Deterministic: *deterministic, Seed: *seed, Env: map[string]string{}}
 	for _, kv := range env {
 		k, v, ok := strings.Cut(kv, "=")
 		if !ok || k == "" {
@@ -73,22 +74,22 @@ func cmdWasm(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 			}
 			return exitUsage, argFileError("--dir", err)
 		}
-		req.Dirs = append(req.Dirs, airlock.Dir{Host: host, Guest: guest})
+		req.Dirs = append(req.Dirs, engine.Dir{Host: host, Guest: guest})
 	}
 	if req.Stdin, err = readStdinFlag(*stdinFile, stdin); err != nil {
 		return stdinFlagStatus(err), err
 	}
-	opts := []airlock.Option{airlock.WithNotice(stderr)}
-	if *engineName != "" {
-		opts = append(opts, airlock.WithEngine(*engineName))
-	}
+	opts := engine.ModuleOptions{Notice: stderr, Engine: *engineName}
 	if *cacheDir == "" {
 		*cacheDir = os.Getenv(python.EnvCacheDir)
 	}
-	if *cacheDir != "" {
-		opts = append(opts, airlock.WithCacheDir(*cacheDir))
+	if *cacheDir == "" {
+		if *cacheDir, err = python.CacheDir(); err != nil {
+			return 1, err
+		}
 	}
-	mod, err := airlock.LoadModule(ctx, filepath.Base(file), wasm, opts...)
+	opts.CacheDir = python.CompiledDir(*cacheDir)
+	mod, err := engine.LoadModule(ctx, filepath.Base(file), wasm, opts)
 	if err != nil {
 		return 1, err
 	}
@@ -96,11 +97,30 @@ func cmdWasm(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 	if !*asJSON {
 		req.OnOutput = streamTo(stdout, stderr)
 	}
-	res, _ := mod.Run(ctx, req) // the error is res.Error, which report prints
+	mres, _ := mod.Run(ctx, req) // the error is res.Error, which report prints
+	res := moduleResult(mres)
 	return report(server.NewResult(res, wire.Python{Build: "wasm module " + filepath.Base(file), SHA256: sha256Hex(wasm)}, false), res.Files, outFiles{*outDir, "/"}, *asJSON, !*asJSON, stdout, stderr), nil
 }
 
 func sha256Hex(b []byte) string {
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:])
+}
+
+// moduleLimits are the run's limits that apply to a module (host calls do
+// not: a module gets no host functions).
+func moduleLimits(l airlock.Limits) engine.Limits {
+	return engine.Limits{Timeout: l.Timeout, Memory: l.Memory, Output: l.Output, FSBytes: l.FSBytes, FSFiles: l.FSFiles, Fuel: l.Fuel}
+}
+
+// moduleResult is a module run's result in the shape report prints and
+// the JSON carries for Python runs.
+func moduleResult(r *engine.Result) *airlock.Result {
+	return &airlock.Result{
+		Stdout: r.Stdout, Stderr: r.Stderr,
+		StdoutTruncated: r.StdoutTruncated, StderrTruncated: r.StderrTruncated,
+		ExitCode: r.ExitCode, Error: r.Error, Duration: r.Duration,
+		Files: r.Files, FilesOmitted: r.FilesOmitted,
+		PeakMemory: r.PeakMemory, Fuel: r.Fuel,
+	}
 }

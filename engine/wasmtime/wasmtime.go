@@ -378,7 +378,7 @@ func (i *wtInstance) load(img *engine.Image) error {
 	pages := uint32(img.Len() / engine.PageSize)
 	if cur := uint32(len(i.Memory()) / engine.PageSize); cur < pages {
 		if _, ok := i.Grow(pages - cur); !ok {
-			return engine.ErrMemoryLimit
+			return engine.ErrBelowMinMemory
 		}
 	}
 	if !i.mem.pooled() {

@@ -18,7 +18,7 @@ import (
 // An image is engine-neutral: captured on either engine, it resumes on both.
 func TestImageRestoresOnBothEngines(t *testing.T) {
 	ctx := context.Background()
-	mods := map[string]*engine.Module{
+	mods := map[string]*engine.Compiled{
 		engine.EngineWazero:   resumableOn(t, engine.EngineWazero),
 		engine.EngineWasmtime: resumableOn(t, engine.EngineWasmtime),
 	}
@@ -100,7 +100,7 @@ func TestWasmtimeUnmetered(t *testing.T) {
 // too resumes on both engines, whichever engine paused it.
 func TestDeltaImagesAcrossEngines(t *testing.T) {
 	ctx := context.Background()
-	mods := map[string]*engine.Module{
+	mods := map[string]*engine.Compiled{
 		engine.EngineWazero:   resumableOn(t, engine.EngineWazero),
 		engine.EngineWasmtime: resumableOn(t, engine.EngineWasmtime),
 	}

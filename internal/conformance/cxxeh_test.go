@@ -51,10 +51,11 @@ func cxxehProgram(t testing.TB, name string) []byte {
 	return wasm
 }
 
-func cxxehRun(t testing.TB, eng, name string, args []string, limits airlock.Limits) *airlock.Result {
+func cxxehRun(t testing.TB, eng, name string, args []string, limits engine.Limits) *engine.Result {
 	t.Helper()
-	opts := append(moduleCacheOpts(), airlock.WithEngine(eng))
-	res, err := airlock.RunModule(context.Background(), name+".wasm", cxxehProgram(t, name), airlock.ModuleRequest{Args: args, Limits: limits}, opts...)
+	opts := moduleCacheOpts()
+	opts.Engine = eng
+	res, err := engine.RunModule(context.Background(), name+".wasm", cxxehProgram(t, name), engine.ModuleRequest{Args: args, Limits: limits}, opts)
 	if res == nil {
 		t.Fatalf("%s %v on %s: no result: %v", name, args, eng, err)
 	}
@@ -89,7 +90,7 @@ func TestCXXExceptions(t *testing.T) {
 	for _, eng := range engine.Engines() {
 		t.Run(eng, func(t *testing.T) {
 			for _, rounds := range []int{1, 2000} {
-				res := cxxehRun(t, eng, "exceptions", []string{fmt.Sprint(rounds)}, airlock.Limits{Timeout: 10 * time.Minute})
+				res := cxxehRun(t, eng, "exceptions", []string{fmt.Sprint(rounds)}, engine.Limits{Timeout: 10 * time.Minute})
 				var want strings.Builder
 				for _, c := range cxxehChecks {
 					want.WriteString(c + ": ok\n")
@@ -108,7 +109,7 @@ func TestCXXExceptions(t *testing.T) {
 func TestCXXUncaught(t *testing.T) {
 	for _, eng := range engine.Engines() {
 		t.Run(eng, func(t *testing.T) {
-			res := cxxehRun(t, eng, "uncaught", nil, airlock.Limits{})
+			res := cxxehRun(t, eng, "uncaught", nil, engine.Limits{})
 			wantOut := "before\nguard inner destroyed\nguard outer destroyed\n"
 			wantErr := "libc++abi: terminating due to uncaught exception of type std::runtime_error: nobody catches this\n"
 			if !errors.Is(res.Error, airlock.ErrCrash) || string(res.Stdout) != wantOut || string(res.Stderr) != wantErr {
@@ -174,7 +175,7 @@ func TestCXXLibcxxThrows(t *testing.T) {
 		t.Run(eng, func(t *testing.T) {
 			for _, rounds := range []int{1, 500} {
 				// 64 MiB: the 1.5 GB string cannot be had.
-				res := cxxehRun(t, eng, "libcxx", []string{fmt.Sprint(rounds)}, airlock.Limits{Timeout: 10 * time.Minute, Memory: 64 << 20})
+				res := cxxehRun(t, eng, "libcxx", []string{fmt.Sprint(rounds)}, engine.Limits{Timeout: 10 * time.Minute, Memory: 64 << 20})
 				var want strings.Builder
 				for _, c := range libcxxChecks {
 					want.WriteString(c + ": ok\n")
@@ -205,7 +206,7 @@ func checkMisuse(t *testing.T, program string, cases []misuseCase) {
 	for _, eng := range engine.Engines() {
 		t.Run(eng, func(t *testing.T) {
 			for _, c := range cases {
-				res := cxxehRun(t, eng, program, append([]string{c.mode}, c.args...), airlock.Limits{Timeout: time.Minute})
+				res := cxxehRun(t, eng, program, append([]string{c.mode}, c.args...), engine.Limits{Timeout: time.Minute})
 				name := strings.Join(append([]string{c.mode}, c.args...), " ")
 				if c.crash == nil {
 					if res.Error != nil || res.ExitCode != c.exit {
@@ -228,7 +229,7 @@ func checkForeverTimesOut(t *testing.T, program string) {
 	for _, eng := range engine.Engines() {
 		t.Run(eng, func(t *testing.T) {
 			start := time.Now()
-			res := cxxehRun(t, eng, program, []string{"forever"}, airlock.Limits{Timeout: time.Second})
+			res := cxxehRun(t, eng, program, []string{"forever"}, engine.Limits{Timeout: time.Second})
 			if !errors.Is(res.Error, airlock.ErrTimeout) || time.Since(start) > 20*time.Second {
 				t.Errorf("error %v after %v, want a timeout after ~1s", res.Error, time.Since(start))
 			}
@@ -244,7 +245,7 @@ func benchInvokeFigures(b *testing.B, program string) {
 		b.Run(eng, func(b *testing.B) {
 			figures := map[string][]float64{}
 			for range b.N {
-				res := cxxehRun(b, eng, program, []string{"100000"}, airlock.Limits{Timeout: 5 * time.Minute})
+				res := cxxehRun(b, eng, program, []string{"100000"}, engine.Limits{Timeout: 5 * time.Minute})
 				if res.Error != nil || res.ExitCode != 0 {
 					b.Fatalf("error %v, exit %d, stderr %s", res.Error, res.ExitCode, res.Stderr)
 				}

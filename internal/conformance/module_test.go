@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/airlock-sandbox/airlock"
+	"github.com/airlock-sandbox/airlock/engine"
 	"github.com/airlock-sandbox/airlock/internal/testenv"
 	"github.com/airlock-sandbox/airlock/python"
 )
@@ -68,27 +69,28 @@ func (w wasmModule) encode() []byte {
 // exitWith is a _start body calling the first import, proc_exit, with code.
 func exitWith(code byte) []byte { return []byte{0x41, code, 0x10, 0} }
 
-func moduleCacheOpts() []airlock.Option {
+// moduleCacheOpts keep the compiled modules where the suite's cache is.
+func moduleCacheOpts() engine.ModuleOptions {
 	if dir := testenv.FromEnv().CacheDir; dir != "" {
-		return []airlock.Option{airlock.WithCacheDir(dir)}
+		return engine.ModuleOptions{CacheDir: python.CompiledDir(dir)}
 	}
-	return nil
+	return engine.ModuleOptions{}
 }
 
 func TestModuleExitAndRefusals(t *testing.T) {
 	ctx := context.Background()
-	run := func(t *testing.T, w wasmModule, req airlock.ModuleRequest) (*airlock.Result, error) {
+	run := func(t *testing.T, w wasmModule, req engine.ModuleRequest) (*engine.Result, error) {
 		t.Helper()
-		return airlock.RunModule(ctx, "t.wasm", w.encode(), req, moduleCacheOpts()...)
+		return engine.RunModule(ctx, "t.wasm", w.encode(), req, moduleCacheOpts())
 	}
 	t.Run("exit code", func(t *testing.T) {
-		res, err := run(t, wasmModule{imports: []string{"proc_exit"}, start: exitWith(7), memMin: 1}, airlock.ModuleRequest{})
+		res, err := run(t, wasmModule{imports: []string{"proc_exit"}, start: exitWith(7), memMin: 1}, engine.ModuleRequest{})
 		if err != nil || res.ExitCode != 7 {
 			t.Fatalf("err %v, exit %d; want nil, 7", err, res.ExitCode)
 		}
 	})
 	t.Run("returning from _start is exit 0", func(t *testing.T) {
-		res, err := run(t, wasmModule{memMin: 1}, airlock.ModuleRequest{})
+		res, err := run(t, wasmModule{memMin: 1}, engine.ModuleRequest{})
 		if err != nil || res.ExitCode != 0 {
 			t.Fatalf("err %v, exit %d", err, res.ExitCode)
 		}
@@ -106,29 +108,29 @@ func TestModuleExitAndRefusals(t *testing.T) {
 	}
 	for _, tc := range refused {
 		t.Run("refused: "+tc.name, func(t *testing.T) {
-			_, err := run(t, tc.w, airlock.ModuleRequest{})
+			_, err := run(t, tc.w, engine.ModuleRequest{})
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("err %v; want one naming %q", err, tc.want)
 			}
-			if tc.imports != errors.Is(err, airlock.ErrModuleImports) {
+			if tc.imports != errors.Is(err, engine.ErrModuleImports) {
 				t.Fatalf("errors.Is(%v, ErrModuleImports) is wrong", err)
 			}
 		})
 	}
 	t.Run("refused: not a module", func(t *testing.T) {
-		if _, err := airlock.RunModule(ctx, "x", []byte("#!/bin/sh\nrm -rf /\n"), airlock.ModuleRequest{}); err == nil {
+		if _, err := engine.RunModule(ctx, "x", []byte("#!/bin/sh\nrm -rf /\n"), engine.ModuleRequest{}, engine.ModuleOptions{}); err == nil {
 			t.Fatal("a shell script loaded as a module")
 		}
 	})
 	t.Run("a guest trap is a crash", func(t *testing.T) {
-		res, err := run(t, wasmModule{start: []byte{0x00}, memMin: 1}, airlock.ModuleRequest{}) // unreachable
+		res, err := run(t, wasmModule{start: []byte{0x00}, memMin: 1}, engine.ModuleRequest{}) // unreachable
 		if err == nil || res.Error.Kind != airlock.KindCrash || !strings.Contains(res.Error.Message, "unreachable") {
 			t.Fatalf("err %v; want a crash naming the trap", err)
 		}
 	})
 	t.Run("an endless loop ends at the deadline", func(t *testing.T) {
 		start := time.Now()
-		res, err := run(t, wasmModule{start: []byte{0x03, 0x40, 0x0c, 0, 0x0b}, memMin: 1}, airlock.ModuleRequest{Limits: airlock.Limits{Timeout: 200 * time.Millisecond}})
+		res, err := run(t, wasmModule{start: []byte{0x03, 0x40, 0x0c, 0, 0x0b}, memMin: 1}, engine.ModuleRequest{Limits: engine.Limits{Timeout: 200 * time.Millisecond}})
 		if err == nil || res.Error.Kind != airlock.KindTimeout {
 			t.Fatalf("err %v; want a timeout", err)
 		}
@@ -137,33 +139,33 @@ func TestModuleExitAndRefusals(t *testing.T) {
 		}
 	})
 	t.Run("memory limit below the module's minimum", func(t *testing.T) {
-		res, err := run(t, wasmModule{memMin: 40}, airlock.ModuleRequest{Limits: airlock.Limits{Memory: 1 << 20}})
+		res, err := run(t, wasmModule{memMin: 40}, engine.ModuleRequest{Limits: engine.Limits{Memory: 1 << 20}})
 		if err == nil || res.Error.Kind != airlock.KindMemoryLimit || !strings.Contains(res.Error.Message, "minimum") {
 			t.Fatalf("err %v; want a memory limit naming the module's minimum", err)
 		}
 	})
 	t.Run("negative limits", func(t *testing.T) {
-		res, err := run(t, wasmModule{memMin: 1}, airlock.ModuleRequest{Limits: airlock.Limits{Output: -1}})
+		res, err := run(t, wasmModule{memMin: 1}, engine.ModuleRequest{Limits: engine.Limits{Output: -1}})
 		if err == nil || res.Error.Kind != airlock.KindInvalidRequest {
 			t.Fatalf("err %v; want an invalid request", err)
 		}
 	})
 	t.Run("closed", func(t *testing.T) {
-		m, err := airlock.LoadModule(ctx, "t.wasm", wasmModule{memMin: 1}.encode(), moduleCacheOpts()...)
+		m, err := engine.LoadModule(ctx, "t.wasm", wasmModule{memMin: 1}.encode(), moduleCacheOpts())
 		if err != nil {
 			t.Fatal(err)
 		}
 		var wg sync.WaitGroup
 		for range 4 {
 			wg.Go(func() {
-				if res, err := m.Run(ctx, airlock.ModuleRequest{}); err != nil && !errors.Is(err, airlock.ErrClosed) {
+				if res, err := m.Run(ctx, engine.ModuleRequest{}); err != nil && !errors.Is(err, engine.ErrClosed) {
 					t.Errorf("a run racing Close: %v (exit %d)", err, res.ExitCode)
 				}
 			})
 		}
 		m.Close(ctx)
 		wg.Wait()
-		if _, err := m.Run(ctx, airlock.ModuleRequest{}); !errors.Is(err, airlock.ErrClosed) {
+		if _, err := m.Run(ctx, engine.ModuleRequest{}); !errors.Is(err, engine.ErrClosed) {
 			t.Fatalf("a run after Close: %v; want ErrClosed", err)
 		}
 	})
@@ -195,7 +197,7 @@ func pythonModule(t *testing.T) (wasm []byte, files map[string][]byte) {
 func TestModulePython(t *testing.T) {
 	ctx := context.Background()
 	wasm, files := pythonModule(t)
-	m, err := airlock.LoadModule(ctx, "python", wasm, moduleCacheOpts()...)
+	m, err := engine.LoadModule(ctx, "python", wasm, moduleCacheOpts())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -228,11 +230,11 @@ open("/out/result.txt", "w").write("made inside")
 print(sys.stdin.read())
 sys.exit(3)
 `
-	res, err := m.Run(ctx, airlock.ModuleRequest{
+	res, err := m.Run(ctx, engine.ModuleRequest{
 		Args:  []string{"-c", code, "-x", "--flag"},
 		Env:   map[string]string{"PYTHONHOME": "/usr/local", "GREETING": "hi"},
 		Files: files,
-		Dirs:  []airlock.Dir{{Host: host, Guest: "/mnt"}},
+		Dirs:  []engine.Dir{{Host: host, Guest: "/mnt"}},
 		Stdin: []byte("from stdin"),
 	})
 	if err != nil || res.ExitCode != 3 {
@@ -254,19 +256,19 @@ sys.exit(3)
 	}
 
 	t.Run("a fresh instance each run", func(t *testing.T) {
-		res, err := m.Run(ctx, airlock.ModuleRequest{Args: []string{"-c", "import os; print(os.path.exists('/out'))"}, Env: map[string]string{"PYTHONHOME": "/usr/local"}, Files: files})
+		res, err := m.Run(ctx, engine.ModuleRequest{Args: []string{"-c", "import os; print(os.path.exists('/out'))"}, Env: map[string]string{"PYTHONHOME": "/usr/local"}, Files: files})
 		if err != nil || string(res.Stdout) != "False\n" {
 			t.Fatalf("err %v stdout %q stderr %s", err, res.Stdout, res.Stderr)
 		}
 	})
 	t.Run("output limit", func(t *testing.T) {
-		res, err := m.Run(ctx, airlock.ModuleRequest{Args: []string{"-c", "print('x' * 100000)"}, Env: map[string]string{"PYTHONHOME": "/usr/local"}, Files: files, Limits: airlock.Limits{Output: 4096}})
+		res, err := m.Run(ctx, engine.ModuleRequest{Args: []string{"-c", "print('x' * 100000)"}, Env: map[string]string{"PYTHONHOME": "/usr/local"}, Files: files, Limits: engine.Limits{Output: 4096}})
 		if err == nil || res.Error.Kind != airlock.KindOutputLimit || len(res.Stdout) > 4096 {
 			t.Fatalf("err %v, %d bytes kept; want an output limit within 4096", err, len(res.Stdout))
 		}
 	})
 	t.Run("filesystem quota on what is copied in", func(t *testing.T) {
-		res, err := m.Run(ctx, airlock.ModuleRequest{Files: files, Limits: airlock.Limits{FSBytes: 1 << 20}})
+		res, err := m.Run(ctx, engine.ModuleRequest{Files: files, Limits: engine.Limits{FSBytes: 1 << 20}})
 		if err == nil || res.Error.Kind != airlock.KindFSQuota {
 			t.Fatalf("err %v; want the 25 MB standard library refused by a 1 MiB quota", err)
 		}
@@ -281,13 +283,13 @@ sys.exit(3)
 			t.Fatal(err)
 		}
 		f.Close()
-		res, err := m.Run(ctx, airlock.ModuleRequest{Dirs: []airlock.Dir{{Host: big, Guest: "/big"}}, Limits: airlock.Limits{FSBytes: 1 << 20}})
+		res, err := m.Run(ctx, engine.ModuleRequest{Dirs: []engine.Dir{{Host: big, Guest: "/big"}}, Limits: engine.Limits{FSBytes: 1 << 20}})
 		if err == nil || res.Error.Kind != airlock.KindFSQuota || !strings.Contains(res.Error.Message, "over the filesystem quota") {
 			t.Fatalf("err %v; want the 8 GiB file refused by a 1 MiB quota", err)
 		}
 	})
 	t.Run("missing host directory", func(t *testing.T) {
-		res, err := m.Run(ctx, airlock.ModuleRequest{Dirs: []airlock.Dir{{Host: filepath.Join(host, "nope"), Guest: "/x"}}})
+		res, err := m.Run(ctx, engine.ModuleRequest{Dirs: []engine.Dir{{Host: filepath.Join(host, "nope"), Guest: "/x"}}})
 		if err == nil || res.Error.Kind != airlock.KindInvalidRequest {
 			t.Fatalf("err %v; want an invalid request", err)
 		}

@@ -48,7 +48,7 @@ func TestSetjmpLongjmp(t *testing.T) {
 				checks []string
 			}{{"sjlj", sjljChecks}, {"sjlj_mixed", sjljMixedChecks}} {
 				for _, rounds := range []int{1, 2000} {
-					res := cxxehRun(t, eng, prog.name, []string{fmt.Sprint(rounds)}, airlock.Limits{Timeout: 10 * time.Minute})
+					res := cxxehRun(t, eng, prog.name, []string{fmt.Sprint(rounds)}, engine.Limits{Timeout: 10 * time.Minute})
 					var want strings.Builder
 					for _, c := range prog.checks {
 						want.WriteString(c + ": ok\n")

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/airlock-sandbox/airlock"
+	"github.com/airlock-sandbox/airlock/engine"
 	"github.com/airlock-sandbox/airlock/internal/wasmbin"
 	"github.com/airlock-sandbox/airlock/wasi"
 )
@@ -16,7 +16,7 @@ import (
 // Airlock's own WASI conformance programs (wasi-c/*.c, compiled by
 // scripts/build-wasi-c.sh into the cache): each checks a part of
 // wasi_snapshot_preview1 against the answers wasmtime gives, written down
-// beside each check. TestWASIC runs them through airlock.RunModule;
+// beside each check. TestWASIC runs them through engine.RunModule;
 // wasic_wasmtime_test.go runs them under wasmtime's own WASI, so the
 // expectations stay true to it.
 
@@ -41,7 +41,7 @@ type wasicProgram struct {
 	stdin    []byte
 	wantExit int
 	// limits are the Airlock run's (wasmtime's WASI has none to set).
-	limits airlock.Limits
+	limits engine.Limits
 }
 
 // wasicPrograms loads every program the sources make, built for exactly
@@ -79,7 +79,7 @@ func wasicPrograms(t *testing.T) []wasicProgram {
 			p.wantExit = 42
 		case "limits":
 			// limits.c's checks are written for these.
-			p.limits = airlock.Limits{FSBytes: 8 << 20, FSFiles: 64, Memory: 64 << 20}
+			p.limits = engine.Limits{FSBytes: 8 << 20, FSFiles: 64, Memory: 64 << 20}
 		}
 		progs = append(progs, p)
 	}
@@ -133,8 +133,8 @@ func TestWASIC(t *testing.T) {
 			}
 			// An empty directory as "/", as the wasmtime side gets: a
 			// module given none has no directory at all.
-			root := airlock.Dir{Host: t.TempDir(), Guest: "/"}
-			res, err := airlock.RunModule(ctx, p.name+".wasm", p.wasm, airlock.ModuleRequest{Args: p.args, Env: env, Stdin: p.stdin, Limits: p.limits, Dirs: []airlock.Dir{root}}, moduleCacheOpts()...)
+			root := engine.Dir{Host: t.TempDir(), Guest: "/"}
+			res, err := engine.RunModule(ctx, p.name+".wasm", p.wasm, engine.ModuleRequest{Args: p.args, Env: env, Stdin: p.stdin, Limits: p.limits, Dirs: []engine.Dir{root}}, moduleCacheOpts())
 			if err != nil {
 				t.Fatalf("%s: %v\nstdout: %s\nstderr: %s", p.name, err, res.Stdout, res.Stderr)
 			}

@@ -21,11 +21,11 @@ import (
 )
 
 // Resumable loads the asyncified python.wasm set-up made (scripts/setup.sh).
-func Resumable(t *testing.T) *engine.Module { return ResumableOn(t, "") }
+func Resumable(t *testing.T) *engine.Compiled { return ResumableOn(t, "") }
 
 // ResumableOn loads the asyncified python.wasm on the named engine ("" for
 // the default).
-func ResumableOn(t *testing.T, name string) *engine.Module {
+func ResumableOn(t *testing.T, name string) *engine.Compiled {
 	t.Helper()
 	return ResumableWith(t, engine.Options{Engine: name})
 }
@@ -33,7 +33,7 @@ func ResumableOn(t *testing.T, name string) *engine.Module {
 // ResumableWith is ResumableOn with more options; the compile cache is the
 // suite's, and the entry functions Airlock loads the module with
 // (python.EntryFuncs) are exported unless opts names others.
-func ResumableWith(t *testing.T, opts engine.Options) *engine.Module {
+func ResumableWith(t *testing.T, opts engine.Options) *engine.Compiled {
 	t.Helper()
 	if opts.Entry == nil {
 		opts.Entry = python.EntryFuncs
@@ -76,7 +76,7 @@ func OwnBuild(t *testing.T) (cache string, art *python.Artifact, rec *python.Asy
 
 // CaptureLoop captures m's image in the interactive loop's first read (see
 // Looping), closed when the test ends.
-func CaptureLoop(t *testing.T, m *engine.Module) *engine.Image {
+func CaptureLoop(t *testing.T, m *engine.Compiled) *engine.Image {
 	t.Helper()
 	var out bytes.Buffer
 	img, err := m.Capture(context.Background(), engine.RunSpec{WASI: Looping(&out), MemoryLimit: 1 << 30, PauseWhen: python.LoopRead})

@@ -1,40 +1,61 @@
-package airlock
+package engine
 
 import (
 	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	iofs "io/fs"
 	"math/rand/v2"
 	"os"
 	"path"
 	"path/filepath"
 	"slices"
+	"sort"
 	"strings"
 	"sync"
 	"time"
 
-	"github.com/airlock-sandbox/airlock/engine"
+	"github.com/airlock-sandbox/airlock/internal/runout"
 	"github.com/airlock-sandbox/airlock/internal/testenv"
 	"github.com/airlock-sandbox/airlock/internal/wasmbin"
-	"github.com/airlock-sandbox/airlock/python"
 	"github.com/airlock-sandbox/airlock/wasi"
 	"github.com/airlock-sandbox/airlock/wasi/memfs"
 )
 
 // Module is a compiled WASI preview1 program (any language's, not only
-// Python) that runs under the same isolation as a Sandbox's runs: a fresh
-// instance per run, a memory-only filesystem, no sockets, the run's limits
-// and nothing the host did not give it. Load it once, run it many times;
-// runs may go at once.
+// Python) that runs under the same isolation as a Python sandbox's runs:
+// a fresh instance per run, a memory-only filesystem, no sockets, the
+// run's limits and nothing the host did not give it. Load it once
+// ([LoadModule]), run it many times ([Module.Run]); runs may go at once.
 type Module struct {
 	name string
-	cfg  config
-	mod  *engine.Module
+	opts ModuleOptions
+	code *Compiled
 	// mu is held shared by each run, so Close waits for them.
 	mu     sync.RWMutex
 	closed bool
+}
+
+// ModuleOptions configure [LoadModule]. The zero value runs on wazero,
+// with [DefaultLimits] and no compile cache on disk.
+type ModuleOptions struct {
+	// Engine is EngineWazero (the default, "") or EngineWasmtime (in
+	// binaries that import package engine/wasmtime): see [Engines].
+	Engine string
+	// Unmetered turns wasmtime's fuel metering off: runs are faster and
+	// cannot take a fuel limit. wazero never meters.
+	Unmetered bool
+	// CacheDir keeps the compiled code on disk across processes (the
+	// process keeps its own copy either way); "" compiles in memory only.
+	CacheDir string
+	// Limits are the module's defaults for its runs' zero limits; zero
+	// fields take DefaultLimits'.
+	Limits Limits
+	// Notice, if set, receives a one-line message before a slow first
+	// compile.
+	Notice io.Writer
 }
 
 // ModuleRequest is one run of a Module.
@@ -54,8 +75,7 @@ type ModuleRequest struct {
 	// Stdin is what fd 0 reads.
 	Stdin []byte
 	// Limits bound the run; zero fields take the module's defaults
-	// (WithLimits, over DefaultLimits()). HostCalls and HostPayload do
-	// not apply: a module gets no tools.
+	// (ModuleOptions.Limits, over DefaultLimits()).
 	Limits Limits
 	// Deterministic gives the run a fake clock (starting 2000-01-01,
 	// advancing 1 µs per reading) and a random source seeded by Seed.
@@ -77,67 +97,58 @@ type Dir struct {
 	Guest string
 }
 
-// LoadModule compiles a WASI preview1 module (or reuses the process's
-// compiled copy, and the on-disk cache: WithCacheDir, WithoutCompileCache).
-// name is the program's argv[0] ("main.wasm" if empty). Of the options,
-// WithEngine, WithFuelMetering, WithCacheDir, WithoutCompileCache,
-// WithLimits and WithNotice apply; the Python ones do not.
+// ErrModuleImports: a module imports something the sandbox does not serve.
+var ErrModuleImports = errors.New("the module imports what the sandbox does not provide")
+
+// ErrClosed answers a run of a Module after its Close.
+var ErrClosed = errors.New("engine: the module is closed")
+
+// LoadModule compiles a WASI preview1 module, or reuses the process's
+// compiled copy (and opts.CacheDir's). name is the program's argv[0]
+// ("main.wasm" if empty).
 //
 // # Errors
-// ErrEngineUnavailable; a module that does not decode or validate, does
-// not export _start and a memory, or imports anything but the WASI
-// preview1 functions the sandbox serves (the message names the import).
-func LoadModule(ctx context.Context, name string, wasm []byte, opts ...Option) (*Module, error) {
-	cfg := config{limits: DefaultLimits()}
-	for _, o := range opts {
-		o(&cfg)
+// [ErrEngineUnavailable]; a negative limit; a module that does not decode
+// or validate, does not export _start and a memory, or imports anything
+// but the WASI preview1 functions the sandbox serves ([ErrModuleImports],
+// the message naming the import).
+func LoadModule(ctx context.Context, name string, wasm []byte, opts ModuleOptions) (*Module, error) {
+	if opts.Engine == "" && testenv.Defaults != nil {
+		opts.Engine = testenv.Defaults().Engine
 	}
-	if testenv.Defaults != nil {
-		cfg.fillFrom(testenv.Defaults())
+	if opts.Engine == "" {
+		opts.Engine = EngineWazero
 	}
-	if cfg.engine == "" {
-		cfg.engine = EngineWazero
+	if !slices.Contains(Engines(), opts.Engine) {
+		return nil, fmt.Errorf("%w: %q (this binary has %s)", ErrEngineUnavailable, opts.Engine, strings.Join(Engines(), ", "))
 	}
-	if !slices.Contains(engine.Engines(), cfg.engine) {
-		return nil, fmt.Errorf("%w: %q (this binary has %s)", ErrEngineUnavailable, cfg.engine, strings.Join(engine.Engines(), ", "))
+	if opts.Limits.negative() {
+		return nil, errors.New("engine: ModuleOptions.Limits: limits must not be negative")
 	}
+	opts.Limits = opts.Limits.withDefaults(DefaultLimits())
 	if err := checkModule(wasm); err != nil {
-		return nil, fmt.Errorf("airlock: %w", err)
+		return nil, fmt.Errorf("engine: %w", err)
 	}
-	engOpts := engine.Options{Notice: cfg.notice, Engine: cfg.engine, Unmetered: cfg.unmetered}
-	if !cfg.noCache {
-		if cfg.cacheDir == "" {
-			dir, err := python.CacheDir()
-			if err != nil {
-				return nil, err
-			}
-			cfg.cacheDir = dir
-		}
-		engOpts.CacheDir = python.CompiledDir(cfg.cacheDir)
-	}
-	mod, err := engine.Load(ctx, wasm, engOpts)
+	code, err := Load(ctx, wasm, Options{Notice: opts.Notice, Engine: opts.Engine, Unmetered: opts.Unmetered, CacheDir: opts.CacheDir})
 	if err != nil {
-		return nil, fmt.Errorf("airlock: %w", err)
+		return nil, err
 	}
 	if name == "" {
 		name = "main.wasm"
 	}
-	return &Module{name: name, cfg: cfg, mod: mod}, nil
+	return &Module{name: name, opts: opts, code: code}, nil
 }
 
 // RunModule loads wasm, runs req once and releases the module: for one
 // run. A program running a module often keeps a LoadModule's Module.
-func RunModule(ctx context.Context, name string, wasm []byte, req ModuleRequest, opts ...Option) (*Result, error) {
-	m, err := LoadModule(ctx, name, wasm, opts...)
+func RunModule(ctx context.Context, name string, wasm []byte, req ModuleRequest, opts ModuleOptions) (*Result, error) {
+	m, err := LoadModule(ctx, name, wasm, opts)
 	if err != nil {
 		return nil, err
 	}
 	defer m.Close(ctx)
 	return m.Run(ctx, req)
 }
-
-// ErrModuleImports: a module imports something the sandbox does not serve.
-var ErrModuleImports = errors.New("the module imports what the sandbox does not provide")
 
 // checkModule refuses, with its reason, a module that could only fail at
 // instantiation with an engine's less readable message.
@@ -152,7 +163,7 @@ func checkModule(wasm []byte) error {
 	}
 	invokes := false
 	for _, im := range imports {
-		if engine.EHImport(im.Module, im.Name) {
+		if EHImport(im.Module, im.Name) {
 			invokes = true
 			continue
 		}
@@ -167,8 +178,8 @@ func checkModule(wasm []byte) error {
 	exported := func(name string, kind byte) bool {
 		return slices.ContainsFunc(exports, func(e wasmbin.Export) bool { return e.Name == name && e.Kind == kind })
 	}
-	if invokes && !(exported(engine.StackPointerExport, wasmbin.KindGlobal) && exported(engine.SetThrewExport, wasmbin.KindFunc) && exported(engine.TableExport, wasmbin.KindTable)) {
-		return fmt.Errorf("%w: %w", ErrModuleImports, engine.ErrEHExports)
+	if invokes && !(exported(StackPointerExport, wasmbin.KindGlobal) && exported(SetThrewExport, wasmbin.KindFunc) && exported(TableExport, wasmbin.KindTable)) {
+		return fmt.Errorf("%w: %w", ErrModuleImports, ErrEHExports)
 	}
 	if !exported("_start", wasmbin.KindFunc) {
 		return errors.New("the module exports no _start function: only WASI command modules run (a reactor or library has none)")
@@ -189,7 +200,7 @@ func (m *Module) Close(ctx context.Context) error {
 		return nil
 	}
 	m.closed = true
-	return m.mod.Close(ctx)
+	return m.code.Close(ctx)
 }
 
 // Run executes req in a fresh instance of the module. It always returns a
@@ -202,59 +213,106 @@ func (m *Module) Run(ctx context.Context, req ModuleRequest) (*Result, error) {
 	if m.closed {
 		return failed(start, newError(KindInvalidRequest, ErrClosed, "the module is closed"))
 	}
-	limits := req.Limits.withDefaults(m.cfg.limits)
+	limits := req.Limits.withDefaults(m.opts.Limits)
 	switch {
-	case req.Limits.Timeout < 0, req.Limits.Memory < 0, req.Limits.Output < 0, req.Limits.FSBytes < 0, req.Limits.FSFiles < 0, req.Limits.Fuel < 0:
+	case req.Limits.negative():
 		return failed(start, newError(KindInvalidRequest, nil, "limits must not be negative"))
-	case limits.Fuel > 0 && (m.cfg.engine != EngineWasmtime || m.cfg.unmetered):
-		return failed(start, newError(KindInvalidRequest, nil, "a fuel limit needs the wasmtime engine with fuel metering; this module runs on %s", m.cfg.engine))
+	case limits.Fuel > 0 && (m.opts.Engine != EngineWasmtime || m.opts.Unmetered):
+		return failed(start, newError(KindInvalidRequest, nil, "a fuel limit needs the wasmtime engine with fuel metering; this module runs on %s", m.opts.Engine))
 	}
 	fs := memfs.New(memfs.Options{Quota: memfs.Quota{MaxBytes: limits.FSBytes, MaxInodes: limits.FSFiles}})
 	inputs, e := placeModuleFiles(fs, req, limits.FSBytes)
 	if e != nil {
 		return failed(start, e)
 	}
-	stdout, stderr := &capWriter{limit: limits.Output}, &capWriter{limit: limits.Output}
+	stdout, stderr := &runout.CapWriter{Limit: limits.Output}, &runout.CapWriter{Limit: limits.Output}
 	if req.OnOutput != nil {
-		stdout.onWrite = func(p []byte) { req.OnOutput("stdout", p) }
-		stderr.onWrite = func(p []byte) { req.OnOutput("stderr", p) }
+		stdout.OnWrite = func(p []byte) { req.OnOutput("stdout", p) }
+		stderr.OnWrite = func(p []byte) { req.OnOutput("stderr", p) }
 	}
 	cfg := wasi.Config{
 		Args:   append([]string{m.name}, req.Args...),
-		Env:    python.MergeEnv(nil, req.Env),
+		Env:    envList(req.Env),
 		Stdin:  bytes.NewReader(req.Stdin),
 		Stdout: stdout, Stderr: stderr, FS: fs,
 		NoPreopen: len(req.Dirs) == 0 && len(req.Files) == 0,
 	}
 	if req.Deterministic {
 		cfg.Clock = wasi.NewFakeClock()
-		cfg.Random = rand.NewChaCha8(seedBytes(req.Seed))
+		cfg.Random = rand.NewChaCha8(runout.SeedBytes(req.Seed))
 	}
 	state := wasi.NewState(cfg)
 	ctx, cancel := context.WithTimeout(ctx, limits.Timeout)
 	defer cancel()
-	out, runErr := m.mod.Run(ctx, engine.RunSpec{WASI: state, MemoryLimit: uint64(limits.Memory), Fuel: uint64(limits.Fuel)})
+	out, runErr := m.code.Run(ctx, RunSpec{WASI: state, MemoryLimit: uint64(limits.Memory), Fuel: uint64(limits.Fuel)})
 	state.Close()
 	res := &Result{
-		Stdout: stdout.buf.Bytes(), Stderr: stderr.buf.Bytes(),
-		StdoutTruncated: stdout.truncated, StderrTruncated: stderr.truncated,
+		Stdout: stdout.Buf.Bytes(), Stderr: stderr.Buf.Bytes(),
+		StdoutTruncated: stdout.Truncated, StderrTruncated: stderr.Truncated,
 		ExitCode: int(out.ExitCode), PeakMemory: int64(out.PeakMemory), Fuel: int64(out.Fuel),
 	}
-	res.Files, res.FilesOmitted = changedFiles(fs, "/", func(p string) ([]byte, bool) { data, ok := inputs[p]; return data, ok })
+	res.FilesOmitted = runout.ChangedFiles(fs, "/", func(p string) ([]byte, bool) { data, ok := inputs[p]; return data, ok }, func(p string, data []byte) {
+		res.Files = append(res.Files, File{Path: p, Size: int64(len(data)), Data: data})
+	})
 	res.Error = classify(runErr, out, fs, limits)
-	if res.Error != nil {
-		switch {
-		case res.Error.Kind == KindCrash:
-			res.Error.Message = "the module trapped: " + firstLine(runErr.Error())
-		case errors.Is(runErr, engine.ErrMemoryLimit):
-			res.Error.Message = fmt.Sprintf("the %d-byte memory limit is below the module's minimum memory", limits.Memory)
-		}
-	}
 	res.Duration = time.Since(start)
 	if res.Error != nil {
 		return res, res.Error
 	}
 	return res, nil
+}
+
+func failed(start time.Time, e *Error) (*Result, error) {
+	return &Result{Error: e, Duration: time.Since(start)}, e
+}
+
+// envList is env as the guest's environment, sorted so that it is the
+// same run after run.
+func envList(env map[string]string) []string {
+	keys := make([]string, 0, len(env))
+	for k := range env {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	out := make([]string, len(keys))
+	for i, k := range keys {
+		out[i] = k + "=" + env[k]
+	}
+	return out
+}
+
+// classify turns how the engine ended a module run into its Error, if any.
+// A limit the guest ran into counts only when the run did not end cleanly:
+// a program that handled a failed allocation and exited 0 succeeded.
+func classify(runErr error, out Outcome, fs *memfs.FS, l Limits) *Error {
+	switch {
+	case runErr == nil:
+		if out.ExitCode == 0 {
+			return nil
+		}
+		if out.MemoryLimitHit {
+			return newError(KindMemoryLimit, nil, "the program exceeded the %d-byte memory limit", l.Memory)
+		}
+		if fs.QuotaHit() {
+			return newError(KindFSQuota, nil, "the program exceeded the filesystem quota (%d bytes, %d files)", l.FSBytes, l.FSFiles)
+		}
+		return nil
+	case errors.Is(runErr, ErrFuelExhausted):
+		return newError(KindFuelExhausted, runErr, "the run used up its %d units of fuel", l.Fuel)
+	case errors.Is(runErr, runout.ErrOutputLimit):
+		return newError(KindOutputLimit, runErr, "output exceeded the %d-byte limit", l.Output)
+	case errors.Is(runErr, ErrBelowMinMemory):
+		return newError(KindMemoryLimit, runErr, "the %d-byte memory limit is below the module's minimum memory", l.Memory)
+	case errors.Is(runErr, ErrInterrupted):
+		if errors.Is(runErr, context.DeadlineExceeded) {
+			return newError(KindTimeout, runErr, "the run exceeded its %s time limit", l.Timeout)
+		}
+		return newError(KindTimeout, runErr, "the run was cancelled")
+	case out.MemoryLimitHit:
+		return newError(KindMemoryLimit, runErr, "the program exceeded the %d-byte memory limit", l.Memory)
+	}
+	line, _, _ := strings.Cut(runErr.Error(), "\n")
+	return newError(KindCrash, runErr, "the module trapped: %s", line)
 }
 
 // placeModuleFiles copies req's directories, then its files, into fs, and
