@@ -34,39 +34,109 @@ func toolsFor(name string) ([]hostfuncs.Tool, []airlock.Option, error) {
 	return tools, []airlock.Option{airlock.WithTools(tools...)}, nil
 }
 
+// sandboxFlags are the flags serve and mcp share: those that make their
+// Sandbox.
+type sandboxFlags struct {
+	common   commonFlags
+	maxima   maxFlags
+	sessions sessionFlags
+	pkgs     packageFlags
+	network  netFlags
+	canaries canaryFlags
+	tools    *string
+}
+
+func (f *sandboxFlags) register(fs *flag.FlagSet) {
+	f.tools = fs.String("tools", "", "expose built-in host tools to Python: demo")
+	f.common.register(fs)
+	f.maxima.register(fs)
+	f.sessions.register(fs)
+	f.pkgs.register(fs)
+	f.network.register(fs)
+	f.canaries.register(fs)
+}
+
+// options checks the flags, in the order a user reads about them, and
+// returns the host tools, the Sandbox's options and the network policy
+// (nil for none). more, if given, adds the command's own options after
+// the network's.
+func (f *sandboxFlags) options(more func() ([]airlock.Option, error)) ([]hostfuncs.Tool, []airlock.Option, *airlock.NetworkPolicy, error) {
+	toolList, opts, err := toolsFor(*f.tools)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	sessOpts, err := f.sessions.options()
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	opts = append(opts, sessOpts...)
+	netPolicy, err := f.network.policy()
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	if netPolicy != nil {
+		opts = append(opts, airlock.WithNetwork(*netPolicy))
+	}
+	if more != nil {
+		moreOpts, err := more()
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		opts = append(opts, moreOpts...)
+	}
+	canaryOpts, err := f.canaries.options()
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	opts = append(opts, canaryOpts...)
+	pkgOpts, err := f.pkgs.options()
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	return toolList, append(opts, pkgOpts...), netPolicy, nil
+}
+
+// serveFlags are airlock serve's flags.
+type serveFlags struct {
+	sandbox     sandboxFlags
+	addr        *string
+	concurrency *int
+	queue       *int
+	maxBody     sizeFlag
+	memBudget   sizeFlag
+	logJSON     *bool
+	drain       *time.Duration
+	maxConns    *int
+	maxPerAddr  *int
+	storeURL    *string
+	keyFile     *string
+	lease       *time.Duration
+	noAuth      *bool
+}
+
+func (f *serveFlags) register(fs *flag.FlagSet) {
+	f.sandbox.register(fs)
+	f.addr = fs.String("addr", "127.0.0.1:8080", "listen address (HOST:PORT)")
+	f.concurrency = fs.Int("concurrency", 0, "runs at once (default: the number of CPUs)")
+	f.queue = fs.Int("queue", 0, "requests that may wait for a slot before 429 (default: 4 × concurrency; -1: none)")
+	f.logJSON = fs.Bool("log-json", false, "log JSON records instead of text")
+	f.drain = fs.Duration("drain-timeout", 2*time.Minute, "on SIGINT/SIGTERM, how long to let admitted runs finish")
+	f.maxConns = fs.Int("max-conns", server.DefaultMaxConns, "open connections at most; more are answered 503 and closed")
+	f.maxPerAddr = fs.Int("max-conns-per-client", server.DefaultMaxConnsPerClient, "open connections at most from one client address")
+	f.storeURL = fs.String("session-store", "", "where sessions live: empty for this process, or redis://[:PASSWORD@]HOST:PORT/DB shared by replicas (needs a session key; default: $AIRLOCK_SESSION_STORE)")
+	f.keyFile = fs.String("session-key-file", "", "file holding the key (16+ bytes) that signs stored sessions, the same on every replica (default: $AIRLOCK_SESSION_KEY)")
+	f.lease = fs.Duration("session-lease", server.DefaultRedisLease, "with a shared store: how long a call's lock on its session lasts unless renewed, so how long a replica that dies mid-call holds the session")
+	f.noAuth = fs.Bool(flagUnauthenticatedNetwork, false, "serve without $AIRLOCK_TOKEN on an address beyond loopback (refused otherwise): anyone who reaches the port runs code")
+	f.maxBody = sizeFlag{32 << 20}
+	fs.Var(&f.maxBody, "max-body", "request body cap")
+	fs.Var(&f.memBudget, "memory-budget", "memory the sessions may hold between calls, e.g. 2GiB; past it idle ones move to disk until their next call (default 0: 60% of the container's memory.max, else GOMEMLIMIT, else physical memory)")
+}
+
 func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) (int, error) {
 	fs := flag.NewFlagSet("airlock serve", flag.ContinueOnError)
 	fs.SetOutput(io.Discard) // flagResult prints help and errors
-	var (
-		common      commonFlags
-		maxima      maxFlags
-		sessions    sessionFlags
-		pkgs        packageFlags
-		addr        = fs.String("addr", "127.0.0.1:8080", "listen address (HOST:PORT)")
-		concurrency = fs.Int("concurrency", 0, "runs at once (default: the number of CPUs)")
-		queue       = fs.Int("queue", 0, "requests that may wait for a slot before 429 (default: 4 × concurrency; -1: none)")
-		maxBody     = sizeFlag{32 << 20}
-		memBudget   = sizeFlag{0}
-		tools       = fs.String("tools", "", "expose built-in host tools to Python: demo")
-		logJSON     = fs.Bool("log-json", false, "log JSON records instead of text")
-		drain       = fs.Duration("drain-timeout", 2*time.Minute, "on SIGINT/SIGTERM, how long to let admitted runs finish")
-		maxConns    = fs.Int("max-conns", server.DefaultMaxConns, "open connections at most; more are answered 503 and closed")
-		maxPerAddr  = fs.Int("max-conns-per-client", server.DefaultMaxConnsPerClient, "open connections at most from one client address")
-		storeURL    = fs.String("session-store", "", "where sessions live: empty for this process, or redis://[:PASSWORD@]HOST:PORT/DB shared by replicas (needs a session key; default: $AIRLOCK_SESSION_STORE)")
-		keyFile     = fs.String("session-key-file", "", "file holding the key (16+ bytes) that signs stored sessions, the same on every replica (default: $AIRLOCK_SESSION_KEY)")
-		lease       = fs.Duration("session-lease", server.DefaultRedisLease, "with a shared store: how long a call's lock on its session lasts unless renewed, so how long a replica that dies mid-call holds the session")
-		noAuth      = fs.Bool(flagUnauthenticatedNetwork, false, "serve without $AIRLOCK_TOKEN on an address beyond loopback (refused otherwise): anyone who reaches the port runs code")
-	)
-	common.register(fs)
-	maxima.register(fs)
-	sessions.register(fs)
-	pkgs.register(fs)
-	var network netFlags
-	network.register(fs)
-	var canaries canaryFlags
-	canaries.register(fs)
-	fs.Var(&maxBody, "max-body", "request body cap")
-	fs.Var(&memBudget, "memory-budget", "memory the sessions may hold between calls, e.g. 2GiB; past it idle ones move to disk until their next call (default 0: 60% of the container's memory.max, else GOMEMLIMIT, else physical memory)")
+	var f serveFlags
+	f.register(fs)
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: airlock serve [flags]   (bearer token: $AIRLOCK_TOKEN)")
 		fs.PrintDefaults()
@@ -77,81 +147,61 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) (int
 	if fs.NArg() > 0 {
 		return exitUsage, usageError{"serve takes no arguments"}
 	}
-	if err := checkListenAuth("--addr", *addr, os.Getenv("AIRLOCK_TOKEN"), *noAuth); err != nil {
+	if err := checkListenAuth("--addr", *f.addr, os.Getenv("AIRLOCK_TOKEN"), *f.noAuth); err != nil {
 		return exitUsage, err
 	}
-	_, opts, err := toolsFor(*tools)
+	_, opts, netPolicy, err := f.sandbox.options(func() ([]airlock.Option, error) { return sessionKey(*f.storeURL, *f.keyFile) })
 	if err != nil {
 		return exitUsage, err
 	}
-	sessOpts, err := sessions.options()
-	if err != nil {
-		return exitUsage, err
-	}
-	opts = append(opts, sessOpts...)
-	netPolicy, err := network.policy()
-	if err != nil {
-		return exitUsage, err
-	}
-	if netPolicy != nil {
-		opts = append(opts, airlock.WithNetwork(*netPolicy))
-	}
-	keyOpts, err := sessionKey(*storeURL, *keyFile)
-	if err != nil {
-		return exitUsage, err
-	}
-	opts = append(opts, keyOpts...)
-	canaryOpts, err := canaries.options()
-	if err != nil {
-		return exitUsage, err
-	}
-	opts = append(opts, canaryOpts...)
 	var h slog.Handler = slog.NewTextHandler(stderr, nil)
-	if *logJSON {
+	if *f.logJSON {
 		h = slog.NewJSONHandler(stderr, nil)
 	}
 	logger := slog.New(h)
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
-	pkgOpts, err := pkgs.options()
-	if err != nil {
-		return exitUsage, err
-	}
-	sb, err := common.sandbox(ctx, stderr, append(opts, pkgOpts...)...)
+	sb, err := f.sandbox.common.sandbox(ctx, stderr, opts...)
 	if err != nil {
 		return 1, err
 	}
 	defer sb.Close(context.Background())
-	store, err := openStore(ctx, *storeURL, *sessions.ttl, *sessions.max, *lease, logger)
+	store, err := openStore(ctx, *f.storeURL, *f.sandbox.sessions.ttl, *f.sandbox.sessions.max, *f.lease, logger)
 	if err != nil {
 		return 1, err
 	}
 	if store != nil {
 		defer store.Close()
 	}
-	budget, budgetFrom := memBudget.n, "--memory-budget"
+	budget, budgetFrom := f.memBudget.n, "--memory-budget"
 	if budget == 0 {
 		budget, budgetFrom = server.DefaultMemoryBudget()
 		budgetFrom = fmt.Sprintf("%.0f%% of %s", server.MemoryBudgetShare*100, budgetFrom)
 	}
 	srv, err := server.New(server.Config{
 		MemoryBudget: budget,
-		Sandbox:      sb, MaxLimits: maxima.limits(), Concurrency: *concurrency, Queue: *queue,
-		MaxBody: maxBody.n, Token: os.Getenv("AIRLOCK_TOKEN"), Logger: logger,
-		MaxConns: *maxConns, MaxConnsPerClient: *maxPerAddr, Network: netPolicy, SessionStore: storeOrNil(store),
+		Sandbox:      sb, MaxLimits: f.sandbox.maxima.limits(), Concurrency: *f.concurrency, Queue: *f.queue,
+		MaxBody: f.maxBody.n, Token: os.Getenv("AIRLOCK_TOKEN"), Logger: logger,
+		MaxConns: *f.maxConns, MaxConnsPerClient: *f.maxPerAddr, Network: netPolicy, SessionStore: storeOrNil(store),
 	})
 	if err != nil {
 		return 1, err
 	}
 	defer srv.Close() // removes spilled sessions on every way out
-	ln, err := net.Listen("tcp", *addr)
+	ln, err := net.Listen("tcp", *f.addr)
 	if err != nil {
 		return 1, err
 	}
 	logger.Info("serving", slog.String("addr", "http://"+ln.Addr().String()), slog.Bool("snapshots", sb.Snapshots()),
 		slog.Bool("auth", os.Getenv("AIRLOCK_TOKEN") != ""), slog.String("sessions", storeName(store)),
 		slog.String("memory_budget", budgetLog(budget, budgetFrom, store != nil)))
+	return serveUntilSignal(ctx, srv, ln, *f.drain, logger)
+}
+
+// serveUntilSignal serves ln until srv fails or ctx ends (a signal), then
+// lets the admitted runs finish within drain.
+func serveUntilSignal(ctx context.Context, srv *server.Server, ln net.Listener, drain time.Duration, logger *slog.Logger) (int, error) {
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	select {
@@ -159,8 +209,8 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) (int
 		return 1, err
 	case <-ctx.Done():
 	}
-	logger.Info("shutting down: draining admitted runs", slog.Duration("timeout", *drain))
-	dctx, cancel := context.WithTimeout(context.Background(), *drain)
+	logger.Info("shutting down: draining admitted runs", slog.Duration("timeout", drain))
+	dctx, cancel := context.WithTimeout(context.Background(), drain)
 	defer cancel()
 	if err := srv.Shutdown(dctx); err != nil {
 		return 1, fmt.Errorf("shutdown: %w", err)
@@ -178,33 +228,35 @@ func budgetLog(budget int64, from string, stored bool) string {
 	return fmt.Sprintf("%s (%s)", (&sizeFlag{budget - budget%(1<<20)}).String(), from)
 }
 
+// mcpFlags are airlock mcp's flags.
+type mcpFlags struct {
+	sandbox    sandboxFlags
+	parallel   *int
+	maxMessage sizeFlag
+	httpAddr   *string
+	noAuth     *bool
+	shared     *bool
+	budget     sizeFlag
+	perClient  *int
+}
+
+func (f *mcpFlags) register(fs *flag.FlagSet) {
+	f.sandbox.register(fs)
+	f.parallel = fs.Int("concurrency", 0, "runs at once; further calls wait (default: CPUs)")
+	f.httpAddr = fs.String("http", "", "serve MCP's streamable HTTP transport at http://`ADDR`/mcp instead of stdio (bearer token: $AIRLOCK_TOKEN)")
+	f.noAuth = fs.Bool(flagUnauthenticatedNetwork, false, "with --http: serve without $AIRLOCK_TOKEN on an address beyond loopback (refused otherwise): anyone who reaches the port runs code")
+	f.shared = fs.Bool("share-across-clients", false, "let every MCP client read any client's run resources and use or end any client's sessions (by default each client sees only what it made)")
+	f.maxMessage = sizeFlag{server.DefaultMaxMessage}
+	fs.Var(&f.maxMessage, "max-message", "largest message (one line) a client may send; longer ones are refused")
+	fs.Var(&f.budget, "memory-budget", "memory the sessions may hold between calls, e.g. 2GiB; past it idle ones move to disk until their next call (default 0: 60% of the container's memory.max, else GOMEMLIMIT, else physical memory)")
+	f.perClient = fs.Int("max-sessions-per-client", -1, "sessions one client (one MCP session) may hold at once, spilled ones included; 0: no cap but --max-sessions (default: a quarter of --max-sessions with --http, none over stdio)")
+}
+
 func cmdMCP(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) (int, error) {
 	fs := flag.NewFlagSet("airlock mcp", flag.ContinueOnError)
 	fs.SetOutput(io.Discard) // flagResult prints help and errors
-	var (
-		common     commonFlags
-		maxima     maxFlags
-		sessions   sessionFlags
-		pkgs       packageFlags
-		tools      = fs.String("tools", "", "expose built-in host tools to Python: demo")
-		parallel   = fs.Int("concurrency", 0, "runs at once; further calls wait (default: CPUs)")
-		maxMessage = sizeFlag{server.DefaultMaxMessage}
-		httpAddr   = fs.String("http", "", "serve MCP's streamable HTTP transport at http://`ADDR`/mcp instead of stdio (bearer token: $AIRLOCK_TOKEN)")
-		noAuth     = fs.Bool(flagUnauthenticatedNetwork, false, "with --http: serve without $AIRLOCK_TOKEN on an address beyond loopback (refused otherwise): anyone who reaches the port runs code")
-		shared     = fs.Bool("share-across-clients", false, "let every MCP client read any client's run resources and use or end any client's sessions (by default each client sees only what it made)")
-	)
-	fs.Var(&maxMessage, "max-message", "largest message (one line) a client may send; longer ones are refused")
-	var mcpBudget sizeFlag
-	fs.Var(&mcpBudget, "memory-budget", "memory the sessions may hold between calls, e.g. 2GiB; past it idle ones move to disk until their next call (default 0: 60% of the container's memory.max, else GOMEMLIMIT, else physical memory)")
-	perClient := fs.Int("max-sessions-per-client", -1, "sessions one client (one MCP session) may hold at once, spilled ones included; 0: no cap but --max-sessions (default: a quarter of --max-sessions with --http, none over stdio)")
-	common.register(fs)
-	maxima.register(fs)
-	sessions.register(fs)
-	pkgs.register(fs)
-	var network netFlags
-	network.register(fs)
-	var canaries canaryFlags
-	canaries.register(fs)
+	var f mcpFlags
+	f.register(fs)
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: airlock mcp [flags]   (Model Context Protocol over stdio, or --http; tools: run_python, end_session)")
 		fs.PrintDefaults()
@@ -212,45 +264,24 @@ func cmdMCP(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 	if stop, code, err := flagResult(fs, stderr, parseFlags(fs, args)); stop {
 		return code, err
 	}
-	if *httpAddr != "" {
-		if err := checkListenAuth("--http", *httpAddr, os.Getenv("AIRLOCK_TOKEN"), *noAuth); err != nil {
+	if *f.httpAddr != "" {
+		if err := checkListenAuth("--http", *f.httpAddr, os.Getenv("AIRLOCK_TOKEN"), *f.noAuth); err != nil {
 			return exitUsage, err
 		}
 	}
-	toolList, opts, err := toolsFor(*tools)
+	toolList, opts, _, err := f.sandbox.options(nil)
 	if err != nil {
 		return exitUsage, err
 	}
-	sessOpts, err := sessions.options()
-	if err != nil {
-		return exitUsage, err
-	}
-	opts = append(opts, sessOpts...)
-	netPolicy, err := network.policy()
-	if err != nil {
-		return exitUsage, err
-	}
-	if netPolicy != nil {
-		opts = append(opts, airlock.WithNetwork(*netPolicy))
-	}
-	canaryOpts, err := canaries.options()
-	if err != nil {
-		return exitUsage, err
-	}
-	opts = append(opts, canaryOpts...)
-	pkgOpts, err := pkgs.options()
-	if err != nil {
-		return exitUsage, err
-	}
-	sb, err := common.sandbox(ctx, stderr, append(opts, pkgOpts...)...)
+	sb, err := f.sandbox.common.sandbox(ctx, stderr, opts...)
 	if err != nil {
 		return 1, err
 	}
 	defer sb.Close(context.Background())
-	if *perClient < 0 {
-		*perClient = 0
-		if *httpAddr != "" {
-			*perClient = max(sb.MaxSessions()/4, 1)
+	if *f.perClient < 0 {
+		*f.perClient = 0
+		if *f.httpAddr != "" {
+			*f.perClient = max(sb.MaxSessions()/4, 1)
 		}
 	}
 	// Spilled sessions are the guests' memory and files: a private
@@ -260,17 +291,17 @@ func cmdMCP(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 		return 1, err
 	}
 	defer os.RemoveAll(spillDir)
-	srv, err := server.NewMCP(server.MCPConfig{Sandbox: sb, Tools: toolList, MaxLimits: maxima.limits(), Concurrency: *parallel, ShareAcrossClients: *shared,
-		MemoryBudget: mcpBudget.n, SpillDir: spillDir, MaxSessionsPerClient: *perClient})
+	srv, err := server.NewMCP(server.MCPConfig{Sandbox: sb, Tools: toolList, MaxLimits: f.sandbox.maxima.limits(), Concurrency: *f.parallel, ShareAcrossClients: *f.shared,
+		MemoryBudget: f.budget.n, SpillDir: spillDir, MaxSessionsPerClient: *f.perClient})
 	if err != nil {
 		return exitUsage, err
 	}
-	if *httpAddr != "" {
-		return serveMCPHTTP(ctx, srv, *httpAddr, maxMessage.n, stderr)
+	if *f.httpAddr != "" {
+		return serveMCPHTTP(ctx, srv, *f.httpAddr, f.maxMessage.n, stderr)
 	}
 	// Not the SDK's IOTransport: one bad line there ends the server, and
 	// the calls in flight with it.
-	t := &server.LineTransport{Reader: stdin, Writer: stdout, MaxMessage: int(maxMessage.n), Logger: slog.New(slog.NewTextHandler(stderr, nil))}
+	t := &server.LineTransport{Reader: stdin, Writer: stdout, MaxMessage: int(f.maxMessage.n), Logger: slog.New(slog.NewTextHandler(stderr, nil))}
 	if err := srv.Run(ctx, t); err != nil && !errors.Is(err, context.Canceled) && !errors.Is(err, io.EOF) {
 		return 1, err
 	}

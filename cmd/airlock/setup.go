@@ -61,30 +61,8 @@ func cmdSetup(ctx context.Context, args []string, stdout, stderr io.Writer) (int
 	if err := writableCache(dir); err != nil {
 		return 1, err
 	}
-	// Only the build asked for is prepared: the npm one is fetched when it
-	// is the one named, never as a stand-in for a missing own build.
-	build := common.python
-	if build == python.SelectNPM {
-		path, err := python.Fetch(ctx, dir, stderr)
-		if err != nil {
-			return 1, err
-		}
-		fmt.Fprintf(stdout, "python.wasm %s (sha256 %s, verified)\n", path, python.DefaultSHA256)
-	}
-	if *importPath != "" {
-		if err := importBundle(*importPath, dir, stdout); err != nil {
-			return 1, err
-		}
-	}
-	if *fetchURL != "" {
-		man, err := python.FetchBundle(ctx, nil, *fetchURL, *bundleSum, dir)
-		if errors.Is(err, python.ErrBundleNotPinned) {
-			return exitUsage, usageError{err.Error() + ": --bundle-sha256"}
-		}
-		if err != nil {
-			return 1, fmt.Errorf("fetch bundle %s: %w", *fetchURL, err)
-		}
-		fmt.Fprintf(stdout, "fetched %s into %s: CPython %s, manifest sha256 %s (pinned), %d files checked against their sha256\n", *fetchURL, dir, man.Python, man.SHA256, len(man.Files))
+	if code, err := installBuild(ctx, common.python, dir, *importPath, *fetchURL, *bundleSum, stdout, stderr); err != nil {
+		return code, err
 	}
 	// An imported build is asyncified already: preparing it only loads
 	// that module, so no wasm-opt is needed.
@@ -100,6 +78,40 @@ func cmdSetup(ctx context.Context, args []string, stdout, stderr io.Writer) (int
 		if err := exportCompiled(ctx, common, *compiledPath, dir, stdout); err != nil {
 			return 1, err
 		}
+	}
+	return 0, nil
+}
+
+// installBuild puts the build asked for into dir: the npm one fetched
+// when it is the one named, or the own build from a bundle file
+// (importPath) or URL (fetchURL, checked against bundleSum or the pinned
+// sum). With none of them it does nothing: prepare then makes the own
+// build's modules from what setup built. It returns the exit status with
+// its error.
+func installBuild(ctx context.Context, build, dir, importPath, fetchURL, bundleSum string, stdout, stderr io.Writer) (int, error) {
+	// Only the build asked for is prepared: the npm one is fetched when it
+	// is the one named, never as a stand-in for a missing own build.
+	if build == python.SelectNPM {
+		path, err := python.Fetch(ctx, dir, stderr)
+		if err != nil {
+			return 1, err
+		}
+		fmt.Fprintf(stdout, "python.wasm %s (sha256 %s, verified)\n", path, python.DefaultSHA256)
+	}
+	if importPath != "" {
+		if err := importBundle(importPath, dir, stdout); err != nil {
+			return 1, err
+		}
+	}
+	if fetchURL != "" {
+		man, err := python.FetchBundle(ctx, nil, fetchURL, bundleSum, dir)
+		if errors.Is(err, python.ErrBundleNotPinned) {
+			return exitUsage, usageError{err.Error() + ": --bundle-sha256"}
+		}
+		if err != nil {
+			return 1, fmt.Errorf("fetch bundle %s: %w", fetchURL, err)
+		}
+		fmt.Fprintf(stdout, "fetched %s into %s: CPython %s, manifest sha256 %s (pinned), %d files checked against their sha256\n", fetchURL, dir, man.Python, man.SHA256, len(man.Files))
 	}
 	return 0, nil
 }

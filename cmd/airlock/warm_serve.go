@@ -49,12 +49,12 @@ func cmdWarmServe(ctx context.Context, args []string, stderr io.Writer) (int, er
 		return 1, err
 	}
 	base := strings.TrimSuffix(*sock, ".sock")
-	lock, err := os.OpenFile(base+".lock", os.O_RDWR|os.O_CREATE, 0o600)
+	lock, held, err := warmLock(base)
 	if err != nil {
 		return 1, err
 	}
 	defer lock.Close()
-	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+	if !held {
 		return 0, nil // another one serves, or is loading
 	}
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
@@ -75,16 +75,12 @@ func cmdWarmServe(ctx context.Context, args []string, stderr io.Writer) (int, er
 	}
 	// What the files say is ours only while the lock is held: a stale
 	// socket from a server that died is removed before listening.
-	os.Remove(*sock)
-	ln, err := net.Listen("unix", *sock)
+	ln, err := listenWarm(*sock)
 	if err != nil {
 		return 1, err
 	}
 	defer os.Remove(*sock)
 	defer os.Remove(base + ".json")
-	if err := os.Chmod(*sock, 0o600); err != nil { // the directory is private too; this says so again
-		return 1, err
-	}
 	// Errors only: the log is on the runtime directory (memory, usually),
 	// and a local run reports everything else to its own client.
 	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelError}))
@@ -100,28 +96,9 @@ func cmdWarmServe(ctx context.Context, args []string, stderr io.Writer) (int, er
 		return 1, err
 	}
 	wl := &warmListener{Listener: ln, uid: os.Getuid(), stale: stale, done: make(chan string, 1)}
-	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(wl) }()
-	tick := time.NewTicker(min(*idle/4, 5*time.Second))
-	defer tick.Stop()
-	why := ""
-	for why == "" {
-		select {
-		case err := <-errc:
-			return 1, err
-		case <-ctx.Done():
-			why = "signalled"
-		case why = <-wl.done:
-		case <-tick.C:
-			// A changed build or binary ends it now, not after an idle
-			// time no client of it would end (theirs is a new server).
-			switch {
-			case srv.Idle() >= *idle:
-				why = "idle"
-			case stale():
-				why = "stale"
-			}
-		}
+	why, err := serveWarm(ctx, srv, wl, *idle, stale)
+	if err != nil {
+		return 1, err
 	}
 	// No new client may find the socket once it is decided; those already
 	// connected are answered.
@@ -130,6 +107,63 @@ func cmdWarmServe(ctx context.Context, args []string, stderr io.Writer) (int, er
 	dctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	return 0, srv.Shutdown(dctx)
+}
+
+// warmLock opens the lock file at base and tries to take it: held is
+// false when another process holds it (another server serves, or is
+// loading). The caller closes the file, which releases the lock.
+func warmLock(base string) (lock *os.File, held bool, err error) {
+	lock, err = os.OpenFile(base+".lock", os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, false, err
+	}
+	return lock, syscall.Flock(int(lock.Fd()), syscall.LOCK_EX|syscall.LOCK_NB) == nil, nil
+}
+
+// listenWarm listens on the Unix socket sock, replacing a stale one (from
+// a server that died), readable and writable by this user only.
+func listenWarm(sock string) (net.Listener, error) {
+	os.Remove(sock)
+	ln, err := net.Listen("unix", sock)
+	if err != nil {
+		return nil, err
+	}
+	if err := os.Chmod(sock, 0o600); err != nil { // the directory is private too; this says so again
+		ln.Close()
+		os.Remove(sock)
+		return nil, err
+	}
+	return ln, nil
+}
+
+// serveWarm serves wl until the server fails, a signal, idle time without
+// a run, a client's word (wl.done) or a changed build or binary (stale)
+// ends it, and says which.
+func serveWarm(ctx context.Context, srv *server.Server, wl *warmListener, idle time.Duration, stale func() bool) (string, error) {
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(wl) }()
+	tick := time.NewTicker(min(idle/4, 5*time.Second))
+	defer tick.Stop()
+	why := ""
+	for why == "" {
+		select {
+		case err := <-errc:
+			return "", err
+		case <-ctx.Done():
+			why = "signalled"
+		case why = <-wl.done:
+		case <-tick.C:
+			// A changed build or binary ends it now, not after an idle
+			// time no client of it would end (theirs is a new server).
+			switch {
+			case srv.Idle() >= idle:
+				why = "idle"
+			case stale():
+				why = "stale"
+			}
+		}
+	}
+	return why, nil
 }
 
 // staleCheck tells, each time it is called, whether the airlock executable
