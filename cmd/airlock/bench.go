@@ -130,31 +130,9 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) (int
 	if *markdown && (*asJSON || *phases || *sessions || *peers || *compute || *cli || *humanEval) {
 		return exitUsage, usageError{"--markdown: the latency report only, without --json, --phases, --sessions, --peers, --compute, --cli or --humaneval"}
 	}
-	var names []string
-	for _, w := range bench.Workloads {
-		names = append(names, w.Name)
-	}
-	if *compute {
-		names = names[:0]
-		for _, w := range bench.ComputeWorkloads {
-			names = append(names, w.Name)
-		}
-	}
-	if *surfaces {
-		names = names[:0]
-		for _, w := range bench.SurfaceWorkloads {
-			names = append(names, w.Name)
-		}
-	}
-	var chosen []string // nil: all of them
-	for _, name := range strings.Split(*workloads, ",") {
-		if name == "" {
-			continue
-		}
-		if !slices.Contains(names, name) {
-			return exitUsage, usageError{fmt.Sprintf("--workloads: no workload %q (there are %s)", name, strings.Join(names, ", "))}
-		}
-		chosen = append(chosen, name)
+	chosen, err := chooseWorkloads(*workloads, *compute, *surfaces)
+	if err != nil {
+		return exitUsage, err
 	}
 	if *compute {
 		if *reps < 1 {
@@ -188,25 +166,9 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) (int
 		po.common, po.runs, po.asJSON = common, *runs, *asJSON
 		return cmdBenchPeers(ctx, po, stdout, stderr)
 	}
-	report := benchReport{Date: time.Now().UTC().Format(time.RFC3339), GoVersion: runtime.Version(), CPUs: runtime.NumCPU()}
-	engines := strings.Split(common.engine, ",")
-	for _, eng := range engines {
-		for _, mode := range benchModes {
-			if *only != "" && mode.name != *only {
-				continue
-			}
-			if *phases && mode.name == "fresh" {
-				continue // no snapshot, no phases
-			}
-			rows, idle, err := benchEngineMode(ctx, common, eng, mode, *runs, *phases, chosen, stderr)
-			if err != nil {
-				return 1, err
-			}
-			report.Workloads = append(report.Workloads, rows...)
-			if idle != nil {
-				report.Idle = append(report.Idle, *idle)
-			}
-		}
+	report, err := benchLatency(ctx, common, *only, *runs, *phases, chosen, stderr)
+	if err != nil {
+		return 1, err
 	}
 	if *asJSON {
 		return 0, writeReport(stdout, report)
@@ -214,8 +176,77 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) (int
 	if *markdown {
 		return 0, writeMarkdown(stdout, report, args)
 	}
+	if err := printLatency(stdout, report, *phases); err != nil {
+		return 1, err
+	}
+	return 0, nil
+}
+
+// chooseWorkloads checks --workloads (a comma-separated list, "" for all)
+// against the workloads of the report asked for, and returns the chosen
+// ones, nil for all.
+func chooseWorkloads(list string, compute, surfaces bool) ([]string, error) {
+	var names []string
+	for _, w := range bench.Workloads {
+		names = append(names, w.Name)
+	}
+	if compute {
+		names = names[:0]
+		for _, w := range bench.ComputeWorkloads {
+			names = append(names, w.Name)
+		}
+	}
+	if surfaces {
+		names = names[:0]
+		for _, w := range bench.SurfaceWorkloads {
+			names = append(names, w.Name)
+		}
+	}
+	var chosen []string // nil: all of them
+	for _, name := range strings.Split(list, ",") {
+		if name == "" {
+			continue
+		}
+		if !slices.Contains(names, name) {
+			return nil, usageError{fmt.Sprintf("--workloads: no workload %q (there are %s)", name, strings.Join(names, ", "))}
+		}
+		chosen = append(chosen, name)
+	}
+	return chosen, nil
+}
+
+// benchLatency measures the chosen workloads (nil: all) on each engine of
+// common.engine (comma-separated) in each mode (only: that one), with
+// where the time went when phases.
+func benchLatency(ctx context.Context, common commonFlags, only string, runs int, phases bool, chosen []string, stderr io.Writer) (benchReport, error) {
+	report := benchReport{Date: time.Now().UTC().Format(time.RFC3339), GoVersion: runtime.Version(), CPUs: runtime.NumCPU()}
+	engines := strings.Split(common.engine, ",")
+	for _, eng := range engines {
+		for _, mode := range benchModes {
+			if only != "" && mode.name != only {
+				continue
+			}
+			if phases && mode.name == "fresh" {
+				continue // no snapshot, no phases
+			}
+			rows, idle, err := benchEngineMode(ctx, common, eng, mode, runs, phases, chosen, stderr)
+			if err != nil {
+				return report, err
+			}
+			report.Workloads = append(report.Workloads, rows...)
+			if idle != nil {
+				report.Idle = append(report.Idle, *idle)
+			}
+		}
+	}
+	return report, nil
+}
+
+// printLatency prints report as a table: latency and throughput, or
+// with phases the medians of where resumed runs' time went.
+func printLatency(stdout io.Writer, report benchReport, phases bool) error {
 	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
-	if *phases {
+	if phases {
 		fmt.Fprintln(tw, "workload\tengine\tmode\tworkers\truns\tover\tms\tstart µs\trestore µs\tguest µs\tclose µs\thost µs\tpooled\tsteal\t")
 		for _, r := range report.Workloads {
 			for _, row := range []struct {
@@ -230,10 +261,10 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) (int
 		}
 		fmt.Fprintf(tw, "\nmedians per phase, over all runs and over the slowest (at or above p99); %s, %d CPUs, %s, %s\n", report.Date, report.CPUs, procsNote(report.Workloads), report.GoVersion)
 		if err := tw.Flush(); err != nil {
-			return 1, err
+			return err
 		}
 		printIdle(stdout, report.Idle)
-		return 0, nil
+		return nil
 	}
 	fmt.Fprintln(tw, "workload\tengine\tmode\tworkers\truns\tp50 ms\tp99 ms\truns/s\tfuel\tsteal\t")
 	for _, r := range report.Workloads {
@@ -248,10 +279,10 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) (int
 	}
 	fmt.Fprintf(tw, "\n%s, %d CPUs, %s, %s\n", report.Date, report.CPUs, procsNote(report.Workloads), report.GoVersion)
 	if err := tw.Flush(); err != nil {
-		return 1, err
+		return err
 	}
 	printIdle(stdout, report.Idle)
-	return 0, nil
+	return nil
 }
 
 // benchEngineMode measures every workload on one engine in one mode, on

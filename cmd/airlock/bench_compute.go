@@ -59,12 +59,52 @@ func cmdBenchCompute(ctx context.Context, o computeOptions, stdout, stderr io.Wr
 		Notes:   map[string]string{},
 		GeoMean: map[string]float64{},
 	}
-	native, version, err := bench.NativeRunner(ctx, o.nativePython)
+	runners, closeAll, err := computeRunners(ctx, o, cache, &report, stderr)
+	defer closeAll()
 	if err != nil {
 		return 1, err
 	}
+	for _, w := range bench.ComputeWorkloads {
+		if o.only != nil && !slices.Contains(o.only, w.Name) {
+			continue
+		}
+		for _, r := range runners {
+			fmt.Fprintf(stderr, "airlock: compute %s on %s\n", w.Name, r.name)
+			res, err := bench.MeasureCompute(ctx, r.name, r.run, w, o.reps)
+			if err != nil {
+				return 1, err
+			}
+			report.Results = append(report.Results, res)
+		}
+	}
+	report.Load += " → " + loadAvg()
+	base := summarizeCompute(&report, runners)
+	if o.asJSON {
+		return 0, writeReport(stdout, report)
+	}
+	if err := printCompute(stdout, report, runners, base, o.reps); err != nil {
+		return 1, err
+	}
+	return 0, nil
+}
+
+// computeRunners are native CPython (o.nativePython) and a Sandbox per
+// build compared: the one o names, else the own build resumed and fresh
+// and the npm fallback when it is in cache (else it is in
+// report.Skipped). closeAll closes the sandboxes made, also on error.
+func computeRunners(ctx context.Context, o computeOptions, cache string, report *computeReport, stderr io.Writer) (runners []computeRunner, closeAll func(), err error) {
+	var sandboxes []*airlock.Sandbox
+	closeAll = func() {
+		for _, sb := range slices.Backward(sandboxes) {
+			sb.Close(context.Background())
+		}
+	}
+	native, version, err := bench.NativeRunner(ctx, o.nativePython)
+	if err != nil {
+		return nil, closeAll, err
+	}
 	report.Native = "native " + o.nativePython + " " + version
-	runners := []computeRunner{{name: "native", note: "CPython " + version + ", `" + o.nativePython + " -c`", run: native}}
+	runners = []computeRunner{{name: "native", note: "CPython " + version + ", `" + o.nativePython + " -c`", run: native}}
 
 	type build struct {
 		name, sel string
@@ -92,9 +132,9 @@ func cmdBenchCompute(ctx context.Context, o computeOptions, stdout, stderr io.Wr
 		}
 		sb, err := c.sandbox(ctx, stderr, opts...)
 		if err != nil {
-			return 1, fmt.Errorf("%s: %w", b.name, err)
+			return nil, closeAll, fmt.Errorf("%s: %w", b.name, err)
 		}
-		defer sb.Close(context.Background())
+		sandboxes = append(sandboxes, sb)
 		mode := "fresh interpreter per run"
 		if sb.Snapshots() {
 			mode = "resumed from the snapshot (asyncified module)"
@@ -105,21 +145,12 @@ func cmdBenchCompute(ctx context.Context, o computeOptions, stdout, stderr io.Wr
 		}
 		runners = append(runners, computeRunner{name: b.name, note: sb.Info().Description + "; " + mode, run: bench.SandboxRunner(sb)})
 	}
+	return runners, closeAll, nil
+}
 
-	for _, w := range bench.ComputeWorkloads {
-		if o.only != nil && !slices.Contains(o.only, w.Name) {
-			continue
-		}
-		for _, r := range runners {
-			fmt.Fprintf(stderr, "airlock: compute %s on %s\n", w.Name, r.name)
-			res, err := bench.MeasureCompute(ctx, r.name, r.run, w, o.reps)
-			if err != nil {
-				return 1, err
-			}
-			report.Results = append(report.Results, res)
-		}
-	}
-	report.Load += " → " + loadAvg()
+// summarizeCompute fills report's notes and each runner's geometric mean
+// of its ratios to native, and returns native's median by workload.
+func summarizeCompute(report *computeReport, runners []computeRunner) map[string]float64 {
 	base := map[string]float64{}
 	ratios := map[string][]float64{}
 	for _, r := range report.Results {
@@ -138,12 +169,14 @@ func cmdBenchCompute(ctx context.Context, o computeOptions, stdout, stderr io.Wr
 			report.GeoMean[r.name] = bench.GeoMean(ratios[r.name])
 		}
 	}
-	if o.asJSON {
-		return 0, writeReport(stdout, report)
-	}
+	return base
+}
 
+// printCompute prints report as a table of medians and ratios to native,
+// with a line per runner saying what it ran.
+func printCompute(stdout io.Writer, report computeReport, runners []computeRunner, base map[string]float64, reps int) error {
 	fmt.Fprintf(stdout, "%s; %s; load average (1 min) %s; median of %d timed repetitions (after one untimed), in ms; ratio (×) to native.\n\n",
-		report.Date, report.Machine, report.Load, o.reps)
+		report.Date, report.Machine, report.Load, reps)
 	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprint(tw, "workload\t")
 	for _, r := range runners {
@@ -176,7 +209,7 @@ func cmdBenchCompute(ctx context.Context, o computeOptions, stdout, stderr io.Wr
 	}
 	fmt.Fprintln(tw)
 	if err := tw.Flush(); err != nil {
-		return 1, err
+		return err
 	}
 	fmt.Fprintln(stdout)
 	for _, r := range runners {
@@ -185,5 +218,5 @@ func cmdBenchCompute(ctx context.Context, o computeOptions, stdout, stderr io.Wr
 	for _, s := range report.Skipped {
 		fmt.Fprintf(stdout, "- %s: not measured: %s\n", s.Name, s.Reason)
 	}
-	return 0, nil
+	return nil
 }

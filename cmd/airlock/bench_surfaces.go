@@ -114,61 +114,75 @@ func cmdBenchSurfaces(ctx context.Context, common *commonFlags, runs int, native
 		if only != nil && !slices.Contains(only, w.Name) {
 			continue
 		}
-		// One untimed run through each: images, imports and connections
-		// made once, as a server that has been up for a while has them. A
-		// native interpreter without the workload's packages gets no row.
-		surfaces := slices.Clone(surfaces)
-		for i := 0; i < len(surfaces); i++ {
-			s := surfaces[i]
-			if _, err := s.run(ctx, w); err != nil {
-				if s.native && strings.Contains(err.Error(), "ModuleNotFoundError") {
-					report.Notes = append(report.Notes, fmt.Sprintf("%s: no native row (%s lacks a package it imports)", w.Name, s.name))
-					surfaces = slices.Delete(surfaces, i, i+1)
-					i--
-					continue
-				}
-				return 1, fmt.Errorf("%s through %s: %w", w.Name, s.name, err)
-			}
-		}
-		times := make([][]time.Duration, len(surfaces))
-		runTimes := make([][]time.Duration, len(surfaces))
-		// In blocks of consecutive runs, as a server meets a stream of
-		// requests; the blocks take turns, so that drift over the
-		// measurement spreads over every surface, and a surface follows a
-		// native process (which leaves the caches cold) once a block,
-		// not once a run.
-		for done := 0; done < runs; done += surfaceBlock {
-			for _, i := range surfaceOrder(len(surfaces), done/surfaceBlock) {
-				s := surfaces[i]
-				for range min(surfaceBlock, runs-done) {
-					start := time.Now()
-					d, err := s.run(ctx, w)
-					if err != nil {
-						return 1, fmt.Errorf("%s through %s: %w", w.Name, s.name, err)
-					}
-					times[i] = append(times[i], time.Since(start))
-					runTimes[i] = append(runTimes[i], d)
-				}
-			}
-		}
-		native := slices.IndexFunc(surfaces, func(s surface) bool { return s.native })
-		for i, s := range surfaces {
-			sorted := slices.Sorted(slices.Values(times[i]))
-			row := surfaceRow{Workload: w.Name, Surface: s.name, Runs: runs, P50MS: ms(bench.Median(sorted)),
-				P99MS: ms(sorted[(len(sorted)*99-1)/100])}
-			if slices.ContainsFunc(runTimes[i], func(d time.Duration) bool { return d > 0 }) {
-				row.RunP50MS = ms(bench.Median(runTimes[i]))
-			}
-			if native >= 0 && !s.native {
-				row.ToNative = row.P50MS / ms(bench.Median(times[native]))
-			}
-			report.Rows = append(report.Rows, row)
+		if err := measureSurfaces(ctx, surfaces, w, runs, &report); err != nil {
+			return 1, err
 		}
 	}
 	report.Load = loadAvg()
 	if asJSON {
 		return 0, writeReport(stdout, report)
 	}
+	return 0, printSurfaces(stdout, report, sb.Engine())
+}
+
+// measureSurfaces times runs of w through each surface, after an untimed
+// one, and adds their rows (and notes) to report.
+func measureSurfaces(ctx context.Context, surfaces []surface, w bench.SurfaceWorkload, runs int, report *surfaceReport) error {
+	// One untimed run through each: images, imports and connections
+	// made once, as a server that has been up for a while has them. A
+	// native interpreter without the workload's packages gets no row.
+	surfaces = slices.Clone(surfaces)
+	for i := 0; i < len(surfaces); i++ {
+		s := surfaces[i]
+		if _, err := s.run(ctx, w); err != nil {
+			if s.native && strings.Contains(err.Error(), "ModuleNotFoundError") {
+				report.Notes = append(report.Notes, fmt.Sprintf("%s: no native row (%s lacks a package it imports)", w.Name, s.name))
+				surfaces = slices.Delete(surfaces, i, i+1)
+				i--
+				continue
+			}
+			return fmt.Errorf("%s through %s: %w", w.Name, s.name, err)
+		}
+	}
+	times := make([][]time.Duration, len(surfaces))
+	runTimes := make([][]time.Duration, len(surfaces))
+	// In blocks of consecutive runs, as a server meets a stream of
+	// requests; the blocks take turns, so that drift over the
+	// measurement spreads over every surface, and a surface follows a
+	// native process (which leaves the caches cold) once a block,
+	// not once a run.
+	for done := 0; done < runs; done += surfaceBlock {
+		for _, i := range surfaceOrder(len(surfaces), done/surfaceBlock) {
+			s := surfaces[i]
+			for range min(surfaceBlock, runs-done) {
+				start := time.Now()
+				d, err := s.run(ctx, w)
+				if err != nil {
+					return fmt.Errorf("%s through %s: %w", w.Name, s.name, err)
+				}
+				times[i] = append(times[i], time.Since(start))
+				runTimes[i] = append(runTimes[i], d)
+			}
+		}
+	}
+	native := slices.IndexFunc(surfaces, func(s surface) bool { return s.native })
+	for i, s := range surfaces {
+		sorted := slices.Sorted(slices.Values(times[i]))
+		row := surfaceRow{Workload: w.Name, Surface: s.name, Runs: runs, P50MS: ms(bench.Median(sorted)),
+			P99MS: ms(sorted[(len(sorted)*99-1)/100])}
+		if slices.ContainsFunc(runTimes[i], func(d time.Duration) bool { return d > 0 }) {
+			row.RunP50MS = ms(bench.Median(runTimes[i]))
+		}
+		if native >= 0 && !s.native {
+			row.ToNative = row.P50MS / ms(bench.Median(times[native]))
+		}
+		report.Rows = append(report.Rows, row)
+	}
+	return nil
+}
+
+// printSurfaces prints report as a table, with the engine the sandbox ran on.
+func printSurfaces(stdout io.Writer, report surfaceReport, engine string) error {
 	tw := tabwriter.NewWriter(stdout, 2, 4, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "workload\tsurface\truns\tp50 ms\tp99 ms\trun p50 ms\tto native\t")
 	for _, r := range report.Rows {
@@ -182,11 +196,11 @@ func cmdBenchSurfaces(ctx context.Context, common *commonFlags, runs int, native
 		fmt.Fprintf(tw, "%s\t%s\t%d\t%.2f\t%.2f\t%s\t%s\t\n", r.Workload, r.Surface, r.Runs, r.P50MS, r.P99MS, run, ratio)
 	}
 	fmt.Fprintf(tw, "\nround trips as each caller sees them, medians, in blocks of %d runs taking turns; run p50: the run's own time as the surface reports it; %s, %d CPUs, load %s, %s\n",
-		surfaceBlock, report.Date, report.CPUs, report.Load, sb.Engine())
+		surfaceBlock, report.Date, report.CPUs, report.Load, engine)
 	for _, n := range report.Notes {
 		fmt.Fprintln(tw, n)
 	}
-	return 0, tw.Flush()
+	return tw.Flush()
 }
 
 // goSurface runs workloads with Sandbox.Run.
