@@ -148,12 +148,10 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) (int
 		if *workers < 1 {
 			return exitUsage, usageError{"--workers must be at least 1"}
 		}
-		rounds := 5
-		fs.Visit(func(f *flag.Flag) {
-			if f.Name == "runs" {
-				rounds = *runs
-			}
-		})
+		rounds := 5 // HumanEval's rounds take minutes: not --runs's default
+		if flagGiven(fs, "runs") {
+			rounds = *runs
+		}
 		return cmdBenchHumanEval(ctx, &common, rounds, *workers, po.nativePython, *asJSON, stdout, stderr)
 	}
 	if *cli {
@@ -431,4 +429,11 @@ func cmdBenchSessions(ctx context.Context, common *commonFlags, runs int, asJSON
 	}
 	fmt.Fprintf(tw, "\nmedians; %s, %d CPUs, %s\n", report.Date, report.CPUs, report.GoVersion)
 	return 0, tw.Flush()
+}
+
+// flagGiven tells whether the command line set the flag name.
+func flagGiven(fs *flag.FlagSet, name string) bool {
+	given := false
+	fs.Visit(func(f *flag.Flag) { given = given || f.Name == name })
+	return given
 }

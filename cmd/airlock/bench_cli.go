@@ -70,13 +70,8 @@ func cmdBenchCLI(ctx context.Context, common *commonFlags, runs int, nativePytho
 		report.Notes = append(report.Notes, "no warm server: "+warmReason(common))
 	default:
 		wasThere := t.present()
-		if _, _, err := timeProcess(ctx, cliVariant{argv: run, env: warmEnv}); err != nil {
+		if err := startWarm(ctx, t, run, warmEnv); err != nil {
 			return 1, err
-		}
-		for deadline := time.Now().Add(2 * time.Minute); !t.present(); time.Sleep(50 * time.Millisecond) {
-			if time.Now().After(deadline) || ctx.Err() != nil {
-				return 1, fmt.Errorf("bench --cli: no warm server came up at %s (see its log beside it)", t.sock())
-			}
 		}
 		if !wasThere {
 			defer t.stop()
@@ -130,6 +125,25 @@ func cmdBenchCLI(ctx context.Context, common *commonFlags, runs int, nativePytho
 	if asJSON {
 		return 0, writeReport(stdout, report)
 	}
+	return 0, printCLIReport(stdout, report)
+}
+
+// startWarm runs run once with warmEnv, which starts the warm server of t,
+// and waits (up to two minutes) until it serves.
+func startWarm(ctx context.Context, t *warmTarget, run, warmEnv []string) error {
+	if _, _, err := timeProcess(ctx, cliVariant{argv: run, env: warmEnv}); err != nil {
+		return err
+	}
+	for deadline := time.Now().Add(2 * time.Minute); !t.present(); time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			return fmt.Errorf("bench --cli: no warm server came up at %s (see its log beside it)", t.sock())
+		}
+	}
+	return nil
+}
+
+// printCLIReport prints report as a table with its notes.
+func printCLIReport(stdout io.Writer, report cliReport) error {
 	tw := tabwriter.NewWriter(stdout, 2, 4, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "command\truns\tmedian ms\tmin-max ms\tpeak RSS MB\tto native\tserved\t")
 	for _, r := range report.Rows {
@@ -146,7 +160,7 @@ func cmdBenchCLI(ctx context.Context, common *commonFlags, runs int, nativePytho
 	for _, n := range report.Notes {
 		fmt.Fprintln(tw, n)
 	}
-	return 0, tw.Flush()
+	return tw.Flush()
 }
 
 // childArgs are the flags that make an airlock process this one starts

@@ -96,10 +96,33 @@ func cmdBenchHumanEval(ctx context.Context, common *commonFlags, rounds, workers
 		workloads[i] = bench.SurfaceWorkload{Name: strings.ReplaceAll(p.TaskID, "/", "_"), Code: p.Program()}
 	}
 
+	if err := measureHumanEval(ctx, surfaces, problems, workloads, rounds, workers, &report); err != nil {
+		return 1, err
+	}
+	report.Load = loadAvg()
+	code := 0
+	for _, r := range report.Rows {
+		if r.Passed != len(problems) {
+			code = 1 // a canonical solution that fails is a fault, not a figure
+		}
+	}
+	if asJSON {
+		return code, writeReport(stdout, report)
+	}
+	if err := printHumanEval(stdout, report, rounds, sb.Engine()); err != nil {
+		return code, err
+	}
+	return code, nil
+}
+
+// measureHumanEval runs every problem through each surface, workers at a
+// time, in rounds taking turns after an untimed one, and adds a row per
+// surface to report.
+func measureHumanEval(ctx context.Context, surfaces []surface, problems []bench.HumanEvalProblem, workloads []bench.SurfaceWorkload, rounds, workers int, report *humanEvalReport) error {
 	// One untimed problem through each: images and connections made once.
 	for _, s := range surfaces {
 		if _, err := s.run(ctx, workloads[0]); err != nil {
-			return 1, fmt.Errorf("%s through %s: %w", problems[0].TaskID, s.name, err)
+			return fmt.Errorf("%s through %s: %w", problems[0].TaskID, s.name, err)
 		}
 	}
 	walls := make([][]time.Duration, len(surfaces))
@@ -112,7 +135,7 @@ func cmdBenchHumanEval(ctx context.Context, common *commonFlags, rounds, workers
 		for _, i := range surfaceOrder(len(surfaces), r) {
 			wall, times, fails := humanEvalRound(ctx, surfaces[i], workloads, workers)
 			if ctx.Err() != nil {
-				return 1, ctx.Err()
+				return ctx.Err()
 			}
 			walls[i] = append(walls[i], wall)
 			each[i] = append(each[i], times...)
@@ -133,16 +156,12 @@ func cmdBenchHumanEval(ctx context.Context, common *commonFlags, rounds, workers
 		}
 		report.Rows = append(report.Rows, row)
 	}
-	report.Load = loadAvg()
-	code := 0
-	for _, r := range report.Rows {
-		if r.Passed != len(problems) {
-			code = 1 // a canonical solution that fails is a fault, not a figure
-		}
-	}
-	if asJSON {
-		return code, writeReport(stdout, report)
-	}
+	return nil
+}
+
+// printHumanEval prints report as a table, its failures and notes.
+func printHumanEval(stdout io.Writer, report humanEvalReport, rounds int, engine string) error {
+	problems := report.Problems
 	tw := tabwriter.NewWriter(stdout, 2, 4, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "surface\tpassed\twall ms\tproblem p50 ms\tspeedup over native\t")
 	for _, r := range report.Rows {
@@ -150,10 +169,10 @@ func cmdBenchHumanEval(ctx context.Context, common *commonFlags, rounds, workers
 		if r.Speedup > 0 {
 			speedup = fmt.Sprintf("%.1fx", r.Speedup)
 		}
-		fmt.Fprintf(tw, "%s\t%d/%d\t%.0f\t%.2f\t%s\t\n", r.Surface, r.Passed, len(problems), r.WallMS, r.ProblemP50MS, speedup)
+		fmt.Fprintf(tw, "%s\t%d/%d\t%.0f\t%.2f\t%s\t\n", r.Surface, r.Passed, problems, r.WallMS, r.ProblemP50MS, speedup)
 	}
 	fmt.Fprintf(tw, "\nHumanEval %s's %d canonical solutions with their tests, one fresh run each, %d at a time; wall: median of %d rounds taking turns; %s, %d CPUs, load %s, %s\n",
-		bench.HumanEvalVersion, len(problems), workers, rounds, report.Date, report.CPUs, report.Load, sb.Engine())
+		bench.HumanEvalVersion, problems, report.Workers, rounds, report.Date, report.CPUs, report.Load, engine)
 	for _, r := range report.Rows {
 		for _, f := range r.Failures {
 			fmt.Fprintf(tw, "FAILED through %s: %s\n", r.Surface, f)
@@ -162,7 +181,7 @@ func cmdBenchHumanEval(ctx context.Context, common *commonFlags, rounds, workers
 	for _, n := range report.Notes {
 		fmt.Fprintln(tw, n)
 	}
-	return code, tw.Flush()
+	return tw.Flush()
 }
 
 // humanEvalRound runs every workload through s, workers at a time, and

