@@ -133,8 +133,12 @@ type Request struct {
 	// refused with ErrCompiledExtension; an unreadable or corrupt one, or
 	// one over MaxPackageBytes, with ErrInvalidPackage.
 	Packages []string
-	// Tools names the host tools (see WithTools) this run may call; nil
-	// allows every registered tool, an empty non-nil slice none.
+	// HostFuncs names the host functions (see WithHostFuncs) this run may
+	// call; nil allows every registered one, an empty non-nil slice none.
+	HostFuncs []string
+	// Tools is HostFuncs' old name, used when HostFuncs is nil.
+	//
+	// Deprecated: use HostFuncs.
 	Tools []string
 	// Values reach host tools through hostfuncs.CallInfo; they are shared
 	// by the run's calls and must not be changed while it runs.
@@ -249,8 +253,8 @@ type config struct {
 	noCache    bool
 	limits     Limits
 	notice     io.Writer
-	tools      []hostfuncs.Tool
-	registry   *hostfuncs.Registry // built by New from tools
+	hostFuncs  []hostfuncs.Function
+	registry   *hostfuncs.Registry // built by New from hostFuncs
 	snapshots  *bool               // nil: on when set-up made them possible (snapshot.go)
 	packages   []string            // WithPackages (packages.go)
 	preimport  []string            // WithPreimport

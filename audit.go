@@ -221,10 +221,10 @@ func (a *runAudit) tool(c hostfuncs.CallRecord) {
 		outcome = c.Kind
 	}
 	sum := sha256.Sum256(c.Request)
-	a.add(AuditTool, fmt.Sprintf("%s: %s in %s, request sha256 %s", printable(c.Tool), outcome, c.Duration.Round(time.Microsecond), hex.EncodeToString(sum[:8])), false)
+	a.add(AuditTool, fmt.Sprintf("%s: %s in %s, request sha256 %s", printable(c.Func), outcome, c.Duration.Round(time.Microsecond), hex.EncodeToString(sum[:8])), false)
 	if name := a.canaryIn(c.Request); name != "" {
-		a.add(AuditCanary, fmt.Sprintf("sent %s to the host tool %s", name, printable(c.Tool)), false)
-		a.suspicious("canary", fmt.Sprintf("sent %s to the host tool %s", name, printable(c.Tool)))
+		a.add(AuditCanary, fmt.Sprintf("sent %s to the host tool %s", name, printable(c.Func)), false)
+		a.suspicious("canary", fmt.Sprintf("sent %s to the host tool %s", name, printable(c.Func)))
 	}
 }
 

@@ -31,7 +31,7 @@ func ExampleWithTools() {
 			}
 			return out, nil
 		})
-	sb, err := airlock.New(ctx, airlock.WithTools(lookup))
+	sb, err := airlock.New(ctx, airlock.WithHostFuncs(lookup))
 	if err != nil {
 		fmt.Println(err)
 		return

@@ -100,7 +100,7 @@ func New(ctx context.Context, opts ...Option) (*Sandbox, error) {
 	if err := setupNetwork(&cfg); err != nil {
 		return nil, fmt.Errorf("airlock: WithNetwork: %w", err)
 	}
-	reg, err := hostfuncs.NewRegistry(cfg.tools...)
+	reg, err := hostfuncs.NewRegistry(cfg.hostFuncs...)
 	if err != nil {
 		return nil, fmt.Errorf("airlock: %w", err)
 	}

@@ -69,9 +69,13 @@ type SessionOptions struct {
 	// variables (PYTHON*, LANG, LC_*) cannot be set: the interpreter has
 	// started long before.
 	Env map[string]string
-	// Tools and Values are as in Request, for every call.
-	Tools  []string
-	Values map[string]any
+	// HostFuncs and Values are as in Request, for every call.
+	HostFuncs []string
+	Values    map[string]any
+	// Tools is HostFuncs' old name, used when HostFuncs is nil.
+	//
+	// Deprecated: use HostFuncs.
+	Tools []string
 }
 
 // Session is an interpreter kept between calls. Its methods are safe for
@@ -168,7 +172,8 @@ func (sb *Sandbox) NewSession(ctx context.Context, opts SessionOptions) (*Sessio
 	}
 	// Tools are checked now, not at the first call: a session that no
 	// call could use would still count against a server's cap.
-	if _, verr := sb.hostDevices(&Request{Tools: opts.Tools}, limits, nil); verr != nil {
+	opts.HostFuncs, opts.Tools = orOld(opts.HostFuncs, opts.Tools), nil
+	if _, verr := sb.hostDevices(&Request{HostFuncs: opts.HostFuncs}, limits, nil); verr != nil {
 		return nil, verr
 	}
 	fs, _, verr := sb.newFS(limits, opts.Files, nil)
@@ -255,8 +260,8 @@ func (s *Session) Run(ctx context.Context, req Request) (*Result, error) {
 		maps.Copy(merged, req.Env)
 		req.Env = merged
 	}
-	if req.Tools == nil {
-		req.Tools = s.opts.Tools
+	if req.HostFuncs, req.Tools = orOld(req.HostFuncs, req.Tools), nil; req.HostFuncs == nil {
+		req.HostFuncs = s.opts.HostFuncs
 	}
 	if req.Values == nil {
 		req.Values = s.opts.Values

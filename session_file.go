@@ -95,8 +95,13 @@ type LoadOptions struct {
 	// Request, as for any session: that is the host's choice, not the
 	// blob's.
 	MaxLimits Limits
-	// Tools, if non-nil, caps the tools the session may call: those it
-	// saved (all, if it saved none) that are also in Tools.
+	// HostFuncs, if non-nil, caps the host functions the session may
+	// call: those it saved (all, if it saved none) that are also in
+	// HostFuncs.
+	HostFuncs []string
+	// Tools is HostFuncs' old name, used when HostFuncs is nil.
+	//
+	// Deprecated: use HostFuncs.
 	Tools []string
 }
 
@@ -137,7 +142,7 @@ func (s *Session) Save(w io.Writer) error {
 		binary.Write(&b, binary.LittleEndian, v)
 	}
 	putStrings(&b, flattenEnv(s.opts.Env), true)
-	putStrings(&b, s.opts.Tools, s.opts.Tools != nil)
+	putStrings(&b, s.opts.HostFuncs, s.opts.HostFuncs != nil)
 	if s.image == nil {
 		b.WriteByte(0)
 	} else {
@@ -282,11 +287,11 @@ func (sb *Sandbox) LoadSession(ctx context.Context, r io.Reader, opts LoadOption
 			s.opts.Env[env[i]] = env[i+1]
 		}
 	}
-	if tools, ok := d.strings(); ok {
-		s.opts.Tools = tools
+	if funcs, ok := d.strings(); ok {
+		s.opts.HostFuncs = funcs
 	}
-	if opts.Tools != nil {
-		s.opts.Tools = capTools(s.opts.Tools, opts.Tools)
+	if allow := orOld(opts.HostFuncs, opts.Tools); allow != nil {
+		s.opts.HostFuncs = capTools(s.opts.HostFuncs, allow)
 	}
 	// What NewSession refuses, a file cannot bring in. (Negative limits
 	// are refused here: capLimits keeps them, as they are below any cap.)

@@ -22,7 +22,7 @@ type addArgs struct {
 // after one warm-up call; ns/call is the figure, ns/op the whole run.
 func BenchmarkHostCall(b *testing.B) {
 	ctx := context.Background()
-	tsb, err := airlock.New(ctx, airlock.WithTools(
+	tsb, err := airlock.New(ctx, airlock.WithHostFuncs(
 		hostfuncs.Func("add", "Add.", func(_ context.Context, in addArgs) (int, error) { return in.A + in.B, nil }),
 	))
 	if err != nil {

@@ -46,7 +46,7 @@ type RunConfig struct {
 
 // CallRecord is one host call as OnCall sees it.
 type CallRecord struct {
-	Tool     string        // as the guest named it (clipped to 200 bytes)
+	Func     string        // as the guest named it (clipped to 200 bytes)
 	Kind     string        // "" when the tool answered, else the error kind the guest got
 	Duration time.Duration // from the request to the answer
 	// Request is the call's JSON (name, args, kwargs); it is valid only
@@ -72,7 +72,7 @@ type CallRecord struct {
 // Nothing the guest writes makes the Device fail or trap.
 type Device struct {
 	reg        *Registry
-	allowed    map[string]*Tool
+	allowed    map[string]*Function
 	list       []byte
 	info       Info
 	maxCalls   int
@@ -88,11 +88,11 @@ type Device struct {
 // NewDevice prepares a run's device.
 //
 // # Errors
-// ErrUnknownTool when cfg.Allow names a tool the registry lacks; an error
+// ErrUnknownFunc when cfg.Allow names a tool the registry lacks; an error
 // for negative or oversized limits.
 func (r *Registry) NewDevice(cfg RunConfig) (*Device, error) {
 	if r == nil {
-		r = &Registry{tools: map[string]*Tool{}}
+		r = &Registry{tools: map[string]*Function{}}
 		r.list = r.listJSON(nil)
 	}
 	switch {
@@ -109,12 +109,12 @@ func (r *Registry) NewDevice(cfg RunConfig) (*Device, error) {
 		d.maxPayload = DefaultMaxPayload
 	}
 	if cfg.Allow != nil {
-		d.allowed = make(map[string]*Tool, len(cfg.Allow))
+		d.allowed = make(map[string]*Function, len(cfg.Allow))
 		var names []string
 		for _, n := range cfg.Allow {
 			t, ok := r.tools[n]
 			if !ok {
-				return nil, fmt.Errorf("%w %q (registered: %s)", ErrUnknownTool, n, strings.Join(r.names, ", "))
+				return nil, fmt.Errorf("%w %q (registered: %s)", ErrUnknownFunc, n, strings.Join(r.names, ", "))
 			}
 			if d.allowed[n] == nil {
 				names = append(names, n)
@@ -193,7 +193,7 @@ func (d *Device) handle(ctx context.Context, body []byte) {
 	if d.onCall != nil {
 		start := time.Now()
 		defer func() {
-			d.onCall(CallRecord{Tool: name, Kind: responseKind(d.resp), Duration: time.Since(start), Request: body})
+			d.onCall(CallRecord{Func: name, Kind: responseKind(d.resp), Duration: time.Since(start), Request: body})
 		}()
 	}
 	if ctx.Err() != nil {
@@ -211,7 +211,7 @@ func (d *Device) handle(ctx context.Context, body []byte) {
 		return
 	}
 	info := d.info
-	info.Tool, info.Call = t.name, d.calls
+	info.Func, info.Tool, info.Call = t.name, t.name, d.calls
 	d.respond(d.call(context.WithValue(ctx, infoKey{}, &info), t, req))
 }
 
@@ -220,7 +220,7 @@ func (d *Device) handle(ctx context.Context, body []byte) {
 // that ignores its context cannot keep the run, its Session or its
 // Sandbox's Close waiting past the deadline. Such a tool is left to
 // finish; its answer is dropped.
-func (d *Device) call(ctx context.Context, t *Tool, req request) []byte {
+func (d *Device) call(ctx context.Context, t *Function, req request) []byte {
 	done := make(chan []byte, 1)
 	go func() {
 		// runtime.Goexit in the tool skips the assignment but not this.
@@ -239,7 +239,7 @@ func (d *Device) call(ctx context.Context, t *Tool, req request) []byte {
 // invoke calls the tool and encodes its answer. A panic anywhere in the
 // tool's code, its error's Error or its result's MarshalJSON included,
 // becomes a panic error for the guest.
-func (d *Device) invoke(ctx context.Context, t *Tool, req request) (payload []byte) {
+func (d *Device) invoke(ctx context.Context, t *Function, req request) (payload []byte) {
 	defer func() {
 		if v := recover(); v != nil {
 			payload = d.errorPayload(KindPanic, fmt.Sprintf("%s(): the host tool panicked: %v", t.name, v))

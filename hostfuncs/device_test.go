@@ -100,7 +100,7 @@ func TestDeviceLimitsAndInfo(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	if got := roundtrip(t, ctx, d, `{"name":"info"}`); got != `{"ok":{"RunID":"r1","Values":{"k":"v"},"Tool":"info","Call":1}}` {
+	if got := roundtrip(t, ctx, d, `{"name":"info"}`); got != `{"ok":{"RunID":"r1","Values":{"k":"v"},"Func":"info","Call":1,"Tool":"info"}}` {
 		t.Fatal(got)
 	}
 	roundtrip(t, ctx, d, `{"op":"list"}`) // does not count

@@ -31,7 +31,7 @@ func Example() {
 
 	// A name Python cannot call is refused when the registry is made.
 	_, err = hostfuncs.NewRegistry(hostfuncs.Func("not-a-name", "", func(context.Context, string) (string, error) { return "", nil }))
-	fmt.Println(errors.Is(err, hostfuncs.ErrInvalidTool))
+	fmt.Println(errors.Is(err, hostfuncs.ErrInvalidFunc))
 	// Output:
 	// [forecast] The forecast for a city.
 	// {"additionalProperties":false,"properties":{"city":{"type":"string"},"days":{"type":"integer"}},"required":["city"],"type":"object"}

@@ -1,9 +1,9 @@
 // Package hostfuncs lets sandboxed Python call Go functions the embedding
 // program chose to expose (host functions; the guest and MCP call them
-// tools), and nothing else. A sandbox takes them with airlock.WithTools.
+// tools), and nothing else. A sandbox takes them with airlock.WithHostFuncs.
 //
-// A Tool is a typed Go function registered with Func; its argument and
-// result travel as JSON. A Registry holds a Sandbox's tools; each run gets
+// A [Function] is a typed Go function made by [Func]; its argument and
+// result travel as JSON. A [Registry] holds a Sandbox's functions; each run gets
 // its own Device (see Registry.NewDevice), which the WASI layer serves at
 // DevicePath. The guest module `airlock` (shipped with the python package)
 // speaks the device's protocol:
@@ -24,7 +24,7 @@
 // out as bytes; a plain []byte stays a base64 str, as encoding/json writes it.
 //
 // # Notes
-// A Tool's function may run concurrently for different runs; within a run
+// A Function may run concurrently for different runs; within a run
 // calls are sequential, inside the guest's fd_write, with the run's context
 // (ended at the run's deadline). CallInfo tells which run is calling.
 package hostfuncs
@@ -52,12 +52,22 @@ const (
 
 // Sentinel errors of registration and run set-up.
 var (
-	ErrInvalidTool = errors.New("tools: invalid tool")
-	ErrUnknownTool = errors.New("tools: unknown tool")
+	ErrInvalidFunc = errors.New("hostfuncs: invalid host function")
+	ErrUnknownFunc = errors.New("hostfuncs: unknown host function")
+
+	// ErrInvalidTool is ErrInvalidFunc's old name.
+	//
+	// Deprecated: use ErrInvalidFunc.
+	ErrInvalidTool = ErrInvalidFunc
+	// ErrUnknownTool is ErrUnknownFunc's old name.
+	//
+	// Deprecated: use ErrUnknownFunc.
+	ErrUnknownTool = ErrUnknownFunc
 )
 
-// Tool is one Go function the guest may call, made by Func.
-type Tool struct {
+// Function is one Go function the guest may call, made by Func. The guest
+// and MCP call it a tool (airlock.tools.NAME in Python).
+type Function struct {
 	name, description string
 	schema            json.RawMessage
 	params            []param
@@ -66,33 +76,38 @@ type Tool struct {
 	err    error
 }
 
-// Name is the tool's name, as Python calls it.
-func (t Tool) Name() string { return t.name }
+// Tool is Function's old name.
+//
+// Deprecated: use Function.
+type Tool = Function
+
+// Name is the function's name, as Python calls it.
+func (t Function) Name() string { return t.name }
 
 // Description is the tool's docstring in the guest.
-func (t Tool) Description() string { return t.description }
+func (t Function) Description() string { return t.description }
 
 // Schema is the JSON schema of the tool's arguments, derived from In.
-func (t Tool) Schema() json.RawMessage { return t.schema }
+func (t Function) Schema() json.RawMessage { return t.schema }
 
-// Func makes a Tool of fn. name must be a Python identifier (not a keyword,
+// Func makes a Function of fn. name must be a Python identifier (not a keyword,
 // not starting with "_"); In must be JSON-decodable and Out JSON-encodable.
 // A bad name or an In of an unsupported kind (func, chan, complex) is
 // reported by NewRegistry.
-func Func[In, Out any](name, description string, fn func(ctx context.Context, in In) (Out, error)) Tool {
-	t := Tool{name: name, description: description}
+func Func[In, Out any](name, description string, fn func(ctx context.Context, in In) (Out, error)) Function {
+	t := Function{name: name, description: description}
 	if err := checkName(name); err != nil {
 		t.err = err
 		return t
 	}
 	if fn == nil {
-		t.err = fmt.Errorf("%w %q: nil function", ErrInvalidTool, name)
+		t.err = fmt.Errorf("%w %q: nil function", ErrInvalidFunc, name)
 		return t
 	}
 	typ := reflect.TypeFor[In]()
 	sch, params, err := argSchema(typ)
 	if err != nil {
-		t.err = fmt.Errorf("%w %q: %w", ErrInvalidTool, name, err)
+		t.err = fmt.Errorf("%w %q: %w", ErrInvalidFunc, name, err)
 		return t
 	}
 	t.schema, _ = json.Marshal(sch)
@@ -124,14 +139,14 @@ func checkName(name string) error {
 		}
 	}
 	if !ok {
-		return fmt.Errorf("%w %q: a name must be an ASCII Python identifier of at most 64 characters, not a keyword, not starting with _", ErrInvalidTool, name)
+		return fmt.Errorf("%w %q: a name must be an ASCII Python identifier of at most 64 characters, not a keyword, not starting with _", ErrInvalidFunc, name)
 	}
 	return nil
 }
 
 // Registry is a validated, immutable set of tools; safe for concurrent use.
 type Registry struct {
-	tools map[string]*Tool
+	tools map[string]*Function
 	names []string // sorted
 	// list is the answer to a list request when every tool is allowed.
 	list []byte
@@ -140,20 +155,20 @@ type Registry struct {
 // NewRegistry checks tools and indexes them by name.
 //
 // # Errors
-// ErrInvalidTool for a bad name, an unsupported argument type or a
+// ErrInvalidFunc for a bad name, an unsupported argument type or a
 // duplicate name.
-func NewRegistry(tools ...Tool) (*Registry, error) {
-	r := &Registry{tools: make(map[string]*Tool, len(tools))}
+func NewRegistry(tools ...Function) (*Registry, error) {
+	r := &Registry{tools: make(map[string]*Function, len(tools))}
 	for i := range tools {
 		t := &tools[i]
 		if t.err != nil {
 			return nil, t.err
 		}
 		if t.invoke == nil {
-			return nil, fmt.Errorf("%w: a Tool must be made by Func", ErrInvalidTool)
+			return nil, fmt.Errorf("%w: a Function must be made by Func", ErrInvalidFunc)
 		}
 		if _, dup := r.tools[t.name]; dup {
-			return nil, fmt.Errorf("%w %q: registered twice", ErrInvalidTool, t.name)
+			return nil, fmt.Errorf("%w %q: registered twice", ErrInvalidFunc, t.name)
 		}
 		r.tools[t.name] = t
 		r.names = append(r.names, t.name)
@@ -224,9 +239,13 @@ type Info struct {
 	// Values are those the caller attached to the run (Request.Values);
 	// shared by the run's calls, to be read, not changed.
 	Values map[string]any
-	// Tool is the name called; Call counts the run's calls from 1.
-	Tool string
+	// Func is the name called; Call counts the run's calls from 1.
+	Func string
 	Call int
+	// Tool is Func's old name, set to the same.
+	//
+	// Deprecated: use Func.
+	Tool string
 }
 
 type infoKey struct{}

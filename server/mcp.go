@@ -24,9 +24,13 @@ import (
 type MCPConfig struct {
 	// Sandbox runs the code; required.
 	Sandbox *airlock.Sandbox
-	// Tools are the host tools registered on Sandbox, listed in the
-	// run_python description so a model knows it may call them.
-	Tools []hostfuncs.Tool
+	// HostFuncs are the host functions registered on Sandbox, listed in
+	// the run_python description so a model knows it may call them.
+	HostFuncs []hostfuncs.Function
+	// Tools is HostFuncs' old name, used when HostFuncs is nil.
+	//
+	// Deprecated: use HostFuncs.
+	Tools []hostfuncs.Function
 	// MaxLimits caps runs (default airlock.DefaultLimits()); the model picks
 	// the timeout below MaxLimits.Timeout.
 	MaxLimits airlock.Limits
@@ -217,10 +221,14 @@ func mcpDescription(cfg MCPConfig) string {
 		"Limits: %s wall clock (default %s), %d MiB of memory, %d KiB of output per stream.",
 		version, packages, installs(cfg.Sandbox), cfg.MaxText, cfg.MaxLimits.Timeout, min(cfg.MaxLimits.Timeout, airlock.DefaultLimits().Timeout),
 		cfg.MaxLimits.Memory>>20, cfg.MaxLimits.Output>>10)
-	if len(cfg.Tools) > 0 {
+	fns := cfg.HostFuncs
+	if fns == nil {
+		fns = cfg.Tools
+	}
+	if len(fns) > 0 {
 		b.WriteString("\n\nHost functions the code can call (`import airlock`, then `airlock.tools.NAME(...)`, " +
 			"keyword or positional arguments; failures raise airlock.HostError; `help(airlock.tools)` shows signatures):")
-		for _, t := range cfg.Tools {
+		for _, t := range fns {
 			fmt.Fprintf(&b, "\n- %s: %s", t.Name(), t.Description())
 		}
 	}

@@ -120,14 +120,14 @@ func TestMCPToolsAndTimeoutCap(t *testing.T) {
 	echo := hostfuncs.Func("shout", "Return the text in capitals.", func(_ context.Context, s string) (string, error) {
 		return strings.ToUpper(s), nil
 	})
-	tsb, err := airlock.New(context.Background(), airlock.WithTools(echo))
+	tsb, err := airlock.New(context.Background(), airlock.WithHostFuncs(echo))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer tsb.Close(context.Background())
 	max := airlock.DefaultLimits()
 	max.Timeout = 3 * time.Second // room for the host call on a loaded machine
-	cs := mcpSession(t, MCPConfig{Sandbox: tsb, Tools: []hostfuncs.Tool{echo}, MaxLimits: max})
+	cs := mcpSession(t, MCPConfig{Sandbox: tsb, Tools: []hostfuncs.Function{echo}, MaxLimits: max})
 	if d := tool(t, cs, "run_python").Description; !strings.Contains(d, "- shout: Return the text in capitals.") {
 		t.Fatalf("description does not list the host tool: %s", d)
 	}

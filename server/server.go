@@ -588,7 +588,7 @@ func (s *Server) request(w http.ResponseWriter, in RunRequest) (airlock.Request,
 	limits, clamped := s.clampLimits(w, in.Limits)
 	return airlock.Request{
 		Code: in.Code, Filename: in.Filename, Files: in.Files, Stdin: in.Stdin, Env: in.Env,
-		Limits: limits, Deterministic: in.Deterministic, Seed: in.Seed, Tools: in.Tools,
+		Limits: limits, Deterministic: in.Deterministic, Seed: in.Seed, HostFuncs: in.Tools,
 		RichOutput: richOutput(in.RichOutput),
 	}, clamped
 }

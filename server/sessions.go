@@ -338,7 +338,7 @@ func (s *Server) handleNewSession(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	limits, _ := s.clampLimits(w, in.Limits)
-	opts := airlock.SessionOptions{Limits: limits, Files: in.Files, Env: in.Env, Tools: in.Tools}
+	opts := airlock.SessionOptions{Limits: limits, Files: in.Files, Env: in.Env, HostFuncs: in.Tools}
 	if s.cfg.SessionStore != nil {
 		s.storeNewSession(w, r, opts)
 		return

@@ -447,3 +447,29 @@ func (c *canaryFlags) options() ([]airlock.Option, error) {
 	}
 	return []airlock.Option{airlock.WithCanaries(cs...)}, nil
 }
+
+// hiddenUsage starts the usage of a flag kept under an old name: it
+// parses as before, and help (printDefaults) leaves it out.
+const hiddenUsage = "\x00old name of "
+
+// hostFuncsFlag defines --host-funcs, with --tools, its old name, hidden.
+func hostFuncsFlag(fs *flag.FlagSet, usage string) *string {
+	p := fs.String("host-funcs", "", usage)
+	fs.Var(fs.Lookup("host-funcs").Value, "tools", hiddenUsage+"--host-funcs")
+	return p
+}
+
+// printDefaults is fs.PrintDefaults without the flags kept under an old
+// name (hiddenUsage).
+func printDefaults(fs *flag.FlagSet) {
+	shown := flag.NewFlagSet(fs.Name(), flag.ContinueOnError)
+	shown.SetOutput(fs.Output())
+	fs.VisitAll(func(f *flag.Flag) {
+		if strings.HasPrefix(f.Usage, hiddenUsage) {
+			return
+		}
+		shown.Var(f.Value, f.Name, f.Usage)
+		shown.Lookup(f.Name).DefValue = f.DefValue
+	})
+	shown.PrintDefaults()
+}

@@ -93,7 +93,7 @@ func newReplFlags(stderr io.Writer) (*flag.FlagSet, *replFlags) {
 	fs := flag.NewFlagSet("airlock repl", flag.ContinueOnError)
 	fs.SetOutput(io.Discard) // flagResult prints help and errors
 	f := &replFlags{
-		tools: fs.String("tools", "", "expose built-in host tools to Python (import airlock): demo"),
+		tools: hostFuncsFlag(fs, "expose built-in host functions to Python (import airlock): demo"),
 		save:  fs.String("save", "", "on exit, save the session to this file (for --load)"),
 		load:  fs.String("load", "", "start from a session saved with --save (limit flags given here apply to each input)"),
 	}
@@ -105,12 +105,12 @@ func newReplFlags(stderr io.Writer) (*flag.FlagSet, *replFlags) {
 	f.canaries.register(fs)
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: airlock repl [flags]   (limits apply to each input; Ctrl-D exits)")
-		fs.PrintDefaults()
+		printDefaults(fs)
 	}
 	return fs, f
 }
 
-// sandboxOptions are the Sandbox's options from --tools, --package and
+// sandboxOptions are the Sandbox's options from --host-funcs, --package and
 // the canary flags.
 func (f *replFlags) sandboxOptions() ([]airlock.Option, error) {
 	var sbOpts []airlock.Option

@@ -84,7 +84,7 @@ func newRunFlags(stderr io.Writer) (*flag.FlagSet, *runFlags) {
 		asJSON:        fs.Bool("json", false, "print one JSON object instead of the program's output"),
 		deterministic: fs.Bool("deterministic", false, "fake clocks, seeded randomness, fixed hash seed"),
 		seed:          fs.Uint64("seed", 0, "seed for --deterministic"),
-		tools:         fs.String("tools", "", "expose built-in host tools to Python (import airlock): demo"),
+		tools:         hostFuncsFlag(fs, "expose built-in host functions to Python (import airlock): demo"),
 		watch:         fs.String("watch", "", "re-run on every change to this file or directory (Ctrl-C stops)"),
 		clearScreen:   fs.Bool("clear", false, "with --watch, clear the screen before each run"),
 		showValue:     fs.Bool("value", false, "as a notebook: print the last expression's value after the output, and what airlock.display() shows (with --json: \"value\", \"displays\")"),
@@ -101,7 +101,7 @@ func newRunFlags(stderr io.Writer) (*flag.FlagSet, *runFlags) {
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: airlock run [flags] FILE.py | -c CODE")
 		fmt.Fprintln(stderr, "  on wazero, later runs go to a warm server the first one leaves ($AIRLOCK_WARM: off, on, or its idle time; airlock warm status|stop)")
-		fs.PrintDefaults()
+		printDefaults(fs)
 	}
 	return fs, f
 }
@@ -112,7 +112,7 @@ func (f *runFlags) sandboxOptions() ([]airlock.Option, error) {
 	if *f.serverURL != "" {
 		switch {
 		case *f.tools != "":
-			return nil, usageError{"--tools: with --server, the server's tools apply"}
+			return nil, usageError{"--host-funcs: with --server, the server's host functions apply"}
 		case len(f.packages) > 0:
 			// A remote client must not name the server's host paths.
 			return nil, usageError{"--package: with --server, start the server with --package instead"}

@@ -21,17 +21,18 @@ import (
 	"github.com/airlock-sandbox/airlock/server"
 )
 
-// toolsFor returns the built-in tool set name ("" for none) and its option.
-func toolsFor(name string) ([]hostfuncs.Tool, []airlock.Option, error) {
+// toolsFor returns the built-in host function set name ("" for none) and
+// its option.
+func toolsFor(name string) ([]hostfuncs.Function, []airlock.Option, error) {
 	if name == "" {
 		return nil, nil, nil
 	}
 	set, ok := toolSets[name]
 	if !ok {
-		return nil, nil, usageError{fmt.Sprintf("--tools %q: the only tool set is \"demo\"", name)}
+		return nil, nil, usageError{fmt.Sprintf("--host-funcs %q: the only set is \"demo\"", name)}
 	}
-	tools := set()
-	return tools, []airlock.Option{airlock.WithTools(tools...)}, nil
+	fns := set()
+	return fns, []airlock.Option{airlock.WithHostFuncs(fns...)}, nil
 }
 
 // sandboxFlags are the flags serve and mcp share: those that make their
@@ -47,7 +48,7 @@ type sandboxFlags struct {
 }
 
 func (f *sandboxFlags) register(fs *flag.FlagSet) {
-	f.tools = fs.String("tools", "", "expose built-in host tools to Python: demo")
+	f.tools = hostFuncsFlag(fs, "expose built-in host functions to Python: demo")
 	f.common.register(fs)
 	f.maxima.register(fs)
 	f.sessions.register(fs)
@@ -57,10 +58,10 @@ func (f *sandboxFlags) register(fs *flag.FlagSet) {
 }
 
 // options checks the flags, in the order a user reads about them, and
-// returns the host tools, the Sandbox's options and the network policy
+// returns the host functions, the Sandbox's options and the network policy
 // (nil for none). more, if given, adds the command's own options after
 // the network's.
-func (f *sandboxFlags) options(more func() ([]airlock.Option, error)) ([]hostfuncs.Tool, []airlock.Option, *airlock.NetworkPolicy, error) {
+func (f *sandboxFlags) options(more func() ([]airlock.Option, error)) ([]hostfuncs.Function, []airlock.Option, *airlock.NetworkPolicy, error) {
 	toolList, opts, err := toolsFor(*f.tools)
 	if err != nil {
 		return nil, nil, nil, err
@@ -139,7 +140,7 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) (int
 	f.register(fs)
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: airlock serve [flags]   (bearer token: $AIRLOCK_TOKEN)")
-		fs.PrintDefaults()
+		printDefaults(fs)
 	}
 	if stop, code, err := flagResult(fs, stderr, parseFlags(fs, args)); stop {
 		return code, err
@@ -259,7 +260,7 @@ func cmdMCP(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 	f.register(fs)
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: airlock mcp [flags]   (Model Context Protocol over stdio, or --http; tools: run_python, end_session)")
-		fs.PrintDefaults()
+		printDefaults(fs)
 	}
 	if stop, code, err := flagResult(fs, stderr, parseFlags(fs, args)); stop {
 		return code, err
@@ -291,7 +292,7 @@ func cmdMCP(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 		return 1, err
 	}
 	defer os.RemoveAll(spillDir)
-	srv, err := server.NewMCP(server.MCPConfig{Sandbox: sb, Tools: toolList, MaxLimits: f.sandbox.maxima.limits(), Concurrency: *f.parallel, ShareAcrossClients: *f.shared,
+	srv, err := server.NewMCP(server.MCPConfig{Sandbox: sb, HostFuncs: toolList, MaxLimits: f.sandbox.maxima.limits(), Concurrency: *f.parallel, ShareAcrossClients: *f.shared,
 		MemoryBudget: f.budget.n, SpillDir: spillDir, MaxSessionsPerClient: *f.perClient})
 	if err != nil {
 		return exitUsage, err

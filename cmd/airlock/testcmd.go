@@ -194,7 +194,7 @@ func newTestFlags(stderr io.Writer) (*flag.FlagSet, *testFlags) {
 	fset.Var(f.memory, "memory", "memory limit (e.g. 256MiB)")
 	fset.Usage = func() {
 		fmt.Fprintln(stderr, "usage: airlock test [flags] DIR   (pytest or unittest in the sandbox; DIR becomes /home/user)")
-		fset.PrintDefaults()
+		printDefaults(fset)
 	}
 	return fset, f
 }

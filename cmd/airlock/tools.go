@@ -12,15 +12,16 @@ import (
 	"github.com/airlock-sandbox/airlock/hostfuncs"
 )
 
-// toolSets are the host tool sets `airlock run --tools NAME` can expose.
-var toolSets = map[string]func() []hostfuncs.Tool{"demo": demoTools}
+// toolSets are the host function sets `airlock run --host-funcs NAME` can
+// expose.
+var toolSets = map[string]func() []hostfuncs.Function{"demo": demoTools}
 
 func toolsOption(name string) (airlock.Option, error) {
 	set, ok := toolSets[name]
 	if !ok {
-		return nil, usageError{fmt.Sprintf("--tools %q: the only tool set is \"demo\"", name)}
+		return nil, usageError{fmt.Sprintf("--host-funcs %q: the only set is \"demo\"", name)}
 	}
-	return airlock.WithTools(set()...), nil
+	return airlock.WithHostFuncs(set()...), nil
 }
 
 type kvSetArgs struct {
@@ -145,11 +146,11 @@ func (k *kvStores) live() int {
 // demoTools are small tools to try host calls from the command line. The
 // key-value store lasts one run (in `airlock repl`, the session) and holds
 // at most kvMaxKeys keys and kvMaxBytes bytes.
-func demoTools() []hostfuncs.Tool { tools, _ := demoToolsWithStores(); return tools }
+func demoTools() []hostfuncs.Function { tools, _ := demoToolsWithStores(); return tools }
 
-func demoToolsWithStores() ([]hostfuncs.Tool, *kvStores) {
+func demoToolsWithStores() ([]hostfuncs.Function, *kvStores) {
 	stores := &kvStores{}
-	return []hostfuncs.Tool{
+	return []hostfuncs.Function{
 		hostfuncs.Func("echo", "Return the value unchanged.", func(_ context.Context, v json.RawMessage) (json.RawMessage, error) {
 			return v, nil
 		}),

@@ -52,7 +52,7 @@ print(sorted(n for n in dir(t) if not n.startswith("_")))`}, 0,
 func TestDemoStoreIsPerRunAndBounded(t *testing.T) {
 	ctx := context.Background()
 	tools, stores := demoToolsWithStores()
-	sb, err := airlock.New(ctx, airlock.WithTools(tools...))
+	sb, err := airlock.New(ctx, airlock.WithHostFuncs(tools...))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -28,7 +28,7 @@ import (
 // ~1 ms. Each run still gets a fresh instance, as in `airlock serve`.
 //
 // Only runs that need nothing of the invoking process but its request go
-// there: no --tools, --package, --index-url or --allow-net (the server has
+// there: no --host-funcs, --package, --index-url or --allow-net (the server has
 // none of them; and so nothing a warm run does reaches outside it, which
 // is what lets a client run the code itself when the server goes away
 // mid-run). The server listens on a Unix socket in a directory only its

@@ -40,7 +40,7 @@ func cmdWasm(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 	fs.Var(&env, "env", "KEY=VALUE in the module's environment, which inherits nothing (repeatable)")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: airlock wasm [flags] FILE.wasm [ARGS...]")
-		fs.PrintDefaults()
+		printDefaults(fs)
 	}
 	// Flags end at the module: what follows it is the module's own argv.
 	if stop, code, err := flagResult(fs, stderr, parseFlags(fs, args)); stop {

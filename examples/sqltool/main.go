@@ -65,7 +65,7 @@ type table struct {
 const maxRows = 1000
 
 // tools exposes db (opened read-only) to the guest.
-func sqlTools(db *sql.DB) []hostfuncs.Tool {
+func sqlTools(db *sql.DB) []hostfuncs.Function {
 	query := func(ctx context.Context, in queryArgs) (queryResult, error) {
 		rows, err := db.QueryContext(ctx, in.SQL, in.Params...)
 		if err != nil {
@@ -113,7 +113,7 @@ func sqlTools(db *sql.DB) []hostfuncs.Tool {
 		}
 		return out, nil
 	}
-	return []hostfuncs.Tool{
+	return []hostfuncs.Function{
 		hostfuncs.Func("query", "Run one read-only SQL query with ? parameters; return columns and rows.", query),
 		hostfuncs.Func("tables", "List the database's tables and their columns.", tables),
 	}
@@ -156,7 +156,7 @@ func run(ctx context.Context, stdout io.Writer) error {
 	}
 	defer db.Close()
 
-	sb, err := airlock.New(ctx, airlock.WithTools(sqlTools(db)...), airlock.WithNotice(os.Stderr))
+	sb, err := airlock.New(ctx, airlock.WithHostFuncs(sqlTools(db)...), airlock.WithNotice(os.Stderr))
 	if err != nil {
 		return err
 	}

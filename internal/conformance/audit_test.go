@@ -94,7 +94,7 @@ func TestAuditCanaries(t *testing.T) {
 		sent = append(sent, s)
 		return true, nil
 	})
-	s, err := airlock.New(ctx, append(suiteOptions(), airlock.WithTools(echo), airlock.WithCanaries(
+	s, err := airlock.New(ctx, append(suiteOptions(), airlock.WithHostFuncs(echo), airlock.WithCanaries(
 		airlock.Canary{Path: ".aws/credentials", Value: []byte("[default]\naws_access_key_id = " + secret + "\n")},
 		airlock.Canary{Env: "AWS_SECRET_ACCESS_KEY", Value: []byte(key)},
 	))...)

@@ -128,7 +128,7 @@ func TestSessionLoadCapsTools(t *testing.T) {
 	ctx := context.Background()
 	echo := hostfuncs.Func("echo", "Echo.", func(_ context.Context, v json.RawMessage) (json.RawMessage, error) { return v, nil })
 	secret := hostfuncs.Func("secret", "A secret.", func(context.Context, struct{}) (string, error) { return "s3cret", nil })
-	sandbox, err := airlock.New(ctx, airlock.WithTools(echo, secret))
+	sandbox, err := airlock.New(ctx, airlock.WithHostFuncs(echo, secret))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -94,7 +94,7 @@ func TestSoak(t *testing.T) {
 		t.Skip("-short")
 	}
 	ctx := context.Background()
-	s, err := airlock.New(ctx, append(suiteOptions(), airlock.WithTools(testTools...))...)
+	s, err := airlock.New(ctx, append(suiteOptions(), airlock.WithHostFuncs(testTools...))...)
 	if err != nil {
 		t.Fatal(err)
 	}

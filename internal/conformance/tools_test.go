@@ -56,7 +56,7 @@ var (
 	waited atomic.Bool
 )
 
-var testTools = []hostfuncs.Tool{
+var testTools = []hostfuncs.Function{
 	hostfuncs.Func("echo", "Return the argument unchanged.", func(_ context.Context, in json.RawMessage) (json.RawMessage, error) {
 		return in, nil
 	}),
@@ -99,7 +99,7 @@ var testTools = []hostfuncs.Tool{
 			return nil, errors.New("no CallInfo")
 		}
 		_, hasDeadline := ctx.Deadline()
-		return map[string]any{"run_id": info.RunID, "user": info.Values["user"], "tool": info.Tool, "call": info.Call,
+		return map[string]any{"run_id": info.RunID, "user": info.Values["user"], "tool": info.Func, "call": info.Call,
 			"caller_value": ctx.Value(ctxKey{}), "deadline": hasDeadline}, nil
 	}),
 }
@@ -113,7 +113,7 @@ func toolSandbox(t testing.TB) *airlock.Sandbox {
 	t.Helper()
 	toolsOnce.Do(func() {
 		var err error
-		toolsSB, err = airlock.New(context.Background(), airlock.WithNotice(os.Stderr), airlock.WithTools(testTools...))
+		toolsSB, err = airlock.New(context.Background(), airlock.WithNotice(os.Stderr), airlock.WithHostFuncs(testTools...))
 		if err != nil {
 			panic(err)
 		}
@@ -463,20 +463,20 @@ func TestHostToolRegistration(t *testing.T) {
 	ok := func(context.Context, struct{}) (int, error) { return 0, nil }
 	cases := []struct {
 		name  string
-		tools []hostfuncs.Tool
+		tools []hostfuncs.Function
 	}{
-		{"duplicate", []hostfuncs.Tool{hostfuncs.Func("a", "", ok), hostfuncs.Func("a", "", ok)}},
-		{"not an identifier", []hostfuncs.Tool{hostfuncs.Func("a-b", "", ok)}},
-		{"keyword", []hostfuncs.Tool{hostfuncs.Func("class", "", ok)}},
-		{"underscore", []hostfuncs.Tool{hostfuncs.Func("_x", "", ok)}},
-		{"empty", []hostfuncs.Tool{hostfuncs.Func("", "", ok)}},
-		{"zero Tool", []hostfuncs.Tool{{}}},
-		{"chan argument", []hostfuncs.Tool{hostfuncs.Func("c", "", func(context.Context, chan int) (int, error) { return 0, nil })}},
+		{"duplicate", []hostfuncs.Function{hostfuncs.Func("a", "", ok), hostfuncs.Func("a", "", ok)}},
+		{"not an identifier", []hostfuncs.Function{hostfuncs.Func("a-b", "", ok)}},
+		{"keyword", []hostfuncs.Function{hostfuncs.Func("class", "", ok)}},
+		{"underscore", []hostfuncs.Function{hostfuncs.Func("_x", "", ok)}},
+		{"empty", []hostfuncs.Function{hostfuncs.Func("", "", ok)}},
+		{"zero Tool", []hostfuncs.Function{{}}},
+		{"chan argument", []hostfuncs.Function{hostfuncs.Func("c", "", func(context.Context, chan int) (int, error) { return 0, nil })}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := airlock.New(context.Background(), airlock.WithTools(tc.tools...))
-			if !errors.Is(err, hostfuncs.ErrInvalidTool) {
+			_, err := airlock.New(context.Background(), airlock.WithHostFuncs(tc.tools...))
+			if !errors.Is(err, hostfuncs.ErrInvalidFunc) {
 				t.Fatalf("err = %v", err)
 			}
 		})
