@@ -289,6 +289,9 @@ const (
 // EnvEngine names the environment variable the airlock command takes its
 // default engine from. The package itself reads no environment: a program
 // passes WithEngine.
+//
+// Deprecated: only the airlock command reads it; a program passes
+// WithEngine.
 const EnvEngine = "AIRLOCK_ENGINE"
 
 // WithEngine runs the Sandbox on the named engine (EngineWazero or

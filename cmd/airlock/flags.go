@@ -181,7 +181,7 @@ func (c *commonFlags) register(fs *flag.FlagSet) {
 	}
 	defer fromEnv("python", python.EnvPython, false)
 	defer fromEnv("cache-dir", python.EnvCacheDir, true)
-	defer fromEnv("engine", airlock.EnvEngine, false)
+	defer fromEnv("engine", envEngine, false)
 	fs.StringVar(&c.python, "python", "", "build to run: own (Airlock's CPython 3.13, the default), npm (the -O0 CPython 3.12 fallback) or a python.wasm path (default: $AIRLOCK_PYTHON, else own)")
 	fs.StringVar(&c.cacheDir, "cache-dir", "", "artifact and compile cache (default: $AIRLOCK_CACHE_DIR or the user cache dir)")
 	fs.StringVar(&c.engine, "engine", "", "WebAssembly engine: wazero, or wasmtime in builds with -tags airlock_wasmtime (default: $AIRLOCK_ENGINE, else wazero); bench takes a comma-separated list")
@@ -447,6 +447,10 @@ func (c *canaryFlags) options() ([]airlock.Option, error) {
 	}
 	return []airlock.Option{airlock.WithCanaries(cs...)}, nil
 }
+
+// envEngine is the environment variable --engine defaults to (the
+// library reads no environment).
+const envEngine = "AIRLOCK_ENGINE"
 
 // hiddenUsage starts the usage of a flag kept under an old name: it
 // parses as before, and help (printDefaults) leaves it out.

@@ -143,8 +143,8 @@ print("done")
 		t.Fatalf("json names the build %+v, want the own 3.13 one", res.Python)
 	}
 	// Fuel is metered, and reported, on wasmtime only.
-	if metered := os.Getenv(airlock.EnvEngine) == airlock.EngineWasmtime; metered != (res.Fuel > 0) {
-		t.Fatalf("fuel = %d on engine %q", res.Fuel, os.Getenv(airlock.EnvEngine))
+	if metered := os.Getenv(envEngine) == airlock.EngineWasmtime; metered != (res.Fuel > 0) {
+		t.Fatalf("fuel = %d on engine %q", res.Fuel, os.Getenv(envEngine))
 	}
 	if len(res.Files) != 1 || res.Files[0].Path != "/home/user/result.txt" || res.Files[0].Size != int64(len("from host|from host|piped")) {
 		t.Fatalf("files = %+v", res.Files)

@@ -29,7 +29,7 @@ func warmEnv(t *testing.T, idle string) []string {
 	t.Cleanup(func() { os.RemoveAll(rt) })
 	// wazero's: wasmtime runs stay in their own process (and CI runs this
 	// suite with $AIRLOCK_ENGINE=wasmtime too).
-	env := []string{"XDG_RUNTIME_DIR=" + rt, envWarm + "=" + idle, airlock.EnvEngine + "=" + airlock.EngineWazero}
+	env := []string{"XDG_RUNTIME_DIR=" + rt, envWarm + "=" + idle, envEngine + "=" + airlock.EngineWazero}
 	t.Cleanup(func() { cliProcess(t, env, "", "warm", "stop") })
 	return env
 }

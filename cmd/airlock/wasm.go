@@ -28,7 +28,7 @@ func cmdWasm(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 		limits        limitFlags
 		dirs, env     multiFlag
 		cacheDir      = fs.String("cache-dir", "", "compile cache (default: $AIRLOCK_CACHE_DIR or the user cache dir)")
-		engineName    = fs.String("engine", os.Getenv(airlock.EnvEngine), "WebAssembly engine: wazero, or wasmtime in builds with -tags airlock_wasmtime (default: $AIRLOCK_ENGINE, else wazero)")
+		engineName    = fs.String("engine", os.Getenv(envEngine), "WebAssembly engine: wazero, or wasmtime in builds with -tags airlock_wasmtime (default: $AIRLOCK_ENGINE, else wazero)")
 		outDir        = fs.String("out", "", "write files the module created or changed to this directory, by their guest path")
 		stdinFile     = fs.String("stdin", "", "file to feed as the module's stdin ('-' for this process's stdin)")
 		asJSON        = fs.Bool("json", false, "print one JSON object instead of the module's output")
