@@ -29,16 +29,16 @@ import (
 // The default packages are the pure-Python packages of the built-in list
 // (internal/pkglist/packages.txt, set "default": sympy, networkx,
 // openpyxl, jinja2, requests, pytest, ...). scripts/fetch-wheels.sh
-// default fetches them into defaultPackagesDir; `airlock setup`
+// default fetches them into DefaultPackagesDir; `airlock setup`
 // (PrepareDefaultPackages) joins those the build can import into one zip
 // with their bytecode compiled by python.wasm itself, as wheels carry
 // none and compiling sympy's source would cost each run that imports it
 // seconds. Every run mounts that zip read-only, shared by all Sandboxes
 // of the process, and the snapshot image is captured with it on sys.path.
 
-// defaultPackagesDir is where scripts/fetch-wheels.sh default puts the
+// DefaultPackagesDir is where scripts/fetch-wheels.sh default puts the
 // default packages' wheels, under the cache directory.
-func defaultPackagesDir(cacheDir string) string { return filepath.Join(cacheDir, "defaultwheels") }
+func DefaultPackagesDir(cacheDir string) string { return filepath.Join(cacheDir, "defaultwheels") }
 
 // preparedDir holds the prepared zips, named by their key.
 func preparedDir(cacheDir string) string { return filepath.Join(cacheDir, "defaultpackages") }
@@ -94,7 +94,7 @@ type defaultPlan struct {
 // import. The key covers the files' sha256 (from the fetch's
 // SHA256SUMS) and python.wasm's, which compiled their bytecode.
 func planDefaults(art *python.Artifact, cacheDir string) (*defaultPlan, error) {
-	dir := defaultPackagesDir(cacheDir)
+	dir := DefaultPackagesDir(cacheDir)
 	sums, err := readSums(filepath.Join(dir, "SHA256SUMS"))
 	if err != nil {
 		return nil, fmt.Errorf("the default packages are not fetched (scripts/fetch-wheels.sh default): %w", err)
@@ -229,7 +229,7 @@ func loadDefaultPackages(cfg config, art *python.Artifact) (*defaultPackages, er
 				return nil, fmt.Errorf("%w: %w", ErrDefaultPackages, err)
 			}
 			// Fetched but not usable: worth a word, as runs lack them.
-			if _, serr := os.Stat(defaultPackagesDir(cfg.cacheDir)); serr == nil && cfg.notice != nil {
+			if _, serr := os.Stat(DefaultPackagesDir(cfg.cacheDir)); serr == nil && cfg.notice != nil {
 				fmt.Fprintf(cfg.notice, "airlock: the default packages are off: %v\n", err)
 			}
 			plan = nil
@@ -341,7 +341,7 @@ func dropDefaultDuplicates(paths []string, d *defaultPackages, cacheDir string) 
 	if d == nil || d.sysPath == "" {
 		return paths
 	}
-	ours := []string{networkWheelsDir(cacheDir), filepath.Join(cacheDir, "testwheels")}
+	ours := []string{NetworkWheelsDir(cacheDir), filepath.Join(cacheDir, "testwheels")}
 	return slices.DeleteFunc(slices.Clone(paths), func(p string) bool {
 		return slices.Contains(ours, filepath.Dir(p)) && d.versions[distName(p)] != ""
 	})

@@ -33,8 +33,8 @@ func TestDropDefaultDuplicates(t *testing.T) {
 	cache := "/cache"
 	d := &defaultPackages{sysPath: "/opt/airlock/default/x.zip", versions: map[string]string{"requests": "2.34.2", "pytest": "9.2.0"}}
 	in := []string{
-		filepath.Join(networkWheelsDir(cache), "requests-2.34.2-py3-none-any.whl"),
-		filepath.Join(networkWheelsDir(cache), "httpx-0.28.1-py3-none-any.whl"),
+		filepath.Join(NetworkWheelsDir(cache), "requests-2.34.2-py3-none-any.whl"),
+		filepath.Join(NetworkWheelsDir(cache), "httpx-0.28.1-py3-none-any.whl"),
 		filepath.Join(cache, "testwheels", "pytest-9.2.0-py3-none-any.whl"),
 		"/mine/requests-1.0-py3-none-any.whl",
 	}

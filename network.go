@@ -169,14 +169,14 @@ type netConfig struct {
 	gate   *egress.Gate
 }
 
-// networkWheelsDir is where scripts/fetch-net-wheels.sh puts the pinned
+// NetworkWheelsDir is where scripts/fetch-net-wheels.sh puts the pinned
 // network packages, under the cache directory.
-func networkWheelsDir(cacheDir string) string { return filepath.Join(cacheDir, "netwheels") }
+func NetworkWheelsDir(cacheDir string) string { return filepath.Join(cacheDir, "netwheels") }
 
 // netWheels lists the fetched network packages (none when not fetched:
 // urllib and http.client still work).
 func netWheels(cacheDir string) []string {
-	paths, _ := filepath.Glob(filepath.Join(networkWheelsDir(cacheDir), "*.whl"))
+	paths, _ := filepath.Glob(filepath.Join(NetworkWheelsDir(cacheDir), "*.whl"))
 	sort.Strings(paths)
 	return paths
 }

@@ -53,7 +53,7 @@ func needNetWheels(t *testing.T) {
 				return
 			}
 		}
-		cmd := exec.Command("bash", "../../scripts/fetch-net-wheels.sh", airlock.networkWheelsDir(dir))
+		cmd := exec.Command("bash", "../../scripts/fetch-net-wheels.sh", airlock.NetworkWheelsDir(dir))
 		out, err := cmd.CombinedOutput()
 		if err != nil {
 			netWheelsErr = fmt.Errorf("scripts/fetch-net-wheels.sh: %w\n%s", err, out)
