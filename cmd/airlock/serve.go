@@ -21,9 +21,9 @@ import (
 	"github.com/airlock-sandbox/airlock/server"
 )
 
-// toolsFor returns the built-in host function set name ("" for none) and
+// hostFuncsFor returns the built-in host function set name ("" for none) and
 // its option.
-func toolsFor(name string) ([]hostfuncs.Function, []airlock.Option, error) {
+func hostFuncsFor(name string) ([]hostfuncs.Function, []airlock.Option, error) {
 	if name == "" {
 		return nil, nil, nil
 	}
@@ -38,17 +38,17 @@ func toolsFor(name string) ([]hostfuncs.Function, []airlock.Option, error) {
 // sandboxFlags are the flags serve and mcp share: those that make their
 // Sandbox.
 type sandboxFlags struct {
-	common   commonFlags
-	maxima   maxFlags
-	sessions sessionFlags
-	pkgs     packageFlags
-	network  netFlags
-	canaries canaryFlags
-	tools    *string
+	common    commonFlags
+	maxima    maxFlags
+	sessions  sessionFlags
+	pkgs      packageFlags
+	network   netFlags
+	canaries  canaryFlags
+	hostFuncs *string
 }
 
 func (f *sandboxFlags) register(fs *flag.FlagSet) {
-	f.tools = hostFuncsFlag(fs, "expose built-in host functions to Python: demo")
+	f.hostFuncs = hostFuncsFlag(fs, "expose built-in host functions to Python: demo")
 	f.common.register(fs)
 	f.maxima.register(fs)
 	f.sessions.register(fs)
@@ -57,12 +57,12 @@ func (f *sandboxFlags) register(fs *flag.FlagSet) {
 	f.canaries.register(fs)
 }
 
-// options checks the flags, in the order a user reads about them, and
-// returns the host functions, the Sandbox's options and the network policy
+// options checks the flags, in the order serve and mcp always did (so a
+// command line with two bad flags names the same one), and returns the host functions, the Sandbox's options and the network policy
 // (nil for none). more, if given, adds the command's own options after
 // the network's.
 func (f *sandboxFlags) options(more func() ([]airlock.Option, error)) ([]hostfuncs.Function, []airlock.Option, *airlock.NetworkPolicy, error) {
-	toolList, opts, err := toolsFor(*f.tools)
+	fns, opts, err := hostFuncsFor(*f.hostFuncs)
 	if err != nil {
 		return nil, nil, nil, err
 	}
@@ -94,7 +94,7 @@ func (f *sandboxFlags) options(more func() ([]airlock.Option, error)) ([]hostfun
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	return toolList, append(opts, pkgOpts...), netPolicy, nil
+	return fns, append(opts, pkgOpts...), netPolicy, nil
 }
 
 // serveFlags are airlock serve's flags.
@@ -270,7 +270,7 @@ func cmdMCP(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 			return exitUsage, err
 		}
 	}
-	toolList, opts, _, err := f.sandbox.options(nil)
+	fns, opts, _, err := f.sandbox.options(nil)
 	if err != nil {
 		return exitUsage, err
 	}
@@ -292,7 +292,7 @@ func cmdMCP(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 		return 1, err
 	}
 	defer os.RemoveAll(spillDir)
-	srv, err := server.NewMCP(server.MCPConfig{Sandbox: sb, HostFuncs: toolList, MaxLimits: f.sandbox.maxima.limits(), Concurrency: *f.parallel, ShareAcrossClients: *f.shared,
+	srv, err := server.NewMCP(server.MCPConfig{Sandbox: sb, HostFuncs: fns, MaxLimits: f.sandbox.maxima.limits(), Concurrency: *f.parallel, ShareAcrossClients: *f.shared,
 		MemoryBudget: f.budget.n, SpillDir: spillDir, MaxSessionsPerClient: *f.perClient})
 	if err != nil {
 		return exitUsage, err
