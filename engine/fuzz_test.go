@@ -73,10 +73,10 @@ func FuzzReadDeltaRecord(f *testing.F) {
 	defer base.Close()
 	// Seeds without changed pages: a page's 64 KiB would make each
 	// mutation's minimizing slow, and the page copy is not what is fuzzed.
-	grown := NewDeltaImage(base, append(bytes.Clone(base.Memory), make([]byte, PageSize)...), []uint64{4, 5, 6}, 65536)
+	grown := newDeltaImage(base, append(bytes.Clone(base.Memory), make([]byte, PageSize)...), []uint64{4, 5, 6}, 65536)
 	f.Add(grown.AppendDeltaRecord(nil, base))
 	grown.Close()
-	same := NewDeltaImage(base, bytes.Clone(base.Memory), []uint64{1, 1 << 40, 0}, 65536)
+	same := newDeltaImage(base, bytes.Clone(base.Memory), []uint64{1, 1 << 40, 0}, 65536)
 	f.Add(same.AppendDeltaRecord(nil, base))
 	same.Close()
 	f.Add(binary.LittleEndian.AppendUint64(nil, 1<<32))

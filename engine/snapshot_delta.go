@@ -95,11 +95,11 @@ func (img *Image) applyDelta(dst []byte) {
 	}
 }
 
-// NewDeltaImage makes an image of memory as a delta over base (a full
+// newDeltaImage makes an image of memory as a delta over base (a full
 // image), keeping only the pages that differ from it; the image keeps
 // base's pooled regions in use, so base must outlive it. memory is not
 // kept.
-func NewDeltaImage(base *Image, memory []byte, globals []uint64, unwindBuffer uint32) *Image {
+func newDeltaImage(base *Image, memory []byte, globals []uint64, unwindBuffer uint32) *Image {
 	if base == nil || base.base != nil || len(memory) < len(base.Memory) {
 		img := NewImage(bytes.Clone(memory), globals, unwindBuffer)
 		if base != nil {
@@ -277,7 +277,7 @@ func ReadDeltaRecord(data []byte, base *Image, maxMemory uint64) (*Image, int, e
 	if r.err != nil || uint64(unwind) >= size {
 		return corrupt("unwind buffer")
 	}
-	return NewDeltaImage(base, mem, globals, unwind), r.off, nil
+	return newDeltaImage(base, mem, globals, unwind), r.off, nil
 }
 
 // reader takes little-endian fields off a byte slice; the first short

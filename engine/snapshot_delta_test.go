@@ -25,7 +25,7 @@ func TestDeltaImageRoundTrip(t *testing.T) {
 		mem[off] ^= 0x5a
 		changed[off/page] = true
 	}
-	img := NewDeltaImage(base, mem, []uint64{7}, 65536)
+	img := newDeltaImage(base, mem, []uint64{7}, 65536)
 	defer img.Close()
 	if !bytes.Equal(img.Bytes(), mem) || img.Len() != len(mem) {
 		t.Fatal("delta image does not read back as its memory")
@@ -43,7 +43,7 @@ func TestDeltaImageRoundTrip(t *testing.T) {
 		free(buf[:len(mem)])
 	}
 	// A memory smaller than the base is not a delta of it: a full copy.
-	small := NewDeltaImage(base, mem[:65536], nil, 0)
+	small := newDeltaImage(base, mem[:65536], nil, 0)
 	if small.base != nil || !bytes.Equal(small.Bytes(), mem[:65536]) {
 		t.Error("memory smaller than the base was not kept whole")
 	}
@@ -63,7 +63,7 @@ func TestCaptureDeltaSharesUnchangedPages(t *testing.T) {
 		mem[len(base.Memory)+i*page] = 1 // past the base
 	}
 	mem[3] ^= 1 // inside it
-	prev := NewDeltaImage(base, mem, nil, 0)
+	prev := newDeltaImage(base, mem, nil, 0)
 	buf, free := reserveImage(base, regionKey{size: uint64(len(mem))})
 	defer free(buf[:len(mem)])
 	prev.applyDelta(buf)
@@ -100,7 +100,7 @@ func TestDeltaRecord(t *testing.T) {
 	mem[70000] ^= 1
 	mem[len(mem)-1] = 9
 	globals := []uint64{4, 5, 6}
-	img := NewDeltaImage(base, mem, globals, 65536)
+	img := newDeltaImage(base, mem, globals, 65536)
 	defer img.Close()
 	rec := img.AppendDeltaRecord([]byte("prefix"), base)[len("prefix"):]
 	if want := 8 + 1 + 2*PageSize + 4 + 3*8 + 4; len(rec) != want {
