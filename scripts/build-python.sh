@@ -313,6 +313,20 @@ else
 	echo "$PANDAS_KEY" >"$ROOT/work/pd/.build-key"
 fi
 
+# --- 3d. stages after pandas. Each links python.wasm again with the
+# archives of every stage before it plus its own, so the chain is what
+# these carry (paths inside the chroot), and a stage appended below does:
+#   key = sha256(STAGE_KEY, its pins, its inputs); skip when /work/NAME has it;
+#   else build into /work/NAME, linking with $STAGE_BUILDS and its own build
+#   (scripts/pandas/link.py takes any number of meson build folders);
+#   then STAGE_KEY=its key, STAGE_WASM=/work/NAME/python.wasm,
+#   STAGE_BUILDS+=" its build", STAGE_PKGS+=" /work/NAME/pkg".
+# Its scripts live in scripts/NAME/ and join KEY's inputs at the top.
+STAGE_KEY=$PANDAS_KEY
+STAGE_WASM=/work/pd/python.wasm
+STAGE_BUILDS="/work/np/build /work/pd/build"
+STAGE_PKGS=""
+
 # --- 4. outputs: wasm-opt'd python.wasm, the stdlib zip, build.json
 # With the host's pip: it is set up for this host's network (proxy, CA
 # certificates), which the chroot is not.
@@ -330,7 +344,7 @@ cat >"$ROOT/pack.sh" <<'EOS'
 set -euo pipefail
 W=/work
 rm -rf $W/out $W/lib && mkdir -p $W/out $W/lib
-wasm-opt --strip-dwarf -g $W/pd/python.wasm -o $W/out/nodwarf.wasm
+wasm-opt --strip-dwarf -g $STAGE_WASM -o $W/out/nodwarf.wasm
 wasm-opt $WASM_OPT_FLAGS $W/out/nodwarf.wasm -o $W/out/python.wasm
 rm $W/out/nodwarf.wasm
 cp -a $W/$PY_PKG/Lib $W/lib/Lib
@@ -339,12 +353,12 @@ for p in /stdlib-patches/*.patch; do patch -s -p1 -d $W/lib <"$p"; done
 # copy of the stage's output, as the stdlib's do: one never rebuilds C.
 rm -rf $W/pdpkg && cp -a $W/pd/pkg $W/pdpkg
 for p in /pandas-py-patches/*.patch; do patch -s -p1 -d $W/pdpkg <"$p"; done
-python3.13 /stdlib_zip.py $W/lib/Lib $W/pybuild $W/out/python313.zip /extra $W/np/pkg $W/pdpkg
+python3.13 /stdlib_zip.py $W/lib/Lib $W/pybuild $W/out/python313.zip /extra $W/np/pkg $W/pdpkg $STAGE_PKGS
 EOS
 cp scripts/stdlib_zip.py "$ROOT/stdlib_zip.py"
 rm -rf "$ROOT/stdlib-patches" "$ROOT/pandas-py-patches" && cp -a scripts/stdlib-patches "$ROOT/stdlib-patches" && cp -a scripts/pandas-py-patches "$ROOT/pandas-py-patches"
 chroot "$ROOT" env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root LANG=C.UTF-8 \
-	WASM_OPT_FLAGS="$WASM_OPT_FLAGS" PY_PKG="$PY_PKG" bash /pack.sh
+	WASM_OPT_FLAGS="$WASM_OPT_FLAGS" PY_PKG="$PY_PKG" STAGE_WASM="$STAGE_WASM" STAGE_PKGS="$STAGE_PKGS" bash /pack.sh
 
 # The guest's own version string, asked from the new python.wasm itself
 # would need an engine here; the source package's is the same.
