@@ -28,6 +28,9 @@ func registerEH(ctx context.Context, r wazero.Runtime, compiled wazero.CompiledM
 	if err != nil || len(funcs) == 0 {
 		return err
 	}
+	// A table the budget rewrite made lazy starts empty: invoke_ fills a
+	// slot before it looks it up.
+	_, lazyTable := compiled.ExportedFunctions()[tableFillExport]
 	builders := map[string]wazero.HostModuleBuilder{}
 	for _, f := range funcs {
 		b := builders[f.Module]
@@ -37,7 +40,7 @@ func registerEH(ctx context.Context, r wazero.Runtime, compiled wazero.CompiledM
 		}
 		fn := wzUnwind
 		if !f.Unwind {
-			fn = wzInvoke(&wzInvokeType{name: f.Name, params: valueTypes(f.Params[1:]), results: valueTypes(f.Results)})
+			fn = wzInvoke(&wzInvokeType{name: f.Name, params: valueTypes(f.Params[1:]), results: valueTypes(f.Results), lazyTable: lazyTable})
 		}
 		b.NewFunctionBuilder().WithGoModuleFunction(fn, valueTypes(f.Params), valueTypes(f.Results)).Export(f.Name)
 	}
@@ -57,10 +60,12 @@ func wasiTypes(ts []api.ValueType) []wasi.ValueType {
 	return out
 }
 
-// wzInvokeType is the type an invoke_ calls.
+// wzInvokeType is the type an invoke_ calls, and whether the module's
+// table is lazy (its slots filled on first use).
 type wzInvokeType struct {
 	name            string
 	params, results []api.ValueType
+	lazyTable       bool
 }
 
 var wzUnwind = api.GoModuleFunc(func(ctx context.Context, _ api.Module, stack []uint64) {
@@ -88,7 +93,7 @@ func wzInvoke(ty *wzInvokeType) api.GoModuleFunc {
 		}
 		saved := sp.Get()
 		slot := uint32(stack[0])
-		f := r.eh.wz.take(mod, slot, ty)
+		f := r.eh.wz.take(ctx, mod, slot, ty)
 		copy(stack, stack[1:])
 		err := f.CallWithStack(ctx, stack)
 		if err == nil {
@@ -128,6 +133,7 @@ type wzEHCache struct {
 	idle  map[wzSlotKey][]api.Function
 	count int
 	set   api.Function
+	fill  api.Function // the lazy table's fill, found at its first use
 }
 
 type wzSlotKey struct {
@@ -141,8 +147,11 @@ const (
 )
 
 // take is the function in slot of type ty, or a panic with
-// ErrInvokeTarget, which ends the run as a trap.
-func (c *wzEHCache) take(mod api.Module, slot uint32, ty *wzInvokeType) api.Function {
+// ErrInvokeTarget, which ends the run as a trap. In a lazy table the slot
+// is filled first, as the guest's own call_indirect would fill it: fill
+// stores what the module's segments put there, and leaves a slot they do
+// not fill, or one past them, as it is (the lookup then refuses it).
+func (c *wzEHCache) take(ctx context.Context, mod api.Module, slot uint32, ty *wzInvokeType) api.Function {
 	k := wzSlotKey{slot, ty}
 	if fs := c.idle[k]; len(fs) > 0 {
 		f := fs[len(fs)-1]
@@ -150,7 +159,24 @@ func (c *wzEHCache) take(mod api.Module, slot uint32, ty *wzInvokeType) api.Func
 		c.count--
 		return f
 	}
+	if ty.lazyTable {
+		c.fillSlot(ctx, mod, slot)
+	}
 	return lookupSlot(mod, slot, ty)
+}
+
+// fillSlot calls the lazy table's fill(slot). fill calls nothing, so one
+// function (one call context) serves every level of nested invoke_.
+func (c *wzEHCache) fillSlot(ctx context.Context, mod api.Module, slot uint32) {
+	if c.fill == nil {
+		if c.fill = mod.ExportedFunction(tableFillExport); c.fill == nil {
+			panic(fmt.Errorf("engine: invoke_: the lazy table's %s is not exported", tableFillExport))
+		}
+	}
+	stack := [1]uint64{uint64(slot)}
+	if err := c.fill.CallWithStack(ctx, stack[:]); err != nil {
+		panic(err) // an interruption or a stack overflow: the guest's caller sees it
+	}
 }
 
 func (c *wzEHCache) give(slot uint32, ty *wzInvokeType, f api.Function) {

@@ -38,3 +38,14 @@ func SetTrimAbove(pages int) func() {
 // BackgroundCloses is how many resumed instances are closing in the
 // background now, process wide.
 func BackgroundCloses() int32 { return backgroundCloses.Load() }
+
+// TableLazy tells tests whether m's function table fills on first use
+// (wazero's budget rewrite took it).
+func TableLazy(m *Module) bool {
+	c, ok := m.code.(*wzCode)
+	if !ok {
+		return false
+	}
+	_, fill := c.compiled.ExportedFunctions()[tableFillExport]
+	return fill
+}

@@ -149,9 +149,11 @@ func loadWazero(ctx context.Context, src source, opts Options) (Code, error) {
 // from its cache), adds the loop budget where the module can take it, and
 // leaves the function table to fill on first use (wasmbin.LazyTable:
 // wazero would fill all of it at every instantiation; wasmtime fills
-// tables lazily itself).
+// tables lazily itself). Its fill is exported as tableFillExport for
+// invoke_ (cxxeh_wazero.go), which reaches the table without the guest's
+// export, so a module exporting its table for invoke_ gets it too.
 var budgetRewrite = rewrite[budgetMeta]{
-	name: "budget-4",
+	name: "budget-5",
 	apply: func(wasm []byte) ([]byte, budgetMeta, error) {
 		wasm, err := wasmbin.StripDebug(wasm)
 		if err != nil {
@@ -163,12 +165,16 @@ var budgetRewrite = rewrite[budgetMeta]{
 		}
 		// A module either rewrite refuses (SIMD, a table in use beyond
 		// indirect calls) runs without it, as wazero compiles it.
-		if lazy, added, err := wasmbin.LazyTable(wasm); err == nil {
+		if lazy, added, err := wasmbin.LazyTable(wasm, tableFillExport); err == nil {
 			wasm, meta.LazyTable, meta.AddedFuncs = lazy, true, added
 		}
 		return wasm, meta, nil
 	},
 }
+
+// tableFillExport names LazyTable's fill(slot), which stores in an empty
+// slot the function the module's segments put there.
+const tableFillExport = "airlock.table_fill"
 
 // budgetMeta tells what budgetRewrite's output has.
 type budgetMeta struct {

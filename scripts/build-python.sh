@@ -98,8 +98,10 @@ mkdir -p "$BUILD"
 # (pins and flags included), the stdlib packer and the patches.
 numpy_inputs() { find scripts/numpy scripts/numpy-patches -type f ! -path '*/__pycache__/*' | LC_ALL=C sort; }
 pandas_inputs() { find scripts/pandas scripts/pandas-patches -type f ! -path '*/__pycache__/*' | LC_ALL=C sort; }
+# The C++ exception runtime's library sources (not its test programs).
+cxxeh_inputs() { echo scripts/build-cxx-eh.sh; find scripts/cxx-eh -type f | LC_ALL=C sort; }
 KEY=$(cat scripts/build-python.sh scripts/stdlib_zip.py scripts/pgo_train.py scripts/stdlib-patches/*.patch scripts/cpython-patches/*.patch scripts/pandas-py-patches/*.patch \
-	$(numpy_inputs) $(pandas_inputs) | sha256sum | cut -c1-64)
+	$(numpy_inputs) $(pandas_inputs) $(cxxeh_inputs) | sha256sum | cut -c1-64)
 if [ -f "$OUT/build.json" ] && grep -q "\"key\": \"$KEY\"" "$OUT/build.json" &&
 	(cd "$OUT" && sha256sum --quiet -c SHA256SUMS) 2>/dev/null; then
 	echo "build-python: up to date: $OUT (key ${KEY:0:12})"
@@ -232,11 +234,23 @@ else
 	echo "$BUILD_KEY" >"$ROOT/work/.build-key"
 fi
 
+# --- 3a. the C++ exception runtime (scripts/build-cxx-eh.sh, its own
+# cached stage, ~3 min once): numpy's and pandas' C++ is compiled with its
+# flags and linked with its libc++ and libc++abi, so that a C++ exception
+# reaches the module's handler and becomes a Python exception instead of
+# ending the run; python.wasm then imports env.invoke_* and
+# airlock_eh.unwind, which the host serves (RATIONALE, "C++ exceptions").
+CXXEH_DIR=$(AIRLOCK_CACHE_DIR="$CACHE" scripts/build-cxx-eh.sh --print-dir)
+cxxeh_flag() { python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))[sys.argv[2]])' "$CXXEH_DIR/build.json" "$1"; }
+CXXEH_FLAGS=$(cxxeh_flag cxxflags)
+CXXEH_LDFLAGS=$(cxxeh_flag ldflags)
+rm -rf "$ROOT/cxx-eh" && mkdir -p "$ROOT/cxx-eh" && cp -a "$CXXEH_DIR/lib" "$CXXEH_DIR/include" "$ROOT/cxx-eh/"
+
 # --- 3b. numpy, its own cached stage: a change to it relinks python.wasm
 # without redoing CPython (the C build's rm -rf /work removes it, and its
 # key covers the C build's).
 NUMPY_KEY=$(printf '%s\n' "$BUILD_KEY" "$NUMPY_VER" "$NUMPY_SHA256" "$CYTHON_WHEEL" "$CYTHON_SHA256" "$WASM_FEATURES" |
-	cat - $(numpy_inputs) | sha256sum | cut -c1-64)
+	cat - $(numpy_inputs) $(cxxeh_inputs) | sha256sum | cut -c1-64)
 if ! python3 -m pip --version >/dev/null 2>&1; then
 	log "installing python3-pip"
 	apt-get update -qq && apt-get install -y -qq python3-pip >/dev/null
@@ -268,7 +282,7 @@ else
 	rm -rf "$ROOT/numpy" && cp -a scripts/numpy "$ROOT/numpy" && rm -rf "$ROOT/numpy/fetch"
 	log "building numpy $NUMPY_VER for wasm32-wasi and relinking python.wasm with it (~3 min on an idle machine)"
 	chroot "$ROOT" env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root LANG=C.UTF-8 SOURCE_DATE_EPOCH="$SOURCE_DATE_EPOCH" \
-		WASM_FEATURES="$WASM_FEATURES" JOBS="$JOBS" bash /numpy/build-numpy.sh
+		WASM_FEATURES="$WASM_FEATURES" CXXEH_FLAGS="$CXXEH_FLAGS" CXXEH_LDFLAGS="$CXXEH_LDFLAGS" CXXEH_LIBDIR=/cxx-eh/lib JOBS="$JOBS" bash /numpy/build-numpy.sh
 	echo "$NUMPY_KEY" >"$ROOT/work/np/.build-key"
 fi
 
@@ -295,9 +309,23 @@ else
 	rm -rf "$ROOT/numpy" "$ROOT/pandas" && cp -a scripts/numpy "$ROOT/numpy" && rm -rf "$ROOT/numpy/fetch" && cp -a scripts/pandas "$ROOT/pandas"
 	log "building pandas $PANDAS_VER for wasm32-wasi and relinking python.wasm with numpy and pandas (~5 min on an idle machine, 8-9 min of CPU)"
 	chroot "$ROOT" env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root LANG=C.UTF-8 SOURCE_DATE_EPOCH="$SOURCE_DATE_EPOCH" \
-		WASM_FEATURES="$WASM_FEATURES" JOBS="$JOBS" bash /pandas/build-pandas.sh
+		WASM_FEATURES="$WASM_FEATURES" CXXEH_FLAGS="$CXXEH_FLAGS" CXXEH_LDFLAGS="$CXXEH_LDFLAGS" CXXEH_LIBDIR=/cxx-eh/lib JOBS="$JOBS" bash /pandas/build-pandas.sh
 	echo "$PANDAS_KEY" >"$ROOT/work/pd/.build-key"
 fi
+
+# --- 3d. stages after pandas. Each links python.wasm again with the
+# archives of every stage before it plus its own, so the chain is what
+# these carry (paths inside the chroot), and a stage appended below does:
+#   key = sha256(STAGE_KEY, its pins, its inputs); skip when /work/NAME has it;
+#   else build into /work/NAME, linking with $STAGE_BUILDS and its own build
+#   (scripts/pandas/link.py takes any number of meson build folders);
+#   then STAGE_KEY=its key, STAGE_WASM=/work/NAME/python.wasm,
+#   STAGE_BUILDS+=" its build", STAGE_PKGS+=" /work/NAME/pkg".
+# Its scripts live in scripts/NAME/ and join KEY's inputs at the top.
+STAGE_KEY=$PANDAS_KEY
+STAGE_WASM=/work/pd/python.wasm
+STAGE_BUILDS="/work/np/build /work/pd/build"
+STAGE_PKGS=""
 
 # --- 4. outputs: wasm-opt'd python.wasm, the stdlib zip, build.json
 # With the host's pip: it is set up for this host's network (proxy, CA
@@ -316,7 +344,7 @@ cat >"$ROOT/pack.sh" <<'EOS'
 set -euo pipefail
 W=/work
 rm -rf $W/out $W/lib && mkdir -p $W/out $W/lib
-wasm-opt --strip-dwarf -g $W/pd/python.wasm -o $W/out/nodwarf.wasm
+wasm-opt --strip-dwarf -g $STAGE_WASM -o $W/out/nodwarf.wasm
 wasm-opt $WASM_OPT_FLAGS $W/out/nodwarf.wasm -o $W/out/python.wasm
 rm $W/out/nodwarf.wasm
 cp -a $W/$PY_PKG/Lib $W/lib/Lib
@@ -325,12 +353,12 @@ for p in /stdlib-patches/*.patch; do patch -s -p1 -d $W/lib <"$p"; done
 # copy of the stage's output, as the stdlib's do: one never rebuilds C.
 rm -rf $W/pdpkg && cp -a $W/pd/pkg $W/pdpkg
 for p in /pandas-py-patches/*.patch; do patch -s -p1 -d $W/pdpkg <"$p"; done
-python3.13 /stdlib_zip.py $W/lib/Lib $W/pybuild $W/out/python313.zip /extra $W/np/pkg $W/pdpkg
+python3.13 /stdlib_zip.py $W/lib/Lib $W/pybuild $W/out/python313.zip /extra $W/np/pkg $W/pdpkg $STAGE_PKGS
 EOS
 cp scripts/stdlib_zip.py "$ROOT/stdlib_zip.py"
 rm -rf "$ROOT/stdlib-patches" "$ROOT/pandas-py-patches" && cp -a scripts/stdlib-patches "$ROOT/stdlib-patches" && cp -a scripts/pandas-py-patches "$ROOT/pandas-py-patches"
 chroot "$ROOT" env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root LANG=C.UTF-8 \
-	WASM_OPT_FLAGS="$WASM_OPT_FLAGS" PY_PKG="$PY_PKG" bash /pack.sh
+	WASM_OPT_FLAGS="$WASM_OPT_FLAGS" PY_PKG="$PY_PKG" STAGE_WASM="$STAGE_WASM" STAGE_PKGS="$STAGE_PKGS" bash /pack.sh
 
 # The guest's own version string, asked from the new python.wasm itself
 # would need an engine here; the source package's is the same.

@@ -180,3 +180,11 @@ func TestWasmtimeCacheRefusesDamagedCode(t *testing.T) {
 func TestLoadFromTheCacheReadsNoBytes(t *testing.T) {
 	enginetest.LoadFromTheCache(t, engine.EngineWasmtime)
 }
+
+// invoke_ on wasmtime, which reaches the table through the guest's export
+// and fills tables lazily itself: the same module and checks as wazero's
+// (engine/cxxeh_test.go).
+func TestCXXInvokeOnWasmtime(t *testing.T) {
+	enginetest.InvokeRuns(t, engine.EngineWasmtime, engine.Options{})
+	enginetest.InvokeAfterResume(t, resumableOn(t, engine.EngineWasmtime))
+}

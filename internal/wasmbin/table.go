@@ -16,9 +16,10 @@ const (
 )
 
 // ErrTableInUse reports a module whose table LazyTable cannot take over:
-// the table is imported or exported, there is more than one, the code
-// reads or writes it other than by calling through it, or an element
-// segment is not a list of functions at a constant offset.
+// the table is imported, or exported without a fill export to serve its
+// reader, there is more than one, the code reads or writes it other than
+// by calling through it, or an element segment is not a list of functions
+// at a constant offset.
 var ErrTableInUse = errors.New("wasmbin: the function table is used beyond indirect calls")
 
 // LazyTable moves the filling of the module's function table from
@@ -54,11 +55,20 @@ var ErrTableInUse = errors.New("wasmbin: the function table is used beyond indir
 // outside the module. Element segment indices are kept. added is the index
 // of fill, the first function the rewrite adds (the trampolines follow).
 //
+// fillExport, when not "", exports fill under that name, for a host that
+// reaches the table without an export (wazero's experimental/table, which
+// the engine's invoke_ uses) and so must fill a slot before it looks the
+// slot up. The table's own export, if the module has one, is then dropped
+// rather than refused: whatever read the table through it would see empty
+// slots, and the host that has fill does not need it. With fillExport ""
+// an exported table is refused, as nothing could fill it for its reader.
+//
 // # Errors
 // ErrMalformed for bytes that do not decode; ErrTableInUse for a module
-// whose table is used other than above, which the caller keeps as it is;
-// an error naming the opcode for an instruction outside the supported set.
-func LazyTable(wasm []byte) (out []byte, added uint32, err error) {
+// whose table is used other than above, or that exports fillExport's name
+// already, which the caller keeps as it is; an error naming the opcode for
+// an instruction outside the supported set.
+func LazyTable(wasm []byte, fillExport string) (out []byte, added uint32, err error) {
 	secs, err := Sections(wasm)
 	if err != nil {
 		return nil, 0, err
@@ -67,7 +77,7 @@ func LazyTable(wasm []byte) (out []byte, added uint32, err error) {
 	if err != nil {
 		return nil, 0, err
 	}
-	m := lazyTableModule{secs: secs, pending: uint32(len(globals)), trampolines: map[uint32]uint32{}}
+	m := lazyTableModule{secs: secs, pending: uint32(len(globals)), trampolines: map[uint32]uint32{}, fillExport: fillExport}
 	if err := m.decode(); err != nil {
 		return nil, 0, err
 	}
@@ -103,10 +113,13 @@ func LazyTable(wasm []byte) (out []byte, added uint32, err error) {
 		tramps = binary.AppendUvarint(tramps, uint64(m.fill)+1+uint64(i))
 	}
 	pending := []byte{0x7f, 1, 0x41, 0, 0x0b} // mutable i32 = 0
-	hasGlobals := false
+	hasGlobals, hasExports := false, false
 	for i := range m.secs {
 		sec := &m.secs[i]
 		switch sec.ID {
+		case ExportID:
+			hasExports = true
+			sec.Body, err = m.exportSection(sec.Body)
 		case TypeID:
 			sec.Body = typeBody
 		case FunctionID:
@@ -137,7 +150,26 @@ func LazyTable(wasm []byte) (out []byte, added uint32, err error) {
 	if !hasGlobals {
 		m.secs = insertSection(m.secs, Section{ID: GlobalID, Body: append([]byte{1}, pending...)})
 	}
+	if !hasExports && fillExport != "" {
+		body, _ := m.exportSection([]byte{0})
+		m.secs = insertSection(m.secs, Section{ID: ExportID, Body: body})
+	}
 	return Encode(m.secs), m.fill, nil
+}
+
+// exportSection is the export section body with fill exported and the
+// table's export dropped, when the caller named fill's export; otherwise
+// body as it is (decode refused a table export then).
+func (m *lazyTableModule) exportSection(body []byte) ([]byte, error) {
+	if m.fillExport == "" {
+		return body, nil
+	}
+	exports, err := DecodeExports(body)
+	if err != nil {
+		return nil, err
+	}
+	exports = slices.DeleteFunc(exports, func(e Export) bool { return e.Kind == KindTable })
+	return EncodeExports(append(exports, Export{Name: m.fillExport, Kind: KindFunc, Index: m.fill})), nil
 }
 
 // maxLazySlots bounds the table LazyTable leaves (wazero's own limit is
@@ -167,6 +199,7 @@ type lazyTableModule struct {
 	slots         map[uint32]uint32 // table slot -> function the segments put there
 	elements      []byte            // the element section, active segments made declarative
 	fill          uint32            // fill's function index; the trampolines follow
+	fillExport    string            // fill's export name, "" for none
 	pending       uint32            // the global a guard leaves the slot in for a trampoline
 	trampolines   map[uint32]uint32 // type index -> trampoline number
 	order         []uint32          // the trampolines' types, by number
@@ -212,8 +245,11 @@ func (m *lazyTableModule) decode() error {
 			var exports []Export
 			exports, err = DecodeExports(s.Body)
 			for _, e := range exports {
-				if e.Kind == KindTable {
+				switch {
+				case e.Kind == KindTable && m.fillExport == "":
 					return fmt.Errorf("%w: the table is exported as %q", ErrTableInUse, e.Name)
+				case e.Name == m.fillExport && m.fillExport != "":
+					return fmt.Errorf("%w: export %q exists already", ErrTableInUse, e.Name)
 				}
 			}
 		case CodeID:

@@ -3,12 +3,14 @@ package wasmbin
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/api"
 	"github.com/tetratelabs/wazero/experimental"
+	"github.com/tetratelabs/wazero/experimental/table"
 )
 
 // tableModule has a 5-slot table that one function-index segment fills at
@@ -57,7 +59,7 @@ func replace(id byte, body []byte) func([]Section) []Section {
 // fills a new instance's table again.
 func TestLazyTableCallsThroughTheSegments(t *testing.T) {
 	ctx := context.Background()
-	lazy, added, err := LazyTable(tableModule())
+	lazy, added, err := LazyTable(tableModule(), "")
 	if err != nil || added != 5 {
 		t.Fatalf("LazyTable: fill at %d, %v; want 5 (after the module's own five)", added, err)
 	}
@@ -115,6 +117,95 @@ func TestLazyTableCallsThroughTheSegments(t *testing.T) {
 	}
 }
 
+// With a fill export, a module exporting its table is taken: the export
+// is dropped, fill is exported, and a host reaching the table from outside
+// (wazero's experimental/table, as the engine's invoke_ does) finds an
+// empty slot until fill(slot) has stored the segments' function there.
+// fill leaves a slot no segment fills, or one past the table, as it is.
+func TestLazyTableFillExport(t *testing.T) {
+	ctx := context.Background()
+	exported := replace(ExportID, EncodeExports([]Export{{"call", KindFunc, 3}, {"t", KindTable, 0}}))
+	for name, edit := range map[string]func([]Section) []Section{
+		"table exported": exported,
+		"no export section": func(secs []Section) []Section {
+			return slices.DeleteFunc(secs, func(s Section) bool { return s.ID == ExportID })
+		},
+	} {
+		lazy, added, err := LazyTable(tableModule(edit), "fill")
+		if err != nil || added != 5 {
+			t.Fatalf("%s: LazyTable: fill at %d, %v; want 5", name, added, err)
+		}
+		secs, err := Sections(lazy)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, s := range secs {
+			if s.ID != ExportID {
+				continue
+			}
+			exports, err := DecodeExports(s.Body)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, e := range exports {
+				if e.Kind == KindTable || e.Name == "fill" && (e.Kind != KindFunc || e.Index != added) {
+					t.Errorf("%s: export %+v; want the table's dropped and fill's function %d", name, e, added)
+				}
+			}
+		}
+		r := wazero.NewRuntimeWithConfig(ctx, wazero.NewRuntimeConfig().WithCoreFeatures(api.CoreFeaturesV2|experimental.CoreFeaturesTailCall))
+		mod, err := r.Instantiate(ctx, lazy)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		fill := mod.ExportedFunction("fill")
+		if fill == nil {
+			t.Fatalf("%s: fill not exported", name)
+		}
+		i32 := []api.ValueType{api.ValueTypeI32}
+		lookup := func(slot uint32) (f api.Function, trapped any) {
+			defer func() { trapped = recover() }()
+			return table.LookupFunction(mod, 0, slot, nil, i32), nil
+		}
+		if _, trapped := lookup(2); trapped == nil {
+			t.Errorf("%s: slot 2 found before fill: the table was filled at instantiation", name)
+		}
+		for slot, want := range map[uint32]uint64{1: 10, 2: 20, 3: 30, 0: 0, 4: 0, 5: 0, 6: 0, 1 << 31: 0} {
+			if _, err := fill.Call(ctx, uint64(slot)); err != nil {
+				t.Errorf("%s: fill(%d): %v", name, slot, err)
+			}
+			f, trapped := lookup(slot)
+			switch {
+			case want == 0 && slot == 5: // type 0's trampoline, filled at instantiation
+				if trapped != nil {
+					t.Errorf("%s: trampoline slot 5: %v", name, trapped)
+				}
+			case want == 0 && trapped == nil:
+				t.Errorf("%s: slot %d found after fill; want it still empty or out of the table", name, slot)
+			case want != 0 && trapped != nil:
+				t.Errorf("%s: slot %d after fill: %v", name, slot, trapped)
+			case want != 0:
+				if res, err := f.Call(ctx); err != nil || res[0] != want {
+					t.Errorf("%s: slot %d = %v, %v; want %d", name, slot, res, err, want)
+				}
+			}
+		}
+		// The guest's own calls still work after the host's fills.
+		if call := mod.ExportedFunction("call"); call != nil {
+			if res, err := call.Call(ctx, 2); err != nil || res[0] != 21 {
+				t.Errorf("%s: call(2) after fill = %v, %v; want 21", name, res, err)
+			}
+		} else if name == "table exported" {
+			t.Errorf("%s: the module's own export is gone", name)
+		}
+		r.Close(ctx)
+	}
+	taken := replace(ExportID, EncodeExports([]Export{{"call", KindFunc, 3}, {"fill", KindFunc, 0}}))
+	if _, _, err := LazyTable(tableModule(taken), "fill"); !errors.Is(err, ErrTableInUse) {
+		t.Errorf("fill's name taken: %v, want ErrTableInUse", err)
+	}
+}
+
 func TestLazyTableRefusals(t *testing.T) {
 	twoTables := replace(TableID, vec([]byte{0x70, 0, 5}, []byte{0x70, 0, 1}))
 	exported := replace(ExportID, EncodeExports([]Export{{"call", KindFunc, 3}, {"t", KindTable, 0}}))
@@ -137,18 +228,18 @@ func TestLazyTableRefusals(t *testing.T) {
 		"two tables": twoTables, "exported": exported, "global offset": globalOffset,
 		"past the end": pastTheEnd, "table.get": tableGet, "table.grow": tableGrow, "imported": imported, "no active segment": noElements,
 	} {
-		if _, _, err := LazyTable(tableModule(edit)); !errors.Is(err, ErrTableInUse) {
+		if _, _, err := LazyTable(tableModule(edit), ""); !errors.Is(err, ErrTableInUse) {
 			t.Errorf("%s: %v, want ErrTableInUse", name, err)
 		}
 	}
 	whole := tableModule()
 	for i := range len(whole) {
-		if _, _, err := LazyTable(whole[:i]); err == nil {
+		if _, _, err := LazyTable(whole[:i], ""); err == nil {
 			t.Errorf("truncated at %d: no error", i)
 		}
 	}
 	simd := replace(CodeID, vec(fn(0xfd, 0x0c, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x1a)))
-	if _, _, err := LazyTable(tableModule(simd)); err == nil || !strings.Contains(err.Error(), "unsupported opcode 0xfd") {
+	if _, _, err := LazyTable(tableModule(simd), ""); err == nil || !strings.Contains(err.Error(), "unsupported opcode 0xfd") {
 		t.Errorf("SIMD: %v, want an unsupported-opcode error", err)
 	}
 }
@@ -156,10 +247,12 @@ func TestLazyTableRefusals(t *testing.T) {
 func FuzzLazyTable(f *testing.F) {
 	f.Add(tableModule())
 	f.Fuzz(func(t *testing.T, wasm []byte) {
-		out, _, err := LazyTable(wasm) // must not panic
-		if err == nil {
-			if _, err := Sections(out); err != nil {
-				t.Fatalf("rewritten module does not parse: %v", err)
+		for _, fillExport := range []string{"", "fill"} {
+			out, _, err := LazyTable(wasm, fillExport) // must not panic
+			if err == nil {
+				if _, err := Sections(out); err != nil {
+					t.Fatalf("rewritten module (fill export %q) does not parse: %v", fillExport, err)
+				}
 			}
 		}
 	})

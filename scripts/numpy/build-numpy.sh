@@ -41,9 +41,16 @@ export PATH=$N/native-bin:$PATH
 # and getpid, as CPython's own build uses them.
 WASI_DEFS="-DNPY_NO_SIGNAL -D_WASI_EMULATED_SIGNAL -D_WASI_EMULATED_PROCESS_CLOCKS -D_WASI_EMULATED_MMAN -D_WASI_EMULATED_GETPID"
 CARGS="$WASM_FEATURES $WASI_DEFS"
-# pocketfft (numpy.fft) is C++ that throws: compiled with exceptions; wasm
-# has no unwinding here, so a throw ends the run (see stubs.c).
+# numpy's C++ is compiled with exceptions and linked with
+# scripts/build-cxx-eh.sh's runtime (staged by build-python.sh). Only
+# numpy.fft's wrapper, whose catch turns pocketfft's throws into
+# RuntimeError and MemoryError, gets the runtime's lowering: lowered,
+# every call that may throw in a scope with destructors is a host round
+# trip, and np.unique's hash set (unique.cpp) ran 13x slower. A throw
+# anywhere else still ends the run, with libc++abi naming the exception.
 CXXARGS="$CARGS -fexceptions"
+export CXXEH_LOWER_SOURCES="_pocketfft_umath.cpp"
+export CXXEH_LOWER_FLAGS="${CXXEH_FLAGS/-fexceptions /}"
 qlist() { local out="" a; for a in "$@"; do out="$out'$a', "; done; echo "[${out%, }]"; }
 cd $N/src
 python3.13 vendored-meson/meson/meson.py setup $N/build \

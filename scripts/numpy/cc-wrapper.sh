@@ -4,7 +4,8 @@
 # becomes a static archive of the objects it was given, with the static
 # libraries and -l flags it was given recorded beside it in OUT.libs:
 # build-python.sh links the archives into python.wasm itself. -fPIC is
-# dropped: nothing is loaded dynamically.
+# dropped: nothing is loaded dynamically. Sources named in
+# $CXXEH_LOWER_SOURCES get $CXXEH_LOWER_FLAGS (build-numpy.sh says why).
 set -euo pipefail
 case "$(basename "$0")" in
 *++*) cc=clang++-19 ;;
@@ -12,13 +13,20 @@ case "$(basename "$0")" in
 esac
 args=()
 shared=0
+lower=0
 for a in "$@"; do
 	case "$a" in
 	-shared) shared=1 ;;
 	-fPIC | -fpic) ;;
 	*) args+=("$a") ;;
 	esac
+	# A source named in $CXXEH_LOWER_SOURCES is compiled with
+	# $CXXEH_LOWER_FLAGS (the exception runtime's lowering) on top.
+	for s in ${CXXEH_LOWER_SOURCES:-}; do
+		case "$a" in */"$s") lower=1 ;; esac
+	done
 done
+[ $lower -eq 0 ] || args+=(${CXXEH_LOWER_FLAGS:-})
 [ $shared -eq 1 ] || exec $cc --target=wasm32-wasi "${args[@]}"
 out="" objs=() libs=()
 set -- "${args[@]}"

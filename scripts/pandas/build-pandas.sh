@@ -51,7 +51,8 @@ export PATH=$P/native-bin:$PATH
 
 # As numpy's: WASI's emulated signal, clocks, mman and getpid; C++ with
 # exceptions (Cython's `except +` wrappers and the C++ parser code need
-# try/catch to compile; a throw still ends the run, scripts/numpy/stubs.c).
+# try/catch to compile) but without the exception runtime's lowering
+# (its cost is numpy's reason): a throw ends the run, libc++abi naming it.
 WASI_DEFS="-D_WASI_EMULATED_SIGNAL -D_WASI_EMULATED_PROCESS_CLOCKS -D_WASI_EMULATED_MMAN -D_WASI_EMULATED_GETPID"
 CARGS="$WASM_FEATURES $WASI_DEFS"
 CXXARGS="$CARGS -fexceptions"

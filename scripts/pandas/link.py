@@ -13,7 +13,7 @@ into OUT_DIR, for python.wasm beside OUT_DIR:
              each module added under its dotted name; CPython 3.13's
              BuiltinImporter finds a built-in by its full name;
   link.mk    a make rule, read beside CPython's own Makefile, that compiles
-             inittab.c and stubs.c as CPython compiles config.c and links
+             inittab.c as CPython compiles config.c and links
              python.wasm as CPython links it, with inittab.o in config.o's
              place and the archives added.
 """
@@ -22,8 +22,6 @@ import json
 import os
 import sys
 
-# numpy's C++ exception stubs serve pandas' C++ too.
-STUBS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "numpy", "stubs.c")
 SUFFIX = ".cpython-313-wasm32-wasi.so"
 # C modules that only numpy's own test suites import (numpy/_core/tests and
 # its conftest): not linked in.
@@ -118,11 +116,13 @@ def write(pybuild: str, out: str, modules: list) -> None:
         f.write(
             "builtins-link:\n"
             f"\t$(CC) -c $(PY_CORE_CFLAGS) -o {o}/inittab.o {o}/inittab.c\n"
-            f"\t$(CC) -c $(PY_CORE_CFLAGS) -o {o}/stubs.o {STUBS}\n"
-            f"\t$(LINKCC) $(PY_CORE_LDFLAGS) $(LINKFORSHARED) -o {wasm} Programs/python.o {o}/inittab.o {o}/stubs.o "
+            f"\t$(LINKCC) $(PY_CORE_LDFLAGS) $(LINKFORSHARED) -o {wasm} Programs/python.o {o}/inittab.o "
             "$(filter-out Modules/config.o,$(LINK_PYTHON_OBJS)) "
             + " ".join(archives + libs)
-            + " -lc++ -lc++abi -lc-printscan-long-double $(LIBS) $(MODLIBS) $(SYSLIBS)\n"
+            # The exception runtime's libc++ and libc++abi
+            # (scripts/build-cxx-eh.sh, staged by build-python.sh), and the
+            # exports its invoke_ needs from the host's side.
+            + " -L$(CXXEH_LIBDIR) -lc++ -lc++abi -lc-printscan-long-double $(LIBS) $(MODLIBS) $(SYSLIBS) $(CXXEH_LDFLAGS)\n"
         )
     print(f"link.py: {len(modules)} extension modules: " + ", ".join(m[0] for m in modules))
 

@@ -15,6 +15,7 @@ import (
 	"testing"
 
 	"github.com/airlock-sandbox/airlock/engine"
+	"github.com/airlock-sandbox/airlock/internal/testenv"
 	"github.com/airlock-sandbox/airlock/python"
 	"github.com/airlock-sandbox/airlock/wasi"
 	"github.com/airlock-sandbox/airlock/wasi/memfs"
@@ -54,13 +55,17 @@ func ResumableWith(t *testing.T, opts engine.Options) *engine.Compiled {
 }
 
 // OwnBuild loads the build set-up made (scripts/setup.sh) from the
-// suite's cache, makes it the one State and Looping set up, and returns
-// the cache, the build, and its asyncified module's record and reader.
+// suite's cache ($AIRLOCK_CACHE_DIR, as the other suites read it, or the
+// user's), makes it the one State and Looping set up, and returns the
+// cache, the build, and its asyncified module's record and reader.
 func OwnBuild(t *testing.T) (cache string, art *python.Artifact, rec *python.AsyncifyRecord, read func() ([]byte, error)) {
 	t.Helper()
-	cache, err := python.CacheDir()
-	if err != nil {
-		t.Fatal(err)
+	cache = testenv.FromEnv().CacheDir
+	var err error
+	if cache == "" {
+		if cache, err = python.CacheDir(); err != nil {
+			t.Fatal(err)
+		}
 	}
 	art, err = python.Load("", cache)
 	if err != nil {
