@@ -41,7 +41,7 @@ func BackgroundCloses() int32 { return backgroundCloses.Load() }
 
 // TableLazy tells tests whether m's function table fills on first use
 // (wazero's budget rewrite took it).
-func TableLazy(m *Module) bool {
+func TableLazy(m *Compiled) bool {
 	c, ok := m.code.(*wzCode)
 	if !ok {
 		return false

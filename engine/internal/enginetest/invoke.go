@@ -102,11 +102,11 @@ func sleb(v int32) []byte {
 // the table, or negative ends the run with a TrapError wrapping
 // engine.ErrInvokeTarget, not a host panic. It returns the loaded module
 // of slot 1, closed when the test ends.
-func InvokeRuns(t *testing.T, name string, opts engine.Options) *engine.Module {
+func InvokeRuns(t *testing.T, name string, opts engine.Options) *engine.Compiled {
 	t.Helper()
 	ctx := context.Background()
 	opts.Engine = name
-	run := func(m *engine.Module, unpooled bool) (engine.Outcome, error) {
+	run := func(m *engine.Compiled, unpooled bool) (engine.Outcome, error) {
 		st := wasi.NewState(wasi.Config{FS: memfs.New(memfs.Options{}), Stdout: io.Discard, Stderr: io.Discard})
 		defer st.Close()
 		return m.Run(ctx, engine.RunSpec{WASI: st, MemoryLimit: 16 << 20, Unpooled: unpooled})
@@ -141,7 +141,7 @@ func InvokeRuns(t *testing.T, name string, opts engine.Options) *engine.Module {
 // from m's image, and again from the image that run paused in, as a
 // session's next call is: every resume starts with the table as the
 // image's module left it, empty on wazero.
-func InvokeAfterResume(t *testing.T, m *engine.Module) {
+func InvokeAfterResume(t *testing.T, m *engine.Compiled) {
 	t.Helper()
 	ctx := context.Background()
 	const throw = "from numpy.fft import _pocketfft_umath as pu\n" +
