@@ -22,6 +22,7 @@ const (
 	DefaultReadHeaderTimeout = 10 * time.Second
 	DefaultMaxHeaderBytes    = 64 << 10
 	DefaultReleaseIdle       = 5 * time.Second
+	DefaultMemoryWait        = 2 * time.Second
 )
 
 // perClient counts what each client address holds, within a total and a

@@ -76,27 +76,43 @@ func physicalMemory() (int64, error) {
 	return 0, errors.New("meminfo: no MemTotal")
 }
 
-// ErrMemoryBudget is what the errors of a session that cannot be placed
-// within Config.MemoryBudget are (errors.Is). HTTP answers 507
-// memory_budget when the session could never fit, 429 memory_budget
-// with Retry-After when sessions running calls hold the room (they
-// become idle, and movable, as their calls end).
-var ErrMemoryBudget = errors.New("server memory budget for sessions exceeded")
+// ErrMemoryBudget is what the errors of a session or a run that cannot
+// be placed within Config.MemoryBudget are (errors.Is). HTTP answers 507
+// memory_budget when it could never fit, 429 memory_budget with
+// Retry-After when runs and calls in flight hold the room (they give it
+// back, or make their sessions movable, as they end).
+var ErrMemoryBudget = errors.New("server memory budget exceeded")
 
-// budgetError is a session that cannot be placed now: never (over, 507)
-// or not until running calls end (429).
+// budgetError is a session or a run that cannot be placed now: never
+// (over, 507) or not until runs and calls in flight end (429).
 type budgetError struct {
 	need, budget int64
 	never        bool
+	// what needs the room: "the session" unless set (a run's cap).
+	what string
+	// queueFull: the run was refused without waiting, as the most runs
+	// the queue holds already waited for memory.
+	queueFull bool
 }
 
 func (e *budgetError) Error() string {
-	if e.never {
-		return fmt.Sprintf("%v: the session needs %s, more than the whole budget of %s; delete it (DELETE /v1/sessions/{id}) or hold less in it",
-			ErrMemoryBudget, mib(e.need), mib(e.budget))
+	what := e.what
+	if what == "" {
+		what = "the session"
 	}
-	return fmt.Sprintf("%v: the session needs %s and sessions running calls hold the rest of the %s budget; retry when they end",
-		ErrMemoryBudget, mib(e.need), mib(e.budget))
+	switch {
+	case e.never && e.what != "":
+		return fmt.Sprintf("%v: %s is %s, more than the whole budget of %s; ask for a lower memory limit (limits.memory)",
+			ErrMemoryBudget, what, mib(e.need), mib(e.budget))
+	case e.never:
+		return fmt.Sprintf("%v: %s needs %s, more than the whole budget of %s; delete it (DELETE /v1/sessions/{id}) or hold less in it",
+			ErrMemoryBudget, what, mib(e.need), mib(e.budget))
+	case e.queueFull:
+		return fmt.Sprintf("%v: %s (%s) does not fit beside the runs and calls in flight of the %s budget, and the queue of runs waiting for memory is full; retry later",
+			ErrMemoryBudget, what, mib(e.need), mib(e.budget))
+	}
+	return fmt.Sprintf("%v: %s (%s) does not fit beside the runs and calls in flight of the %s budget; retry when they end",
+		ErrMemoryBudget, what, mib(e.need), mib(e.budget))
 }
 
 func (e *budgetError) Is(target error) bool { return target == ErrMemoryBudget }

@@ -25,6 +25,15 @@ import (
 // pages are written, so they differ from the snapshot image.
 const holdCode = "x = bytearray(80 << 20)\nx[::4096] = b'\\x01' * len(range(0, len(x), 4096))\ntag = %q\n"
 
+// capped is the server's maxima with runs' memory capped at 128 MiB: a
+// call of an 80 MiB session fits (the image and the bytearray), and the
+// budgets below hold a run beside a session or two.
+func capped() airlock.Limits {
+	l := airlock.DefaultLimits()
+	l.Memory = 128 << 20
+	return l
+}
+
 // vmRSS is this process's resident memory (/proc/self/status).
 func vmRSS(t *testing.T) int64 {
 	t.Helper()
@@ -54,7 +63,7 @@ func vmRSS(t *testing.T) int64 {
 func TestMemoryBudgetSpillsAndRestores(t *testing.T) {
 	const budget = 300 << 20
 	spillDir := t.TempDir()
-	url, s, _ := start(t, Config{MemoryBudget: budget, SpillDir: spillDir, Concurrency: 1})
+	url, s, _ := start(t, Config{MemoryBudget: budget, SpillDir: spillDir, Concurrency: 1, MaxLimits: capped()})
 	ctx := context.Background()
 	c := &Client{URL: url}
 	debug.FreeOSMemory()
@@ -86,7 +95,7 @@ func TestMemoryBudgetSpillsAndRestores(t *testing.T) {
 	}
 	files, _ := os.ReadDir(private)
 	if len(files) < n-3 {
-		t.Fatalf("%d sessions spilled, want at least %d (three fit in %d bytes)", len(files), n-3, budget)
+		t.Fatalf("%d sessions spilled, want at least %d (at most three fit in %d bytes)", len(files), n-3, budget)
 	}
 	// Every session answers with its state, the spilled ones loaded back.
 	for i, id := range ids {
@@ -149,11 +158,13 @@ func TestMemoryBudgetSpillsAndRestores(t *testing.T) {
 	}
 }
 
-// A session that holds more than the whole budget cannot come back: its
-// next call is refused 507 memory_budget, and it can still be deleted.
+// A session that, with its call's memory limit, holds more than the
+// whole budget cannot run again: its next call is refused 507
+// memory_budget, and it can still be deleted. So is a run whose memory
+// limit alone is over the budget.
 func TestMemoryBudgetRefusesWhatCannotFit(t *testing.T) {
-	const budget = 64 << 20
-	url, s, _ := start(t, Config{MemoryBudget: budget, SpillDir: t.TempDir()})
+	const budget = 160 << 20
+	url, s, _ := start(t, Config{MemoryBudget: budget, SpillDir: t.TempDir(), MaxLimits: capped()})
 	ctx := context.Background()
 	c := &Client{URL: url}
 	id, err := c.NewSession(ctx, SessionRequest{})
@@ -175,8 +186,8 @@ func TestMemoryBudgetRefusesWhatCannotFit(t *testing.T) {
 	if !strings.Contains(apiErr.Message, "more than the whole budget") {
 		t.Errorf("message does not say why: %s", apiErr.Message)
 	}
-	// A fork needs as much: refused the same way.
-	if _, err := c.ForkSession(ctx, id); !errors.As(err, &apiErr) || apiErr.Status != 507 {
+	// A fork needs as much again beside it: refused the same way.
+	if _, err := c.ForkSession(ctx, id); !errors.As(err, &apiErr) || apiErr.Kind != "memory_budget" {
 		t.Fatalf("fork of a session over the whole budget: %v", err)
 	}
 	// Small sessions still work beside it.
@@ -189,6 +200,18 @@ func TestMemoryBudgetRefusesWhatCannotFit(t *testing.T) {
 	}
 	if err := c.DeleteSession(ctx, id); err != nil {
 		t.Fatal(err)
+	}
+	// A run whose memory limit alone passes the budget never could run.
+	tight := Config{MemoryBudget: 64 << 20, SpillDir: t.TempDir(), MaxLimits: capped()}
+	url2, _, _ := start(t, tight)
+	r := post(t, url2+"/v1/run", "", `{"code":"print(1)"}`)
+	wantStatus(t, r, http.StatusInsufficientStorage, "memory_budget")
+	if !strings.Contains(string(r.body), "limits.memory") {
+		t.Errorf("507 does not say what to lower: %s", r.body)
+	}
+	r = post(t, url2+"/v1/run", "", `{"code":"print(1)","limits":{"memory":33554432}}`)
+	if r.status != http.StatusOK {
+		t.Fatalf("a run with a 32 MiB limit under a 64 MiB budget: %d %s", r.status, r.body)
 	}
 }
 
@@ -226,12 +249,15 @@ func TestDefaultMemoryBudgetSources(t *testing.T) {
 	}
 }
 
-// When sessions running calls hold the room a spilled session needs, its
-// call is refused 429 memory_budget with Retry-After (waiting helps),
-// and succeeds once they end.
+// While runs and calls in flight hold the budget, a session call waits
+// for its memory up to MemoryWait, then is refused 429 memory_budget
+// with Retry-After (waiting helps), and succeeds once they end. A run
+// that waits while the memory comes back is admitted.
 func TestMemoryBudgetWaitsForRunningCalls(t *testing.T) {
-	const budget = 128 << 20
-	url, s, _ := start(t, Config{MemoryBudget: budget, SpillDir: t.TempDir(), Concurrency: 2})
+	// Two 80 MiB sessions and one 128 MiB call fit; a second call does not.
+	const budget = 300 << 20
+	url, _, _ := start(t, Config{MemoryBudget: budget, SpillDir: t.TempDir(), Concurrency: 2,
+		MaxLimits: capped(), MemoryWait: 500 * time.Millisecond})
 	ctx := context.Background()
 	c := &Client{URL: url}
 	var ids [2]string
@@ -245,34 +271,36 @@ func TestMemoryBudgetWaitsForRunningCalls(t *testing.T) {
 			t.Fatalf("session %d: %v %+v", i, err, res)
 		}
 	}
-	// ids[0] is on disk; its call loads it (moving ids[1] out) and sleeps.
-	if !s.sessions.spilledNow(ids[0]) || s.sessions.spilledNow(ids[1]) {
-		t.Fatal("want the first session on disk, the second in memory")
+	call := func(id, code string) chan error {
+		done := make(chan error, 1)
+		go func() {
+			res, err := c.RunSession(ctx, id, SessionRunRequest{Code: code})
+			if err == nil && res.Stdout != id+"\n" {
+				err = fmt.Errorf("stdout %q", res.Stdout)
+			}
+			done <- err
+		}()
+		return done
 	}
-	done := make(chan error, 1)
-	go func() {
-		res, err := c.RunSession(ctx, ids[0], SessionRunRequest{Code: "import time; time.sleep(3); print(tag)"})
-		if err == nil && res.Stdout != ids[0]+"\n" {
-			err = fmt.Errorf("stdout %q", res.Stdout)
-		}
-		done <- err
-	}()
-	for deadline := time.Now().Add(10 * time.Second); !s.sessions.spilledNow(ids[1]); time.Sleep(20 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("the first session's call did not move the second out")
-		}
-	}
+	done := call(ids[0], "import time; time.sleep(3); print(tag)")
+	time.Sleep(700 * time.Millisecond) // the call is running
+	start := time.Now()
 	r := post(t, url+"/v1/sessions/"+ids[1]+"/run", "", `{"code":"print(tag)"}`)
 	wantStatus(t, r, http.StatusTooManyRequests, "memory_budget")
 	if r.header.Get("Retry-After") == "" {
 		t.Error("429 memory_budget without Retry-After")
 	}
+	if waited := time.Since(start); waited < 400*time.Millisecond {
+		t.Errorf("refused after %v, without waiting for the memory", waited)
+	}
+	// A call that waits while the running one ends is admitted.
+	time.Sleep(1800 * time.Millisecond)
+	second := call(ids[1], "print(tag)")
 	if err := <-done; err != nil {
 		t.Fatalf("the running call: %v", err)
 	}
-	res, err := c.RunSession(ctx, ids[1], SessionRunRequest{Code: "print(tag)"})
-	if err != nil || res.Stdout != ids[1]+"\n" {
-		t.Fatalf("after the running call ended: %v %+v", err, res)
+	if err := <-second; err != nil {
+		t.Fatalf("the call that waited for memory: %v", err)
 	}
 }
 
@@ -286,7 +314,7 @@ func TestMemoryBudgetSpilledSessionsExpire(t *testing.T) {
 	}
 	defer short.Close(ctx)
 	spillDir := t.TempDir()
-	s, err := New(Config{Sandbox: short, MemoryBudget: 64 << 20, SpillDir: spillDir, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	s, err := New(Config{Sandbox: short, MemoryBudget: 150 << 20, MaxLimits: capped(), SpillDir: spillDir, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -299,6 +327,10 @@ func TestMemoryBudgetSpilledSessionsExpire(t *testing.T) {
 		t.Fatal(err)
 	}
 	if _, err := c.RunSession(ctx, id, SessionRunRequest{Code: fmt.Sprintf(holdCode, "big")}); err != nil {
+		t.Fatal(err)
+	}
+	// A run's memory limit beside it passes the budget: it moves out.
+	if _, err := c.Run(ctx, RunRequest{Code: "print(1)"}); err != nil {
 		t.Fatal(err)
 	}
 	if !s.sessions.spilledNow(id) {

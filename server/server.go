@@ -24,6 +24,7 @@ import (
 	"log/slog"
 	"net/http"
 	"runtime"
+	"runtime/debug"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -96,7 +97,10 @@ type Config struct {
 	// written into the store cannot raise limits or forge state.
 	SessionStore SessionStore
 	// MemoryBudget bounds, in bytes, the memory sessions hold between
-	// calls (Session.HeldMemory, summed). Past it, the least recently
+	// calls (Session.HeldMemory, summed) together with the memory limits
+	// of the runs and calls in flight, and sets the Go runtime's soft
+	// memory limit (unless GOMEMLIMIT does) so that the heap's garbage
+	// stays within it too (docs/memory.md). Past it, the least recently
 	// used idle sessions are saved to files under SpillDir and closed;
 	// their next call loads them back. A session that cannot be placed
 	// is refused: 507 memory_budget if it needs more than the whole
@@ -105,6 +109,20 @@ type Config struct {
 	// container's limit; negative: no budget. With a SessionStore,
 	// sessions are not held between calls, and it does not apply.
 	MemoryBudget int64
+	// MemoryWait is how long a run waits for its memory within the
+	// budget while runs and calls in flight hold it (default 2 s; at
+	// most Queue runs wait at once); then 429 memory_budget with
+	// Retry-After. Each run reserves its memory limit, beside what the
+	// sessions hold, for as long as it runs.
+	MemoryWait time.Duration
+	// ManageGoMemoryLimit lets the server set the Go runtime's soft memory
+	// limit (debug.SetMemoryLimit, process-wide) to what the budget leaves
+	// the heap: MemoryBudget less the memory limits of the runs in flight,
+	// whose memory is mapped outside the heap. Without it the heap grows
+	// to twice what it holds live between collections (GOGC), and a
+	// server whose sessions hold the budget sat at several times it.
+	// airlock serve sets it unless GOMEMLIMIT is set.
+	ManageGoMemoryLimit bool
 	// SpillDir is where the private directory of spilled sessions is made
 	// (default os.TempDir()); it is removed by Shutdown and Close.
 	SpillDir string
@@ -129,6 +147,9 @@ type Server struct {
 	// served and running count runs for GET /v1/status, as airlock_runs_total
 	// and airlock_runs_in_flight do for /metrics.
 	served, running atomic.Int64
+	// runsReserved is the memory limits of the runs in flight (admit).
+	runsReserved atomic.Int64
+	limitMu      sync.Mutex // orders heapLimit's settings
 
 	runs       *prometheus.CounterVec
 	rejected   *prometheus.CounterVec
@@ -168,7 +189,7 @@ func New(cfg Config) (*Server, error) {
 		{"BodyTimeout", int64(cfg.BodyTimeout)}, {"MinBodyRate", cfg.MinBodyRate},
 		{"MaxConns", int64(cfg.MaxConns)}, {"MaxConnsPerClient", int64(cfg.MaxConnsPerClient)},
 		{"IdleTimeout", int64(cfg.IdleTimeout)}, {"ReadHeaderTimeout", int64(cfg.ReadHeaderTimeout)},
-		{"MaxHeaderBytes", int64(cfg.MaxHeaderBytes)},
+		{"MaxHeaderBytes", int64(cfg.MaxHeaderBytes)}, {"MemoryWait", int64(cfg.MemoryWait)},
 	}); err != nil {
 		return nil, err
 	}
@@ -219,6 +240,9 @@ func New(cfg Config) (*Server, error) {
 	}
 	if cfg.ReleaseIdle == 0 {
 		cfg.ReleaseIdle = DefaultReleaseIdle
+	}
+	if cfg.MemoryWait == 0 {
+		cfg.MemoryWait = DefaultMemoryWait
 	}
 	s := &Server{cfg: cfg, slots: make(chan struct{}, cfg.Concurrency),
 		bodies: perClient{max: cfg.MaxBodyReads, each: cfg.MaxBodyReadsPerClient},
@@ -298,6 +322,9 @@ func New(cfg Config) (*Server, error) {
 		})
 		budget.Set(float64(s.cfg.MemoryBudget))
 		reg.MustRegister(sp.spilled, sp.loaded, held, budget)
+		if s.cfg.ManageGoMemoryLimit {
+			s.heapLimit(0)
+		}
 	}
 
 	s.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
@@ -580,7 +607,7 @@ func (s *Server) handleRun(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, string(airlock.KindInvalidRequest), err.Error())
 		return
 	}
-	s.execute(w, r, req, clamped, s.cfg.Sandbox.Run, func(res *airlock.Result) any { return NewResult(res, s.python, true) })
+	s.execute(w, r, req, clamped, 0, s.cfg.Sandbox.Run, func(res *airlock.Result) any { return NewResult(res, s.python, true) })
 }
 
 // request is the airlock.Request in asks for, with its limits clamped.
@@ -606,7 +633,7 @@ func (s *Server) clampLimits(w http.ResponseWriter, l RunLimits) (airlock.Limits
 // execute runs req with run in a slot and answers with shape(result), as
 // JSON or (?stream=1) as server-sent events; shape returns nil for a
 // result that means the target is gone (404).
-func (s *Server) execute(w http.ResponseWriter, r *http.Request, req airlock.Request, clamped []string,
+func (s *Server) execute(w http.ResponseWriter, r *http.Request, req airlock.Request, clamped []string, alongside int64,
 	run func(context.Context, airlock.Request) (*airlock.Result, error), shape func(*airlock.Result) any) {
 	s.idle.start()
 	var idle sync.Once
@@ -624,6 +651,17 @@ func (s *Server) execute(w http.ResponseWriter, r *http.Request, req airlock.Req
 	// before the answer is written to a client that may read it slowly.
 	var giveBack sync.Once
 	defer giveBack.Do(release)
+	unadmit, err := s.admit(r.Context(), req, alongside)
+	if err != nil {
+		if a := s.budgetAnswer(err); a.status > 0 {
+			s.writeAnswer(w, a)
+		} else {
+			s.rejected.WithLabelValues("client_gone").Inc()
+		}
+		return
+	}
+	var admitted sync.Once
+	defer admitted.Do(unadmit)
 	id := s.nextID.Add(1)
 	log := s.cfg.Logger.With(slog.Uint64("run", id))
 	stream := r.URL.Query().Get("stream") == "1"
@@ -637,6 +675,7 @@ func (s *Server) execute(w http.ResponseWriter, r *http.Request, req airlock.Req
 	res, _ := run(r.Context(), req)
 	s.running.Add(-1)
 	s.inFlight.Dec()
+	admitted.Do(unadmit)
 	giveBack.Do(release)
 	idle.Do(s.idle.end)
 	outcome := Outcome(res)
@@ -676,6 +715,41 @@ func (s *Server) execute(w http.ResponseWriter, r *http.Request, req airlock.Req
 	_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(responseWriteTimeout))
 	writeJSON(w, status, out)
 }
+
+// admit reserves req's memory limit within the memory budget for its
+// run (admitRun); alongside is what a called session holds meanwhile.
+// None to reserve without a budget.
+func (s *Server) admit(ctx context.Context, req airlock.Request, alongside int64) (func(), error) {
+	if s.sessions.spill == nil {
+		return func() {}, nil
+	}
+	need := req.Limits.Memory
+	if need == 0 {
+		need = s.cfg.Sandbox.Limits().Memory
+	}
+	done, err := s.sessions.admitRun(ctx, need, alongside, s.cfg.MemoryWait, s.cfg.Queue)
+	if err != nil || !s.cfg.ManageGoMemoryLimit {
+		return done, err
+	}
+	s.heapLimit(need)
+	return func() { done(); s.heapLimit(-need) }, nil
+}
+
+// heapLimit sets the Go runtime's soft memory limit to the budget less
+// the memory limits of the runs in flight (delta: a run's starting or
+// ending), and never under what sessions hold plus minHeapRoom: a limit
+// below the live heap makes the collector run without end.
+func (s *Server) heapLimit(delta int64) {
+	s.limitMu.Lock()
+	defer s.limitMu.Unlock()
+	runs := s.runsReserved.Add(delta)
+	limit := max(s.cfg.MemoryBudget-runs, s.sessions.held()-runs+minHeapRoom)
+	debug.SetMemoryLimit(limit)
+}
+
+// minHeapRoom is the least room for the heap's own work (results, request
+// bodies, the collector's slack) the soft limit leaves.
+const minHeapRoom = 64 << 20
 
 // responseWriteTimeout bounds each write of an answer: a client that stops
 // reading must not keep its handler, and a graceful drain, waiting.

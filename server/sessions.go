@@ -51,6 +51,10 @@ type sessions struct {
 	// reserved is memory promised to sessions being created or loaded,
 	// counted as held until they are in the table.
 	reserved int64
+	// freed is closed when memory is given back (signalFreedLocked);
+	// admitWaiting counts the runs waiting on it (admitRun).
+	freed        chan struct{}
+	admitWaiting int
 }
 
 type sessionEntry struct {
@@ -118,6 +122,7 @@ func (t *sessions) ended(e *sessionEntry) bool {
 // forget removes e from the table (under mu), and its file if spilled.
 func (t *sessions) forget(e *sessionEntry) {
 	delete(t.byID, e.id)
+	t.signalFreedLocked()
 	if e.file != "" && !e.moving {
 		os.Remove(e.file)
 		e.file = ""
@@ -416,7 +421,7 @@ func (s *Server) handleSessionRun(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	sess := e.sess
-	s.execute(w, r, req, clamped, sess.Run, func(res *airlock.Result) any {
+	s.execute(w, r, req, clamped, e.held, sess.Run, func(res *airlock.Result) any {
 		release.Do(func() { s.sessions.release(e, heldBy(sess)) })
 		if s.sessions.spill != nil {
 			s.sessions.fit()

@@ -131,7 +131,80 @@ func (t *sessions) reserve(need int64, except *sessionEntry) error {
 func (t *sessions) unreserve(n int64) {
 	t.mu.Lock()
 	t.reserved -= n
+	t.signalFreedLocked()
 	t.mu.Unlock()
+}
+
+// signalFreedLocked wakes the runs waiting for room (admitRun): memory
+// was given back or became movable (under mu).
+func (t *sessions) signalFreedLocked() {
+	if t.freed != nil {
+		close(t.freed)
+		t.freed = nil
+	}
+}
+
+// freedLocked is closed the next time memory is given back (under mu).
+func (t *sessions) freedLocked() <-chan struct{} {
+	if t.freed == nil {
+		t.freed = make(chan struct{})
+	}
+	return t.freed
+}
+
+// admitRun reserves a run's memory cap (need) within the budget, beside
+// what the sessions hold: idle sessions are spilled to make room, and
+// while runs and calls in flight hold it the run waits up to wait, with
+// at most maxWaiting others; past either, a *budgetError. alongside is
+// what the called session holds during the run (0 for a plain run): the
+// call can never fit (never) when need and alongside pass the budget.
+// done gives the room back.
+func (t *sessions) admitRun(ctx context.Context, need, alongside int64, wait time.Duration, maxWaiting int) (done func(), err error) {
+	const what = "the run's memory limit"
+	if need+alongside > t.spill.budget {
+		if alongside > 0 {
+			return nil, &budgetError{need: need + alongside, budget: t.spill.budget, never: true,
+				what: fmt.Sprintf("the session (%s) with its call's memory limit (%s)", mib(alongside), mib(need))}
+		}
+		return nil, &budgetError{need: need, budget: t.spill.budget, never: true, what: what}
+	}
+	done = func() { t.unreserve(need) }
+	err = t.reserve(need, nil)
+	var be *budgetError
+	if err == nil || !errors.As(err, &be) {
+		return done, err
+	}
+	t.mu.Lock()
+	if t.admitWaiting >= maxWaiting {
+		t.mu.Unlock()
+		be.what, be.queueFull = what, true
+		return nil, be
+	}
+	t.admitWaiting++
+	t.mu.Unlock()
+	defer func() {
+		t.mu.Lock()
+		t.admitWaiting--
+		t.mu.Unlock()
+	}()
+	deadline := time.NewTimer(wait)
+	defer deadline.Stop()
+	for {
+		t.mu.Lock()
+		freed := t.freedLocked()
+		t.mu.Unlock()
+		if err = t.reserve(need, nil); err == nil || !errors.As(err, &be) {
+			return done, err
+		}
+		select {
+		case <-freed:
+		case <-deadline.C:
+			be.what = what
+			return nil, be
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
 }
 
 // fit spills idle sessions, least recently used first, until what the
@@ -247,12 +320,14 @@ func (t *sessions) release(e *sessionEntry, held int64) {
 	if held >= 0 {
 		e.held = held
 	}
+	t.signalFreedLocked() // idle now, so movable
 }
 
 // unclaim ends a claim that ran no call.
 func (t *sessions) unclaim(e *sessionEntry) {
 	t.mu.Lock()
 	e.running = false
+	t.signalFreedLocked()
 	t.mu.Unlock()
 }
 

@@ -66,7 +66,7 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) (int
 	var canaries canaryFlags
 	canaries.register(fs)
 	fs.Var(&maxBody, "max-body", "request body cap")
-	fs.Var(&memBudget, "memory-budget", "memory the sessions may hold between calls, e.g. 2GiB; past it idle ones move to disk until their next call (default 0: 60% of the container's memory.max, else GOMEMLIMIT, else physical memory)")
+	fs.Var(&memBudget, "memory-budget", "memory the sessions hold between calls and the runs in flight (each its memory limit) may take together, e.g. 2GiB; past it idle sessions move to disk until their next call and runs wait, then get 429 (default 0: 60% of the container's memory.max, else GOMEMLIMIT, else physical memory)")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: airlock serve [flags]   (bearer token: $AIRLOCK_TOKEN)")
 		fs.PrintDefaults()
@@ -137,7 +137,9 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) (int
 	}
 	srv, err := server.New(server.Config{
 		MemoryBudget: budget,
-		Sandbox:      sb, MaxLimits: maxima.limits(), Concurrency: *concurrency, Queue: *queue,
+		// The operator's GOMEMLIMIT is theirs to keep.
+		ManageGoMemoryLimit: budget > 0 && os.Getenv("GOMEMLIMIT") == "",
+		Sandbox:             sb, MaxLimits: maxima.limits(), Concurrency: *concurrency, Queue: *queue,
 		MaxBody: maxBody.n, Token: os.Getenv("AIRLOCK_TOKEN"), Logger: logger,
 		MaxConns: *maxConns, MaxConnsPerClient: *maxPerAddr, Network: netPolicy, SessionStore: storeOrNil(store),
 	})

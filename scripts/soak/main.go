@@ -48,7 +48,7 @@ func main() {
 	duration := flag.Duration("duration", time.Hour, "how long to drive the load")
 	interval := flag.Duration("interval", time.Minute, "how often to sample the server")
 	clients := flag.Int("clients", 4, "client loops at once")
-	budget := flag.String("memory-budget", "512MiB", "the server's --memory-budget")
+	budget := flag.String("memory-budget", "1GiB", "the server's --memory-budget")
 	out := flag.String("out", "soak-out", "directory for soak.csv, soak.png and serve.log")
 	bin := flag.String("airlock", "", "the airlock command to run (default: built from ./cmd/airlock)")
 	cacheDir := flag.String("cache-dir", "", "the cache directory whose size is sampled (default: $AIRLOCK_CACHE_DIR or the user cache dir's airlock)")
