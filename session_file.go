@@ -1,6 +1,7 @@
 package airlock
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"crypto/hmac"
@@ -8,6 +9,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash"
 	"io"
 	"slices"
 	"time"
@@ -102,6 +104,8 @@ type LoadOptions struct {
 
 // Save writes the session's state (interpreter image, files, options) for
 // LoadSession, in this process or another. It waits for a running call.
+// It streams: what it holds besides the session is a page and the files'
+// encoding, so w may hold part of a blob when it fails.
 //
 // # Errors
 // ErrSessionClosed or ErrSessionExpired for an ended session; w's errors.
@@ -115,10 +119,15 @@ func (s *Session) Save(w io.Writer) error {
 	if base == nil { // no call yet: any base will do; the lean one is always there
 		base = s.sb.snap.lean
 	}
+	// Streamed to w through the seal's hash: the image is most of a
+	// session, and a copy of it (with a buffer's growth) for every save
+	// multiplied what a server spilling sessions held.
+	key := s.sb.cfg.sessionKey
+	sealer := newSealer(key)
+	bw := bufio.NewWriterSize(io.MultiWriter(w, sealer), 64<<10)
 	var b bytes.Buffer
 	b.WriteString(sessionMagic)
 	version := uint32(sessionVersion)
-	key := s.sb.cfg.sessionKey
 	switch {
 	case key != nil && len(s.installed) > 0:
 		version = sessionInstalledSigned
@@ -138,30 +147,50 @@ func (s *Session) Save(w io.Writer) error {
 	}
 	putStrings(&b, flattenEnv(s.opts.Env), true)
 	putStrings(&b, s.opts.Tools, s.opts.Tools != nil)
+	fail := func(err error) error { return fmt.Errorf("airlock: save session: %w", err) }
 	if s.image == nil {
 		b.WriteByte(0)
+		bw.Write(b.Bytes())
 	} else {
 		b.WriteByte(1)
-		b.Write(s.image.img.AppendDeltaRecord(nil, base.img))
+		bw.Write(b.Bytes())
+		if err := s.image.img.WriteDeltaRecord(bw, base.img); err != nil {
+			return fail(err)
+		}
 	}
+	b.Reset()
 	var fsBytes bytes.Buffer
 	if err := s.fs.Save(&fsBytes); err != nil {
-		return fmt.Errorf("airlock: save session: %w", err)
+		return fail(err)
 	}
 	binary.Write(&b, binary.LittleEndian, uint64(fsBytes.Len()))
-	b.Write(fsBytes.Bytes())
+	bw.Write(b.Bytes())
+	bw.Write(fsBytes.Bytes())
 	if len(s.installed) > 0 {
+		b.Reset()
 		var list []string
 		for _, p := range s.installed {
 			list = append(list, p.Name, p.Version, p.Filename, p.SHA256)
 		}
 		putStrings(&b, list, true)
+		bw.Write(b.Bytes())
 	}
-	b.Write(seal(key, b.Bytes()))
-	if _, err := w.Write(b.Bytes()); err != nil {
-		return fmt.Errorf("airlock: save session: %w", err)
+	if err := bw.Flush(); err != nil {
+		return fail(err)
+	}
+	if _, err := w.Write(sealer.Sum(nil)); err != nil {
+		return fail(err)
 	}
 	return nil
+}
+
+// newSealer hashes a blob for its trailer (seal): HMAC-SHA256 under key,
+// or sha256 without one.
+func newSealer(key []byte) hash.Hash {
+	if key == nil {
+		return sha256.New()
+	}
+	return hmac.New(sha256.New, key)
 }
 
 // seal is a blob's trailer: the HMAC-SHA256 of body under key, or its

@@ -743,12 +743,13 @@ func (s *Server) heapLimit(delta int64) {
 	s.limitMu.Lock()
 	defer s.limitMu.Unlock()
 	runs := s.runsReserved.Add(delta)
-	limit := max(s.cfg.MemoryBudget-runs, s.sessions.held()-runs+minHeapRoom)
+	limit := max(s.cfg.MemoryBudget-runs, s.sessions.held()-runs+max(minHeapRoom, s.cfg.MemoryBudget/8))
 	debug.SetMemoryLimit(limit)
 }
 
 // minHeapRoom is the least room for the heap's own work (results, request
-// bodies, the collector's slack) the soft limit leaves.
+// bodies, a session being loaded, the collector's slack) the soft limit
+// leaves beside the sessions: an eighth of the budget, at least this.
 const minHeapRoom = 64 << 20
 
 // responseWriteTimeout bounds each write of an answer: a client that stops
