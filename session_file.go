@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"hash"
 	"io"
+	"os"
 	"slices"
 	"time"
 
@@ -226,6 +227,37 @@ func putStrings(b *bytes.Buffer, ss []string, present bool) {
 	}
 }
 
+// readBlob reads r, up to limit bytes, into a buffer of its size when r
+// tells it (a file, a bytes.Reader): io.ReadAll's doubling left up to
+// twice a large session's blob as garbage for every load.
+func readBlob(r io.Reader, limit int64) ([]byte, error) {
+	size := int64(-1)
+	switch v := r.(type) {
+	case interface{ Len() int }:
+		size = int64(v.Len())
+	case *os.File:
+		if st, err := v.Stat(); err == nil && st.Mode().IsRegular() {
+			if off, err := v.Seek(0, io.SeekCurrent); err == nil {
+				size = st.Size() - off
+			}
+		}
+	}
+	if size < 0 || size >= limit {
+		return io.ReadAll(io.LimitReader(r, limit))
+	}
+	// One byte more, to see the end (a file may have grown meanwhile).
+	buf := make([]byte, size+1)
+	n, err := io.ReadFull(r, buf)
+	if err == io.ErrUnexpectedEOF || err == io.EOF {
+		return buf[:n], nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	rest, err := io.ReadAll(io.LimitReader(r, limit-int64(n)))
+	return append(buf, rest...), err
+}
+
 // LoadSessionWith is LoadSession.
 //
 // Deprecated: LoadSession takes the options now.
@@ -254,7 +286,7 @@ func (sb *Sandbox) LoadSession(ctx context.Context, r io.Reader, opts LoadOption
 	}
 	caps := opts.MaxLimits.withDefaults(sb.cfg.limits)
 	readCap := blobCap(caps)
-	blob, err := io.ReadAll(io.LimitReader(r, readCap+1))
+	blob, err := readBlob(r, readCap+1)
 	if err != nil {
 		return nil, fmt.Errorf("airlock: load session: %w", err)
 	}

@@ -13,8 +13,11 @@ import (
 	"os"
 	"path/filepath"
 	"runtime/debug"
+	"runtime/metrics"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -343,5 +346,119 @@ func TestMemoryBudgetSpilledSessionsExpire(t *testing.T) {
 	}
 	if files, _ := filepath.Glob(filepath.Join(spillDir, "*", "session-*")); len(files) != 0 {
 		t.Fatalf("an expired session's file is left: %v", files)
+	}
+}
+
+// The whole budget holds under load on a real server on loopback:
+// sessions holding 80 MiB each, together past the budget, and a burst of
+// memory-heavy runs at once. Resident memory stays under the budget and
+// an allowance for what the budget does not count (the engine's pooled
+// regions and compiled code, the heap's own work); every session comes
+// back with its state; each run of the burst either runs or is refused
+// 429 (queued too long), never fails otherwise.
+func TestMemoryBudgetHoldsUnderLoad(t *testing.T) {
+	if raceDetector {
+		t.Skip("the race detector's shadow memory is resident too")
+	}
+	const budget = 400 << 20
+	// Measured 2026-12-05: pooled regions (a few private pages and a
+	// 32 MiB zeroed tail each) and the heap's slack past its soft limit.
+	const allowance = 192 << 20
+	defer debug.SetMemoryLimit(debug.SetMemoryLimit(-1))
+	url, s, _ := start(t, Config{MemoryBudget: budget, SpillDir: t.TempDir(), Concurrency: 2,
+		MaxLimits: capped(), ManageGoMemoryLimit: true})
+	ctx := context.Background()
+	c := &Client{URL: url}
+	debug.FreeOSMemory()
+	baseline := vmRSS(t)
+	var peak atomic.Int64
+	var peakHeap, peakIdle int64
+	stop := make(chan struct{})
+	sampled := make(chan struct{})
+	heap := []metrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}, {Name: "/memory/classes/heap/unused:bytes"}, {Name: "/memory/classes/heap/free:bytes"}}
+	go func() {
+		defer close(sampled)
+		for {
+			if n := vmRSS(t) - baseline; n > peak.Load() {
+				peak.Store(n)
+				metrics.Read(heap)
+				peakHeap = int64(heap[0].Value.Uint64() + heap[1].Value.Uint64() + heap[2].Value.Uint64())
+				var idle int64
+				for _, p := range s.cfg.Sandbox.IdleMemory().Private {
+					idle += p
+				}
+				peakIdle = idle
+			}
+			select {
+			case <-stop:
+				return
+			case <-time.After(20 * time.Millisecond):
+			}
+		}
+	}()
+	const sessions = 8 // 640 MiB held without the budget
+	ids := make([]string, sessions)
+	for i := range ids {
+		id, err := c.NewSession(ctx, SessionRequest{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids[i] = id
+		if res, err := c.RunSession(ctx, id, SessionRunRequest{Code: fmt.Sprintf(holdCode, id)}); err != nil || res.ExitCode != 0 {
+			t.Fatalf("session %d: %v %+v", i, err, res)
+		}
+	}
+	// The burst: 8 runs of 90 MiB each, and the sessions called beside it.
+	const heavyRun = "x = bytearray(90 << 20)\nx[::4096] = b'\\x01' * len(range(0, len(x), 4096))\nprint(sum(x[::4096]))\n"
+	var wg sync.WaitGroup
+	var ran, refused atomic.Int64
+	errs := make(chan error, 32)
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r := do(t, "POST", url+"/v1/run", "", `{"code":`+strconv.Quote(heavyRun)+`}`)
+			switch {
+			case r.status == http.StatusOK && strings.Contains(string(r.body), `"stdout":"23040\n"`):
+				ran.Add(1)
+			case r.status == http.StatusTooManyRequests && r.header.Get("Retry-After") != "":
+				refused.Add(1)
+			default:
+				errs <- fmt.Errorf("a run of the burst: %d %s", r.status, r.body)
+			}
+		}()
+	}
+	for i, id := range ids {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				res, err := c.RunSession(ctx, id, SessionRunRequest{Code: "print(len(x), tag)"})
+				var apiErr *APIError
+				if errors.As(err, &apiErr) && apiErr.Status == http.StatusTooManyRequests {
+					time.Sleep(200 * time.Millisecond)
+					continue
+				}
+				if err != nil || res.Stdout != fmt.Sprintf("%d %s\n", 80<<20, id) {
+					errs <- fmt.Errorf("session %d: %v %+v", i, err, res)
+				}
+				return
+			}
+		}()
+	}
+	wg.Wait()
+	close(stop)
+	<-sampled
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	t.Logf("burst: %d ran, %d refused 429; RSS peaked %d MiB over the baseline (budget %d MiB), when the heap was %d MiB and idle regions held %d MiB; sessions hold %d MiB",
+		ran.Load(), refused.Load(), peak.Load()>>20, budget>>20, peakHeap>>20, peakIdle>>20, s.sessions.held()>>20)
+	if ran.Load() == 0 {
+		t.Error("no run of the burst ran")
+	}
+	if p := peak.Load(); p > budget+allowance {
+		t.Errorf("RSS peaked %d MiB over the baseline, more than the %d MiB budget + %d MiB", p>>20, budget>>20, allowance>>20)
 	}
 }

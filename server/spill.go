@@ -1,7 +1,6 @@
 package server
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -360,17 +359,24 @@ func (t *sessions) bringBack(ctx context.Context, e *sessionEntry) error {
 }
 
 // loadFile loads a spilled session's file as a new live session, within
-// the budget (need is what it held).
+// the budget (need is what it held). Loading holds the file's bytes and
+// the session's memory at once: twice need is reserved meanwhile, or need
+// alone when twice could never fit.
 func (t *sessions) loadFile(ctx context.Context, need int64, file string, except *sessionEntry) (*airlock.Session, error) {
-	if err := t.reserve(need, except); err != nil {
+	loading := 2 * need
+	if loading > t.spill.budget {
+		loading = need
+	}
+	if err := t.reserve(loading, except); err != nil {
 		return nil, err
 	}
-	defer t.unreserve(need)
-	blob, err := os.ReadFile(file)
+	defer t.unreserve(loading)
+	f, err := os.Open(file)
 	if err != nil {
 		return nil, fmt.Errorf("read spilled session: %w", err)
 	}
-	sess, err := t.spill.sb.LoadSession(ctx, bytes.NewReader(blob), t.spill.load)
+	defer f.Close()
+	sess, err := t.spill.sb.LoadSession(ctx, f, t.spill.load)
 	if err != nil {
 		return nil, fmt.Errorf("load spilled session: %w", err)
 	}
