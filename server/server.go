@@ -89,6 +89,18 @@ type Config struct {
 	// Token, if set, is required as "Authorization: Bearer TOKEN" on
 	// /v1/ and /metrics (not on /healthz).
 	Token string
+	// Clients are bearer tokens of clients told apart (Token, if set, is
+	// one more, named "default"): a session belongs to the client that
+	// made it, and another client's calls, forks, deletes and listings
+	// find nothing ("not found"). Each client holds at most
+	// MaxSessionsPerClient sessions (0: no cap but the Sandbox's; 429
+	// too_many_sessions) and MemoryPerClient bytes in its sessions and
+	// runs in flight (0: none but MemoryBudget; 429 client_quota with
+	// Retry-After while its runs hold part, else 507). Not with a
+	// SessionStore, whose sessions are not bound to clients.
+	Clients              []ClientToken
+	MaxSessionsPerClient int
+	MemoryPerClient      int64
 	// Logger receives one record per request (default slog.Default()).
 	Logger *slog.Logger
 	// SessionStore, if set, holds sessions outside the process (e.g. a
@@ -160,6 +172,8 @@ type Server struct {
 	live       prometheus.GaugeFunc
 	net        *netMetrics
 	installs   *installMetrics
+	// clients are the tokens of clients told apart (Config.Clients).
+	clients []tokenHash
 }
 
 type namedValue struct {
@@ -190,8 +204,16 @@ func New(cfg Config) (*Server, error) {
 		{"MaxConns", int64(cfg.MaxConns)}, {"MaxConnsPerClient", int64(cfg.MaxConnsPerClient)},
 		{"IdleTimeout", int64(cfg.IdleTimeout)}, {"ReadHeaderTimeout", int64(cfg.ReadHeaderTimeout)},
 		{"MaxHeaderBytes", int64(cfg.MaxHeaderBytes)}, {"MemoryWait", int64(cfg.MemoryWait)},
+		{"MaxSessionsPerClient", int64(cfg.MaxSessionsPerClient)}, {"MemoryPerClient", cfg.MemoryPerClient},
 	}); err != nil {
 		return nil, err
+	}
+	clients, err := clientTokens(cfg)
+	if err != nil {
+		return nil, err
+	}
+	if clients != nil && cfg.SessionStore != nil {
+		return nil, errors.New("server: Config.Clients with a SessionStore: stored sessions are not bound to clients, so one client could use another's")
 	}
 	if cfg.MaxLimits == (airlock.Limits{}) {
 		cfg.MaxLimits = airlock.DefaultLimits()
@@ -247,7 +269,7 @@ func New(cfg Config) (*Server, error) {
 	s := &Server{cfg: cfg, slots: make(chan struct{}, cfg.Concurrency),
 		bodies: perClient{max: cfg.MaxBodyReads, each: cfg.MaxBodyReadsPerClient},
 		conns:  perClient{max: cfg.MaxConns, each: cfg.MaxConnsPerClient},
-		mux:    http.NewServeMux(), python: PythonOf(cfg.Sandbox)}
+		mux:    http.NewServeMux(), python: PythonOf(cfg.Sandbox), clients: clients}
 	s.hs = &http.Server{Handler: s, ReadHeaderTimeout: cfg.ReadHeaderTimeout, IdleTimeout: cfg.IdleTimeout,
 		MaxHeaderBytes: cfg.MaxHeaderBytes, ErrorLog: slog.NewLogLogger(cfg.Logger.Handler(), slog.LevelWarn)}
 	reg := prometheus.NewRegistry()
@@ -409,7 +431,11 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) auth(h http.Handler) http.Handler {
-	return bearerAuth(s.cfg.Token, h, func() { s.rejected.WithLabelValues("unauthorized").Inc() })
+	refused := func() { s.rejected.WithLabelValues("unauthorized").Inc() }
+	if s.clients != nil {
+		return clientAuth(s.clients, h, refused)
+	}
+	return bearerAuth(s.cfg.Token, h, refused)
 }
 
 // bearerAuth lets through requests that carry token as a bearer token
@@ -655,6 +681,8 @@ func (s *Server) execute(w http.ResponseWriter, r *http.Request, req airlock.Req
 	if err != nil {
 		if a := s.budgetAnswer(err); a.status > 0 {
 			s.writeAnswer(w, a)
+		} else if a := s.quotaAnswer(err); a.status > 0 {
+			s.writeAnswer(w, a)
 		} else {
 			s.rejected.WithLabelValues("client_gone").Inc()
 		}
@@ -720,16 +748,30 @@ func (s *Server) execute(w http.ResponseWriter, r *http.Request, req airlock.Req
 // run (admitRun); alongside is what a called session holds meanwhile.
 // None to reserve without a budget.
 func (s *Server) admit(ctx context.Context, req airlock.Request, alongside int64) (func(), error) {
-	if s.sessions.spill == nil {
-		return func() {}, nil
-	}
 	need := req.Limits.Memory
 	if need == 0 {
 		need = s.cfg.Sandbox.Limits().Memory
 	}
+	// The client's own quota first: its runs wait for nobody else's.
+	var owner any
+	if c := clientOf(ctx); c != "" {
+		owner = c
+	}
+	if err := s.sessions.clientReserve(owner, need, s.cfg.MemoryPerClient, true); err != nil {
+		return nil, err
+	}
+	unclient := func() { s.sessions.clientUnreserve(owner, need) }
+	if s.sessions.spill == nil {
+		return unclient, nil
+	}
 	done, err := s.sessions.admitRun(ctx, need, alongside, s.cfg.MemoryWait, s.cfg.Queue)
-	if err != nil || !s.cfg.ManageGoMemoryLimit {
-		return done, err
+	if err != nil {
+		unclient()
+		return nil, err
+	}
+	done = func(unbudget func()) func() { return func() { unbudget(); unclient() } }(done)
+	if !s.cfg.ManageGoMemoryLimit {
+		return done, nil
 	}
 	s.heapLimit(need)
 	return func() { done(); s.heapLimit(-need) }, nil

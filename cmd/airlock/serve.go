@@ -47,6 +47,9 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) (int
 		queue       = fs.Int("queue", 0, "requests that may wait for a slot before 429 (default: 4 × concurrency; -1: none)")
 		maxBody     = sizeFlag{32 << 20}
 		memBudget   = sizeFlag{0}
+		memClient   = sizeFlag{0}
+		tokensFile  = fs.String("tokens-file", "", "file of client tokens, a line each: NAME TOKEN (# comments); each client's sessions are its own, within --max-sessions-per-client and --memory-per-client ($AIRLOCK_TOKEN, if set, is one more, named default)")
+		perClient   = fs.Int("max-sessions-per-client", -1, "with --tokens-file: sessions one client may hold at once, spilled ones included; 0: no cap but --max-sessions (default: a quarter of --max-sessions)")
 		tools       = fs.String("tools", "", "expose built-in host tools to Python: demo")
 		logJSON     = fs.Bool("log-json", false, "log JSON records instead of text")
 		drain       = fs.Duration("drain-timeout", 2*time.Minute, "on SIGINT/SIGTERM, how long to let admitted runs finish")
@@ -66,6 +69,7 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) (int
 	var canaries canaryFlags
 	canaries.register(fs)
 	fs.Var(&maxBody, "max-body", "request body cap")
+	fs.Var(&memClient, "memory-per-client", "with --tokens-file: memory one client's sessions and runs in flight may hold, e.g. 1GiB (default 0: no quota but --memory-budget)")
 	fs.Var(&memBudget, "memory-budget", "memory the sessions hold between calls and the runs in flight (each its memory limit) may take together, e.g. 2GiB; past it idle sessions move to disk until their next call and runs wait, then get 429 (default 0: 60% of the container's memory.max, else GOMEMLIMIT, else physical memory)")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: airlock serve [flags]   (bearer token: $AIRLOCK_TOKEN)")
@@ -77,7 +81,15 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) (int
 	if fs.NArg() > 0 {
 		return exitUsage, usageError{"serve takes no arguments"}
 	}
-	if err := checkListenAuth("--addr", *addr, os.Getenv("AIRLOCK_TOKEN"), *noAuth); err != nil {
+	clients, err := readTokensFile(*tokensFile)
+	if err != nil {
+		return exitUsage, err
+	}
+	anyToken := os.Getenv("AIRLOCK_TOKEN")
+	if anyToken == "" && len(clients) > 0 {
+		anyToken = clients[0].Token
+	}
+	if err := checkListenAuth("--addr", *addr, anyToken, *noAuth); err != nil {
 		return exitUsage, err
 	}
 	_, opts, err := toolsFor(*tools)
@@ -135,7 +147,14 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) (int
 		budget, budgetFrom = server.DefaultMemoryBudget()
 		budgetFrom = fmt.Sprintf("%.0f%% of %s", server.MemoryBudgetShare*100, budgetFrom)
 	}
+	if *perClient < 0 {
+		*perClient = 0
+		if len(clients) > 0 {
+			*perClient = max(sb.MaxSessions()/4, 1)
+		}
+	}
 	srv, err := server.New(server.Config{
+		Clients: clients, MaxSessionsPerClient: *perClient, MemoryPerClient: memClient.n,
 		MemoryBudget: budget,
 		// The operator's GOMEMLIMIT is theirs to keep.
 		ManageGoMemoryLimit: budget > 0 && os.Getenv("GOMEMLIMIT") == "",
@@ -152,7 +171,7 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) (int
 		return 1, err
 	}
 	logger.Info("serving", slog.String("addr", "http://"+ln.Addr().String()), slog.Bool("snapshots", sb.Snapshots()),
-		slog.Bool("auth", os.Getenv("AIRLOCK_TOKEN") != ""), slog.String("sessions", storeName(store)),
+		slog.Bool("auth", anyToken != ""), slog.Any("clients", clientNames(clients)), slog.String("sessions", storeName(store)),
 		slog.String("memory_budget", budgetLog(budget, budgetFrom, store != nil)))
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
