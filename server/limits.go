@@ -168,6 +168,11 @@ func (s *Server) Close() error {
 }
 
 func (s *Server) removeSpilled() {
+	s.stopOnce.Do(func() {
+		if s.stopSampling != nil {
+			close(s.stopSampling)
+		}
+	})
 	if s.sessions.spill != nil {
 		s.sessions.spill.removeAll()
 	}

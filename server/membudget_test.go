@@ -462,3 +462,27 @@ func TestMemoryBudgetHoldsUnderLoad(t *testing.T) {
 		t.Errorf("RSS peaked %d MiB over the baseline, more than the %d MiB budget + %d MiB", p>>20, budget>>20, allowance>>20)
 	}
 }
+
+// CountProcessMemory counts what the process holds at New (and the
+// engine's idle regions) within the budget: a run's memory limit that
+// fits the budget but not what is left of it is refused 507, and the
+// same run fits once the budget leaves room beside the process.
+func TestMemoryBudgetCountsTheProcess(t *testing.T) {
+	rss, err := residentBytes()
+	if err != nil {
+		t.Skip(err)
+	}
+	url, s, _ := start(t, Config{MemoryBudget: rss + 96<<20, CountProcessMemory: true, MaxLimits: capped(), SpillDir: t.TempDir()})
+	if fixed := s.sessions.fixed.Load(); fixed < rss/2 {
+		t.Fatalf("counted %d bytes for the process, its RSS was %d", fixed, rss)
+	}
+	r := post(t, url+"/v1/run", "", `{"code":"print(1)"}`)
+	wantStatus(t, r, http.StatusInsufficientStorage, "memory_budget")
+	url, _, _ = start(t, Config{MemoryBudget: rss + 512<<20, CountProcessMemory: true, MaxLimits: capped(), SpillDir: t.TempDir()})
+	if res := decodeResult(t, post(t, url+"/v1/run", "", `{"code":"print(1)"}`)); res.Stdout != "1\n" {
+		t.Fatalf("a run with room beside the process: %+v", res)
+	}
+	if m := do(t, "GET", url+"/metrics", "", ""); !strings.Contains(string(m.body), "airlock_process_memory_counted_bytes") {
+		t.Error("/metrics does not show what is counted for the process")
+	}
+}

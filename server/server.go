@@ -135,6 +135,13 @@ type Config struct {
 	// server whose sessions hold the budget sat at several times it.
 	// airlock serve sets it unless GOMEMLIMIT is set.
 	ManageGoMemoryLimit bool
+	// CountProcessMemory counts within MemoryBudget what the process holds
+	// besides sessions and runs: its resident memory when New is called
+	// (the program, the Sandbox's images and compiled code, which are
+	// made before) and the engine's idle regions kept for the next runs
+	// (Sandbox.IdleMemory, sampled every second). airlock serve sets it;
+	// a process that holds other things before New (a test) should not.
+	CountProcessMemory bool
 	// SpillDir is where the private directory of spilled sessions is made
 	// (default os.TempDir()); it is removed by Shutdown and Close.
 	SpillDir string
@@ -174,6 +181,9 @@ type Server struct {
 	installs   *installMetrics
 	// clients are the tokens of clients told apart (Config.Clients).
 	clients []tokenHash
+	// stopSampling ends countProcessMemory's sampling (Close, Shutdown).
+	stopSampling chan struct{}
+	stopOnce     sync.Once
 }
 
 type namedValue struct {
@@ -344,6 +354,9 @@ func New(cfg Config) (*Server, error) {
 		})
 		budget.Set(float64(s.cfg.MemoryBudget))
 		reg.MustRegister(sp.spilled, sp.loaded, held, budget)
+		if s.cfg.CountProcessMemory {
+			s.countProcessMemory(reg)
+		}
 		if s.cfg.ManageGoMemoryLimit {
 			s.heapLimit(0)
 		}
@@ -779,13 +792,16 @@ func (s *Server) admit(ctx context.Context, req airlock.Request, alongside int64
 
 // heapLimit sets the Go runtime's soft memory limit to the budget less
 // the memory limits of the runs in flight (delta: a run's starting or
-// ending), and never under what sessions hold plus minHeapRoom: a limit
+// ending) and what is counted outside the heap (CountProcessMemory), and
+// never under what sessions hold plus minHeapRoom: a limit
 // below the live heap makes the collector run without end.
 func (s *Server) heapLimit(delta int64) {
 	s.limitMu.Lock()
 	defer s.limitMu.Unlock()
 	runs := s.runsReserved.Add(delta)
-	limit := max(s.cfg.MemoryBudget-runs, s.sessions.held()-runs+max(minHeapRoom, s.cfg.MemoryBudget/8))
+	outside := runs + s.sessions.fixed.Load() + s.sessions.idleRegions.Load()
+	sessions := s.sessions.held() - outside // what sessions hold, in the heap
+	limit := max(s.cfg.MemoryBudget-outside, sessions+max(minHeapRoom, s.cfg.MemoryBudget/8))
 	debug.SetMemoryLimit(limit)
 }
 

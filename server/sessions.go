@@ -10,6 +10,7 @@ import (
 	"os"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/airlock-sandbox/airlock"
@@ -58,6 +59,9 @@ type sessions struct {
 	// clientRuns is what each client's runs in flight reserve within its
 	// memory quota (Config.MemoryPerClient).
 	clientRuns map[any]int64
+	// fixed and idleRegions are what the process holds besides sessions
+	// and runs, counted within the budget (Config.CountProcessMemory).
+	fixed, idleRegions atomic.Int64
 }
 
 type sessionEntry struct {

@@ -58,9 +58,10 @@ func (p *spiller) expired(e *sessionEntry) bool {
 }
 
 // heldLocked is what the sessions in memory hold, with what is reserved
-// for sessions on their way in.
+// for sessions on their way in and runs in flight, and what the process
+// holds besides (Config.CountProcessMemory).
 func (t *sessions) heldLocked() int64 {
-	sum := t.reserved
+	sum := t.reserved + t.fixed.Load() + t.idleRegions.Load()
 	for _, e := range t.byID {
 		if e.sess != nil {
 			sum += e.held
@@ -109,9 +110,9 @@ func (t *sessions) victimLocked(except *sessionEntry) *sessionEntry {
 func (t *sessions) reserve(need int64, except *sessionEntry) error {
 	for {
 		t.mu.Lock()
-		if need > t.spill.budget {
+		if need > t.roomLocked() {
 			t.mu.Unlock()
-			return &budgetError{need: need, budget: t.spill.budget, never: true}
+			return &budgetError{need: need, budget: t.roomLocked(), never: true}
 		}
 		if t.heldLocked()+need <= t.spill.budget {
 			t.reserved += need
@@ -126,6 +127,12 @@ func (t *sessions) reserve(need int64, except *sessionEntry) error {
 		t.spillEntry(v)
 	}
 }
+
+// room is the budget less what the process holds at start
+// (Config.CountProcessMemory): the most sessions and runs can ever have.
+func (t *sessions) room() int64 { return t.spill.budget - t.fixed.Load() }
+
+func (t *sessions) roomLocked() int64 { return t.room() }
 
 func (t *sessions) unreserve(n int64) {
 	t.mu.Lock()
@@ -160,12 +167,12 @@ func (t *sessions) freedLocked() <-chan struct{} {
 // done gives the room back.
 func (t *sessions) admitRun(ctx context.Context, need, alongside int64, wait time.Duration, maxWaiting int) (done func(), err error) {
 	const what = "the run's memory limit"
-	if need+alongside > t.spill.budget {
+	if room := t.room(); need+alongside > room {
 		if alongside > 0 {
-			return nil, &budgetError{need: need + alongside, budget: t.spill.budget, never: true,
+			return nil, &budgetError{need: need + alongside, budget: room, never: true,
 				what: fmt.Sprintf("the session (%s) with its call's memory limit (%s)", mib(alongside), mib(need))}
 		}
-		return nil, &budgetError{need: need, budget: t.spill.budget, never: true, what: what}
+		return nil, &budgetError{need: need, budget: room, never: true, what: what}
 	}
 	done = func() { t.unreserve(need) }
 	err = t.reserve(need, nil)

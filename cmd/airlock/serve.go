@@ -158,6 +158,7 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) (int
 		MemoryBudget: budget,
 		// The operator's GOMEMLIMIT is theirs to keep.
 		ManageGoMemoryLimit: budget > 0 && os.Getenv("GOMEMLIMIT") == "",
+		CountProcessMemory:  budget > 0,
 		Sandbox:             sb, MaxLimits: maxima.limits(), Concurrency: *concurrency, Queue: *queue,
 		MaxBody: maxBody.n, Token: os.Getenv("AIRLOCK_TOKEN"), Logger: logger,
 		MaxConns: *maxConns, MaxConnsPerClient: *maxPerAddr, Network: netPolicy, SessionStore: storeOrNil(store),
