@@ -140,6 +140,13 @@ func (s *Server) countProcessMemory(reg *prometheus.Registry) {
 		t.idleRegions.Store(idle)
 	}
 	sample()
+	dropped := prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "airlock_idle_regions_dropped_total", Help: "Idle memory regions the engine kept for the next runs, dropped to keep within the memory budget.",
+	})
+	t.dropIdle = func() {
+		dropped.Add(float64(s.cfg.Sandbox.DropIdleMemory()))
+		sample()
+	}
 	s.stopSampling = make(chan struct{})
 	go func() {
 		tick := time.NewTicker(time.Second)
@@ -153,7 +160,7 @@ func (s *Server) countProcessMemory(reg *prometheus.Registry) {
 			}
 		}
 	}()
-	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+	reg.MustRegister(dropped, prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "airlock_process_memory_counted_bytes", Help: "Memory counted within the budget besides sessions and runs: the process's resident memory at start and the engine's idle regions.",
 	}, func() float64 { return float64(t.fixed.Load() + t.idleRegions.Load()) }))
 }

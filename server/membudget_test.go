@@ -478,11 +478,30 @@ func TestMemoryBudgetCountsTheProcess(t *testing.T) {
 	}
 	r := post(t, url+"/v1/run", "", `{"code":"print(1)"}`)
 	wantStatus(t, r, http.StatusInsufficientStorage, "memory_budget")
-	url, _, _ = start(t, Config{MemoryBudget: rss + 512<<20, CountProcessMemory: true, MaxLimits: capped(), SpillDir: t.TempDir()})
+	url, s2, _ := start(t, Config{MemoryBudget: rss + 512<<20, CountProcessMemory: true, MaxLimits: capped(), SpillDir: t.TempDir()})
 	if res := decodeResult(t, post(t, url+"/v1/run", "", `{"code":"print(1)"}`)); res.Stdout != "1\n" {
 		t.Fatalf("a run with room beside the process: %+v", res)
 	}
 	if m := do(t, "GET", url+"/metrics", "", ""); !strings.Contains(string(m.body), "airlock_process_memory_counted_bytes") {
 		t.Error("/metrics does not show what is counted for the process")
+	}
+	// Near the budget, the engine's idle regions are dropped before any
+	// session would move out.
+	for deadline := time.Now().Add(5 * time.Second); s2.sessions.idleRegions.Load() == 0; time.Sleep(100 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Skip("the engine keeps no idle regions here")
+		}
+		post(t, url+"/v1/run", "", `{"code":"x = bytearray(8 << 20)"}`)
+	}
+	idle := s2.sessions.idleRegions.Load()
+	need := s2.cfg.MemoryBudget - s2.sessions.held() + idle/2
+	if err := s2.sessions.reserve(need, nil); err == nil {
+		s2.sessions.unreserve(need)
+	}
+	if after := s2.sessions.idleRegions.Load(); after >= idle {
+		t.Errorf("idle regions counted %d bytes before and %d after making room", idle, after)
+	}
+	if m := do(t, "GET", url+"/metrics", "", ""); strings.Contains(string(m.body), "airlock_idle_regions_dropped_total 0") {
+		t.Error("no idle region was dropped")
 	}
 }

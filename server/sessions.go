@@ -62,6 +62,9 @@ type sessions struct {
 	// fixed and idleRegions are what the process holds besides sessions
 	// and runs, counted within the budget (Config.CountProcessMemory).
 	fixed, idleRegions atomic.Int64
+	// dropIdle drops the engine's idle regions and counts them again
+	// (set with CountProcessMemory).
+	dropIdle func()
 }
 
 type sessionEntry struct {

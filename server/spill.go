@@ -103,11 +103,13 @@ func (t *sessions) victimLocked(except *sessionEntry) *sessionEntry {
 	return v
 }
 
-// reserve makes room for need more bytes, spilling idle sessions (never
+// reserve makes room for need more bytes, dropping the engine's idle
+// regions (when they are counted) and then spilling idle sessions (never
 // except) least recently used first, and reserves it: the caller gives
 // it back with unreserve once the session is in the table. A
 // *budgetError if it cannot.
 func (t *sessions) reserve(need int64, except *sessionEntry) error {
+	dropped := false
 	for {
 		t.mu.Lock()
 		if need > t.roomLocked() {
@@ -118,6 +120,14 @@ func (t *sessions) reserve(need int64, except *sessionEntry) error {
 			t.reserved += need
 			t.mu.Unlock()
 			return nil
+		}
+		// The engine's idle regions go first: one is made again in
+		// milliseconds, a session moved out and back costs far more.
+		if !dropped && t.dropIdle != nil && t.idleRegions.Load() > 0 {
+			t.mu.Unlock()
+			t.dropIdle()
+			dropped = true
+			continue
 		}
 		v := t.victimLocked(except)
 		t.mu.Unlock()
