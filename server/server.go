@@ -110,16 +110,17 @@ type Config struct {
 	SessionStore SessionStore
 	// MemoryBudget bounds, in bytes, the memory sessions hold between
 	// calls (Session.HeldMemory, summed) together with the memory limits
-	// of the runs and calls in flight, and sets the Go runtime's soft
-	// memory limit (unless GOMEMLIMIT does) so that the heap's garbage
-	// stays within it too (docs/memory.md). Past it, the least recently
-	// used idle sessions are saved to files under SpillDir and closed;
-	// their next call loads them back. A session that cannot be placed
-	// is refused: 507 memory_budget if it needs more than the whole
-	// budget, 429 memory_budget with Retry-After if running calls hold
-	// the room. Default (0): DefaultMemoryBudget, a share of the
-	// container's limit; negative: no budget. With a SessionStore,
-	// sessions are not held between calls, and it does not apply.
+	// of the runs and calls in flight (and, with CountProcessMemory, the
+	// process's own; with ManageGoMemoryLimit the heap's garbage is kept
+	// within it too; docs/http-api.md). Past it, the least recently used
+	// idle sessions are saved to files under SpillDir and closed; their
+	// next call loads them back; a run waits up to MemoryWait. What
+	// cannot be placed is refused: 507 memory_budget if it needs more
+	// than the whole budget, 429 memory_budget with Retry-After if runs
+	// and calls in flight hold the room. Default (0):
+	// DefaultMemoryBudget, a share of the container's limit; negative: no
+	// budget. With a SessionStore, sessions are not held between calls,
+	// and only runs are counted.
 	MemoryBudget int64
 	// MemoryWait is how long a run waits for its memory within the
 	// budget while runs and calls in flight hold it (default 2 s; at
