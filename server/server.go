@@ -358,6 +358,12 @@ func New(cfg Config) (*Server, error) {
 		if s.cfg.CountProcessMemory {
 			s.countProcessMemory(reg)
 		}
+		if room, most := s.sessions.room(), s.cfg.MaxLimits.Memory; most > room {
+			// Every run asking for the most would be refused 507.
+			cfg.Logger.Warn("memory budget", slog.String("problem", fmt.Sprintf(
+				"the budget leaves %s for sessions and runs, less than the %s memory limit a run may ask for: such runs are refused; raise the budget or lower the maximum",
+				mib(room), mib(most))))
+		}
 		if s.cfg.ManageGoMemoryLimit {
 			s.heapLimit(0)
 		}
