@@ -505,3 +505,47 @@ func TestMemoryBudgetCountsTheProcess(t *testing.T) {
 		t.Error("no idle region was dropped")
 	}
 }
+
+// admitRun on its own: a run that fits is admitted at once; one that
+// does not waits up to its wait and is refused (429's kind), at once when
+// the queue of waiting runs is full, and admitted when room comes back
+// while it waits; one over the whole budget is refused at once (507's).
+func TestAdmitRunQueue(t *testing.T) {
+	tb := &sessions{spill: &spiller{budget: 100}}
+	tb.init()
+	ctx := context.Background()
+	first, err := tb.admitRun(ctx, 80, 0, time.Second, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var be *budgetError
+	if _, err := tb.admitRun(ctx, 50, 0, time.Second, 0); !errors.As(err, &be) || !be.queueFull || be.never {
+		t.Fatalf("with no room in the queue: %v", err)
+	}
+	start := time.Now()
+	if _, err := tb.admitRun(ctx, 50, 0, 100*time.Millisecond, 1); !errors.As(err, &be) || be.never || be.queueFull || time.Since(start) < 100*time.Millisecond {
+		t.Fatalf("after waiting %v: %v", time.Since(start), err)
+	}
+	if _, err := tb.admitRun(ctx, 101, 0, time.Second, 1); !errors.As(err, &be) || !be.never {
+		t.Fatalf("over the whole budget: %v", err)
+	}
+	if _, err := tb.admitRun(ctx, 40, 70, time.Second, 1); !errors.As(err, &be) || !be.never || !strings.Contains(err.Error(), "the session") {
+		t.Fatalf("a session and its call's limit over the whole budget: %v", err)
+	}
+	admitted := make(chan error, 1)
+	go func() {
+		done, err := tb.admitRun(ctx, 50, 0, 5*time.Second, 1)
+		if err == nil {
+			done()
+		}
+		admitted <- err
+	}()
+	time.Sleep(50 * time.Millisecond)
+	first()
+	if err := <-admitted; err != nil {
+		t.Fatalf("a run waiting while room came back: %v", err)
+	}
+	if held := tb.held(); held != 0 {
+		t.Fatalf("%d bytes still reserved after every run ended", held)
+	}
+}
