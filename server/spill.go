@@ -232,11 +232,18 @@ func (t *sessions) fit() {
 	// when the table is next listed or grown.
 	t.dropEnded()
 	t.mu.Unlock()
+	dropped := false
 	for {
 		t.mu.Lock()
 		if t.heldLocked() <= t.spill.budget {
 			t.mu.Unlock()
 			return
+		}
+		if !dropped && t.dropIdle != nil && t.idleRegions.Load() > 0 {
+			t.mu.Unlock()
+			t.dropIdle() // before any session moves out, as in reserve
+			dropped = true
+			continue
 		}
 		v := t.victimLocked(nil)
 		t.mu.Unlock()
