@@ -27,6 +27,8 @@ func plotSamples(samples []sample, file string) error {
 		{"memory", "MiB", map[string]func(sample) float64{
 			"serve RSS": func(s sample) float64 { return s.rssMiB },
 			"mcp RSS":   func(s sample) float64 { return s.mcpRSSMiB },
+		}},
+		{"cache directory (shared with the machine's other jobs)", "MiB", map[string]func(sample) float64{
 			"cache dir": func(s sample) float64 { return s.cacheMiB },
 		}},
 		{"goroutines and descriptors", "count", map[string]func(sample) float64{
@@ -45,7 +47,7 @@ func plotSamples(samples []sample, file string) error {
 			"load": func(s sample) float64 { return s.load1 },
 		}},
 	}
-	const w, h = 10 * vg.Inch, 14 * vg.Inch
+	const w, h = 10 * vg.Inch, 16 * vg.Inch
 	img := vgimg.New(w, h)
 	dc := draw.New(img)
 	tiles := draw.Tiles{Rows: len(panels), Cols: 1, PadX: vg.Millimeter, PadY: 3 * vg.Millimeter, PadTop: 2 * vg.Millimeter, PadBottom: 2 * vg.Millimeter}
