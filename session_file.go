@@ -1,6 +1,7 @@
 package airlock
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"crypto/hmac"
@@ -8,7 +9,9 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash"
 	"io"
+	"os"
 	"slices"
 	"time"
 
@@ -107,6 +110,8 @@ type LoadOptions struct {
 
 // Save writes the session's state (interpreter image, files, options) for
 // LoadSession, in this process or another. It waits for a running call.
+// It streams: what it holds besides the session is a page and the files'
+// encoding, so w may hold part of a blob when it fails.
 //
 // # Errors
 // ErrSessionClosed or ErrSessionExpired for an ended session; w's errors.
@@ -120,10 +125,15 @@ func (s *Session) Save(w io.Writer) error {
 	if base == nil { // no call yet: any base will do; the lean one is always there
 		base = s.sb.snap.lean
 	}
+	// Streamed to w through the seal's hash: the image is most of a
+	// session, and a copy of it (with a buffer's growth) for every save
+	// multiplied what a server spilling sessions held.
+	key := s.sb.cfg.sessionKey
+	sealer := newSealer(key)
+	bw := bufio.NewWriterSize(io.MultiWriter(w, sealer), 64<<10)
 	var b bytes.Buffer
 	b.WriteString(sessionMagic)
 	version := uint32(sessionVersion)
-	key := s.sb.cfg.sessionKey
 	switch {
 	case key != nil && len(s.installed) > 0:
 		version = sessionInstalledSigned
@@ -143,30 +153,50 @@ func (s *Session) Save(w io.Writer) error {
 	}
 	putStrings(&b, flattenEnv(s.opts.Env), true)
 	putStrings(&b, s.opts.HostFuncs, s.opts.HostFuncs != nil)
+	fail := func(err error) error { return fmt.Errorf("airlock: save session: %w", err) }
 	if s.image == nil {
 		b.WriteByte(0)
+		bw.Write(b.Bytes())
 	} else {
 		b.WriteByte(1)
-		b.Write(s.image.img.AppendDeltaRecord(nil, base.img))
+		bw.Write(b.Bytes())
+		if err := s.image.img.WriteDeltaRecord(bw, base.img); err != nil {
+			return fail(err)
+		}
 	}
+	b.Reset()
 	var fsBytes bytes.Buffer
 	if err := s.fs.Save(&fsBytes); err != nil {
-		return fmt.Errorf("airlock: save session: %w", err)
+		return fail(err)
 	}
 	binary.Write(&b, binary.LittleEndian, uint64(fsBytes.Len()))
-	b.Write(fsBytes.Bytes())
+	bw.Write(b.Bytes())
+	bw.Write(fsBytes.Bytes())
 	if len(s.installed) > 0 {
+		b.Reset()
 		var list []string
 		for _, p := range s.installed {
 			list = append(list, p.Name, p.Version, p.Filename, p.SHA256)
 		}
 		putStrings(&b, list, true)
+		bw.Write(b.Bytes())
 	}
-	b.Write(seal(key, b.Bytes()))
-	if _, err := w.Write(b.Bytes()); err != nil {
-		return fmt.Errorf("airlock: save session: %w", err)
+	if err := bw.Flush(); err != nil {
+		return fail(err)
+	}
+	if _, err := w.Write(sealer.Sum(nil)); err != nil {
+		return fail(err)
 	}
 	return nil
+}
+
+// newSealer hashes a blob for its trailer (seal): HMAC-SHA256 under key,
+// or sha256 without one.
+func newSealer(key []byte) hash.Hash {
+	if key == nil {
+		return sha256.New()
+	}
+	return hmac.New(sha256.New, key)
 }
 
 // seal is a blob's trailer: the HMAC-SHA256 of body under key, or its
@@ -202,6 +232,37 @@ func putStrings(b *bytes.Buffer, ss []string, present bool) {
 	}
 }
 
+// readBlob reads r, up to limit bytes, into a buffer of its size when r
+// tells it (a file, a bytes.Reader): io.ReadAll's doubling left up to
+// twice a large session's blob as garbage for every load.
+func readBlob(r io.Reader, limit int64) ([]byte, error) {
+	size := int64(-1)
+	switch v := r.(type) {
+	case interface{ Len() int }:
+		size = int64(v.Len())
+	case *os.File:
+		if st, err := v.Stat(); err == nil && st.Mode().IsRegular() {
+			if off, err := v.Seek(0, io.SeekCurrent); err == nil {
+				size = st.Size() - off
+			}
+		}
+	}
+	if size < 0 || size >= limit {
+		return io.ReadAll(io.LimitReader(r, limit))
+	}
+	// One byte more, to see the end (a file may have grown meanwhile).
+	buf := make([]byte, size+1)
+	n, err := io.ReadFull(r, buf)
+	if err == io.ErrUnexpectedEOF || err == io.EOF {
+		return buf[:n], nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	rest, err := io.ReadAll(io.LimitReader(r, limit-int64(n)))
+	return append(buf, rest...), err
+}
+
 // LoadSessionWith is LoadSession.
 //
 // Deprecated: LoadSession takes the options now.
@@ -230,7 +291,7 @@ func (sb *Sandbox) LoadSession(ctx context.Context, r io.Reader, opts LoadOption
 	}
 	caps := opts.MaxLimits.withDefaults(sb.cfg.limits)
 	readCap := blobCap(caps)
-	blob, err := io.ReadAll(io.LimitReader(r, readCap+1))
+	blob, err := readBlob(r, readCap+1)
 	if err != nil {
 		return nil, fmt.Errorf("airlock: load session: %w", err)
 	}

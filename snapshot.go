@@ -289,6 +289,22 @@ func (sb *Sandbox) IdleMemory() IdleMemory {
 	return out
 }
 
+// DropIdleMemory gives back the memory regions the Sandbox keeps reset
+// for its next runs (IdleMemory's regions, but the instances made
+// ahead): a server near its memory budget drops them before it moves
+// sessions out. Later runs make them again. It returns how many it
+// dropped.
+func (sb *Sandbox) DropIdleMemory() int {
+	if sb.snap == nil {
+		return 0
+	}
+	n := 0
+	for _, b := range sb.snap.images() {
+		n += b.img.DropIdleRegions()
+	}
+	return n
+}
+
 // execute runs one prepared request: resumed from base when not nil
 // (see resumes), else in a freshly started interpreter.
 func (sb *Sandbox) execute(ctx context.Context, base *baseImage, spec engine.RunSpec) (engine.Outcome, error) {

@@ -49,3 +49,29 @@ func (c *wzCode) readyMemories(img *Image) [][]byte {
 	}
 	return out
 }
+
+// DropIdleRegions unmaps the reset regions img's pools keep for the next
+// runs, for a process near its memory budget: a region is cheaper to make
+// again (its first run faults its pages in, milliseconds) than a session
+// is to move to disk and back. The pools stay, empty, and refill as runs
+// end. It returns how many regions were dropped.
+func (img *Image) DropIdleRegions() int {
+	img.poolMu.Lock()
+	pools := make([]*regionPool, 0, len(img.pools))
+	for _, p := range img.pools {
+		pools = append(pools, p)
+	}
+	img.poolMu.Unlock()
+	n := 0
+	for _, p := range pools {
+		p.mu.Lock()
+		free := p.free
+		p.free = nil
+		p.mu.Unlock()
+		for _, buf := range free {
+			unreserve(buf)
+		}
+		n += len(free)
+	}
+	return n
+}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 )
 
 // Delta images. A session pauses after every call, and most of its memory
@@ -120,8 +121,12 @@ func newDeltaImage(base *Image, memory []byte, globals []uint64, unwindBuffer ui
 // to prev's (the previous delta's page at off, if any) is shared, not
 // copied: a session's state mostly outlives the call that made it.
 func (img *Image) keepIfChanged(memory []byte, off, page int, prev []byte) {
-	end := min(off+page, len(memory))
-	cur := memory[off:end]
+	img.keepPage(memory[off:min(off+page, len(memory))], off, prev)
+}
+
+// keepPage is keepIfChanged for the page cur, at off in the memory.
+func (img *Image) keepPage(cur []byte, off int, prev []byte) {
+	end := off + len(cur)
 	if prev != nil && bytes.Equal(cur, prev) {
 		img.pages = append(img.pages, deltaPage{off: off, data: prev})
 		return
@@ -225,6 +230,84 @@ func (img *Image) AppendDeltaRecord(out []byte, base *Image) []byte {
 	return binary.LittleEndian.AppendUint32(out, img.UnwindBuffer)
 }
 
+// WriteDeltaRecord writes to w what AppendDeltaRecord appends, without a
+// copy of the whole memory: a spilled or saved session of 80 MiB made
+// 80 MiB of its memory, 80 MiB of record and the buffer's growth besides,
+// and a server saving sessions to stay within its memory budget held
+// several times that budget in garbage. It holds one page and the bitmap.
+func (img *Image) WriteDeltaRecord(w io.Writer, base *Image) error {
+	var baseMem []byte
+	if base != nil {
+		baseMem = base.Memory
+	}
+	size := img.Len()
+	pages := size / PageSize
+	page := pageReader(img)
+	head := binary.LittleEndian.AppendUint64(nil, uint64(size))
+	bitmap := make([]byte, (pages+7)/8)
+	for p := range pages {
+		cur := page(p)
+		if (p+1)*PageSize <= len(baseMem) && bytes.Equal(cur, baseMem[p*PageSize:(p+1)*PageSize]) {
+			continue
+		}
+		bitmap[p/8] |= 1 << (p % 8)
+	}
+	if _, err := w.Write(append(head, bitmap...)); err != nil {
+		return err
+	}
+	for p := range pages {
+		if bitmap[p/8]&(1<<(p%8)) != 0 {
+			if _, err := w.Write(page(p)); err != nil {
+				return err
+			}
+		}
+	}
+	tail := binary.LittleEndian.AppendUint32(nil, uint32(len(img.Globals)))
+	for _, g := range img.Globals {
+		tail = binary.LittleEndian.AppendUint64(tail, g)
+	}
+	_, err := w.Write(binary.LittleEndian.AppendUint32(tail, img.UnwindBuffer))
+	return err
+}
+
+// pageReader returns a function that gives the image's memory page p
+// (PageSize bytes); the slice it returns is valid until its next call.
+func pageReader(img *Image) func(p int) []byte {
+	if img.base == nil {
+		return func(p int) []byte { return img.Memory[p*PageSize : (p+1)*PageSize] }
+	}
+	// The delta's pages in address order, to find those within a page.
+	delta := slices.Clone(img.pages)
+	slices.SortFunc(delta, func(a, b deltaPage) int { return a.off - b.off })
+	scratch := make([]byte, PageSize)
+	baseMem := img.base.Memory
+	return func(p int) []byte {
+		lo, hi := p*PageSize, (p+1)*PageSize
+		clear(scratch)
+		if lo < len(baseMem) {
+			copy(scratch, baseMem[lo:min(hi, len(baseMem))])
+		}
+		i, _ := slices.BinarySearchFunc(delta, lo, func(d deltaPage, off int) int {
+			if d.off+len(d.data) <= off {
+				return -1
+			}
+			if d.off > off {
+				return 1
+			}
+			return 0
+		})
+		for ; i < len(delta) && delta[i].off < hi; i++ {
+			d := delta[i]
+			start := max(d.off, lo)
+			end := min(d.off+len(d.data), hi)
+			if start < end {
+				copy(scratch[start-lo:end-lo], d.data[start-d.off:end-d.off])
+			}
+		}
+		return scratch
+	}
+}
+
 // ReadDeltaRecord decodes the delta record at the start of data over base
 // (a full image) and says how many bytes it took. A memory larger than
 // maxMemory is refused before memory of that size is made: a few bytes
@@ -258,11 +341,27 @@ func ReadDeltaRecord(data []byte, base *Image, maxMemory uint64) (*Image, int, e
 	if uint64(changed)*PageSize > uint64(len(r.b)-r.off) {
 		return corrupt("pages")
 	}
-	mem := make([]byte, size)
-	copy(mem, base.Memory)
+	// The changed pages are kept straight from the record, without the
+	// whole memory made first (a spilled session's load made its memory,
+	// then its pages, beside the record).
+	delta := &Image{Entry: base.Entry, base: base, size: int(size)}
+	var mem []byte // only for a base that is itself a delta (NewDeltaImage's copy)
+	if base.base != nil {
+		mem = make([]byte, size)
+		base.CopyTo(mem)
+	}
+	osPage := os.Getpagesize()
 	for p := range pages {
-		if bitmap[p/8]&(1<<(p%8)) != 0 {
-			copy(mem[p*PageSize:], r.take(PageSize))
+		if bitmap[p/8]&(1<<(p%8)) == 0 {
+			continue
+		}
+		data := r.take(PageSize)
+		if mem != nil {
+			copy(mem[p*PageSize:], data)
+			continue
+		}
+		for k := 0; k < PageSize; k += osPage {
+			delta.keepPage(data[k:min(k+osPage, PageSize)], p*PageSize+k, nil)
 		}
 	}
 	n := r.u32()
@@ -277,7 +376,11 @@ func ReadDeltaRecord(data []byte, base *Image, maxMemory uint64) (*Image, int, e
 	if r.err != nil || uint64(unwind) >= size {
 		return corrupt("unwind buffer")
 	}
-	return newDeltaImage(base, mem, globals, unwind), r.off, nil
+	if mem != nil {
+		return newDeltaImage(base, mem, globals, unwind), r.off, nil
+	}
+	delta.Globals, delta.UnwindBuffer = globals, unwind
+	return delta, r.off, nil
 }
 
 // reader takes little-endian fields off a byte slice; the first short

@@ -143,3 +143,34 @@ func TestDeltaRecord(t *testing.T) {
 		t.Errorf("an unwind buffer past the memory: %v", err)
 	}
 }
+
+// TestWriteDeltaRecord: the streamed record is byte for byte the appended
+// one, for a delta image (pages changed within and past the base, its
+// pages out of order), a full image, and against another base or none.
+func TestWriteDeltaRecord(t *testing.T) {
+	base := testImage()
+	defer base.Close()
+	mem := append(bytes.Clone(base.Memory), make([]byte, 3*65536)...)
+	for _, off := range []int{5, 70000, 65536*2 + 4095, len(mem) - 1, len(base.Memory) + 100} {
+		mem[off] ^= 0x5a
+	}
+	delta := newDeltaImage(base, mem, []uint64{1, 2}, 7)
+	defer delta.Close()
+	shuffled := newDeltaImage(base, mem, []uint64{1, 2}, 7)
+	slices.Reverse(shuffled.pages)
+	full := NewImage(bytes.Clone(mem), []uint64{3}, 9)
+	defer full.Close()
+	for _, c := range []struct {
+		name      string
+		img, base *Image
+	}{{"delta", delta, base}, {"delta, pages out of order", shuffled, base}, {"delta, no base", delta, nil},
+		{"full", full, base}, {"full, no base", full, nil}} {
+		var buf bytes.Buffer
+		if err := c.img.WriteDeltaRecord(&buf, c.base); err != nil {
+			t.Fatal(err)
+		}
+		if want := c.img.AppendDeltaRecord(nil, c.base); !bytes.Equal(buf.Bytes(), want) {
+			t.Errorf("%s: WriteDeltaRecord's %d bytes differ from AppendDeltaRecord's %d", c.name, buf.Len(), len(want))
+		}
+	}
+}

@@ -22,6 +22,7 @@ const (
 	DefaultReadHeaderTimeout = 10 * time.Second
 	DefaultMaxHeaderBytes    = 64 << 10
 	DefaultReleaseIdle       = 5 * time.Second
+	DefaultMemoryWait        = 2 * time.Second
 )
 
 // perClient counts what each client address holds, within a total and a
@@ -167,6 +168,11 @@ func (s *Server) Close() error {
 }
 
 func (s *Server) removeSpilled() {
+	s.stopOnce.Do(func() {
+		if s.stopSampling != nil {
+			close(s.stopSampling)
+		}
+	})
 	if s.sessions.spill != nil {
 		s.sessions.spill.removeAll()
 	}

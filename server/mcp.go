@@ -55,7 +55,10 @@ type MCPConfig struct {
 	// that leaks (a log, a shared transcript) then gives nothing away.
 	ShareAcrossClients bool
 	// MemoryBudget bounds, in bytes, the memory sessions hold between
-	// calls, as Config.MemoryBudget does for serve: past it, the least
+	// calls and the memory limits of the runs in flight, as
+	// Config.MemoryBudget does for serve (a run waits up to MemoryWait,
+	// default 2 s, then is refused "error: memory_budget: ..."; at most
+	// 16 wait at once): past it, the least
 	// recently used idle sessions are saved under SpillDir and closed,
 	// and come back on their next call; a session that cannot be placed
 	// is refused ("error: memory_budget: ..."). Default (0):
@@ -65,6 +68,7 @@ type MCPConfig struct {
 	// as airlock mcp does).
 	MemoryBudget int64
 	SpillDir     string
+	MemoryWait   time.Duration
 	// MaxSessionsPerClient caps the sessions one client (one MCP session)
 	// holds at once, spilled ones included ("error: too_many_sessions"),
 	// so that one cannot take the Sandbox's every slot; 0: no cap but
@@ -264,7 +268,12 @@ func (m *mcpServer) runPython(ctx context.Context, in RunPythonArgs, owner any) 
 	limits.Timeout = timeout
 	req := airlock.Request{Code: in.Code, Filename: "main.py", Files: files, Limits: limits, RichOutput: true}
 	if in.Session == "" {
+		done, err := m.admit(ctx, limits.Memory, 0)
+		if err != nil {
+			return toolError("%s", mcpBudgetError(err))
+		}
 		res, _ := cfg.Sandbox.Run(ctx, req)
+		done()
 		return &mcp.CallToolResult{
 			Content: mcpContent(res, "", cfg.MaxText, m.store, owner),
 			IsError: res.Error != nil || res.ExitCode != 0,
@@ -281,7 +290,13 @@ func (m *mcpServer) runPython(ctx context.Context, in RunPythonArgs, owner any) 
 		return toolError("%s", refused)
 	}
 	sess := e.sess
+	done, err := m.admit(ctx, limits.Memory, e.held)
+	if err != nil {
+		m.table.unclaim(e)
+		return toolError("%s", mcpBudgetError(err))
+	}
 	res, _ := sess.Run(ctx, req)
+	done()
 	m.endCall(e)
 	if res.Error != nil && (errors.Is(res.Error, airlock.ErrSessionClosed) || errors.Is(res.Error, airlock.ErrSessionExpired)) {
 		return toolError("error: not_found: session %q has ended; pass session \"new\" to start one", in.Session)

@@ -36,6 +36,22 @@ func (m *mcpServer) setupBudget() {
 
 // mcpBudgetError is a refusal in MCP's form: a tool result flagged as an error
 // whose text starts "error: KIND:", as run_python's others do.
+// mcpAdmitQueue is how many MCP runs may wait for memory at once.
+const mcpAdmitQueue = 16
+
+// admit reserves a run's memory limit (need) within the budget, as the
+// HTTP server's runs do; alongside is what a called session holds.
+func (m *mcpServer) admit(ctx context.Context, need, alongside int64) (func(), error) {
+	if m.table.spill == nil {
+		return func() {}, nil
+	}
+	wait := m.cfg.MemoryWait
+	if wait <= 0 {
+		wait = DefaultMemoryWait
+	}
+	return m.table.admitRun(ctx, need, alongside, wait, mcpAdmitQueue)
+}
+
 func mcpBudgetError(err error) string {
 	var b *budgetError
 	if errors.As(err, &b) {

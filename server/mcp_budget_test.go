@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/airlock-sandbox/airlock"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -52,13 +53,16 @@ func sessionOf(t *testing.T, text string) string {
 
 // airlock mcp keeps its sessions within a memory budget as serve does:
 // over streamable HTTP with the SDK's client, sessions holding 80 MiB
-// each past a 150 MiB budget move to disk and come back with their
-// state on their next call; one that could never fit is refused with
-// memory_budget, not run.
+// each past a 240 MiB budget move to disk and come back with their
+// state on their next call; one that, with its call's 144 MiB memory
+// limit, could never fit is refused with memory_budget, not run; so is a
+// run whose memory limit alone is over the budget.
 func TestMCPMemoryBudget(t *testing.T) {
-	const budget = 150 << 20
+	const budget = 240 << 20
 	spill := t.TempDir()
-	srv, m, err := newMCP(MCPConfig{Sandbox: sb, MemoryBudget: budget, SpillDir: spill})
+	limits := airlock.DefaultLimits()
+	limits.Memory = 144 << 20
+	srv, m, err := newMCP(MCPConfig{Sandbox: sb, MemoryBudget: budget, SpillDir: spill, MaxLimits: limits})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -96,7 +100,7 @@ func TestMCPMemoryBudget(t *testing.T) {
 		t.Fatalf("an ended session answered: %s", text)
 	}
 	// Over the whole budget: refused by kind on its next call.
-	text, isErr := mcpCall(t, c, map[string]any{"session": "new", "code": "y = bytearray(170 << 20)\ny[::4096] = b'\\x01' * len(range(0, len(y), 4096))"})
+	text, isErr := mcpCall(t, c, map[string]any{"session": "new", "code": "y = bytearray(112 << 20)\ny[::4096] = b'\\x01' * len(range(0, len(y), 4096))"})
 	if isErr {
 		t.Fatalf("the big session's first call: %s", text)
 	}
@@ -106,6 +110,14 @@ func TestMCPMemoryBudget(t *testing.T) {
 	}
 	if text, isErr := mcpCall(t, c, map[string]any{"session": big, "code": "print(len(y))"}); !isErr || !strings.Contains(text, "error: memory_budget") {
 		t.Fatalf("a session over the whole budget: %s", text)
+	}
+	// A run whose memory limit is over a whole (smaller) budget.
+	tight, _, err := newMCP(MCPConfig{Sandbox: sb, MemoryBudget: 100 << 20, SpillDir: t.TempDir(), MaxLimits: limits})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if text, isErr := mcpCall(t, mcpHTTPClientsOf(t, tight, 1)[0], map[string]any{"code": "print(1)"}); !isErr || !strings.Contains(text, "error: memory_budget") {
+		t.Fatalf("a run over the whole budget: %s", text)
 	}
 }
 

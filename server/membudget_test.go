@@ -13,8 +13,11 @@ import (
 	"os"
 	"path/filepath"
 	"runtime/debug"
+	"runtime/metrics"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -24,6 +27,15 @@ import (
 // holdCode makes a session hold ~80 MiB of its own: a bytearray whose
 // pages are written, so they differ from the snapshot image.
 const holdCode = "x = bytearray(80 << 20)\nx[::4096] = b'\\x01' * len(range(0, len(x), 4096))\ntag = %q\n"
+
+// capped is the server's maxima with runs' memory capped at 128 MiB: a
+// call of an 80 MiB session fits (the image and the bytearray), and the
+// budgets below hold a run beside a session or two.
+func capped() airlock.Limits {
+	l := airlock.DefaultLimits()
+	l.Memory = 128 << 20
+	return l
+}
 
 // vmRSS is this process's resident memory (/proc/self/status).
 func vmRSS(t *testing.T) int64 {
@@ -54,7 +66,7 @@ func vmRSS(t *testing.T) int64 {
 func TestMemoryBudgetSpillsAndRestores(t *testing.T) {
 	const budget = 300 << 20
 	spillDir := t.TempDir()
-	url, s, _ := start(t, Config{MemoryBudget: budget, SpillDir: spillDir, Concurrency: 1})
+	url, s, _ := start(t, Config{MemoryBudget: budget, SpillDir: spillDir, Concurrency: 1, MaxLimits: capped()})
 	ctx := context.Background()
 	c := &Client{URL: url}
 	debug.FreeOSMemory()
@@ -86,7 +98,7 @@ func TestMemoryBudgetSpillsAndRestores(t *testing.T) {
 	}
 	files, _ := os.ReadDir(private)
 	if len(files) < n-3 {
-		t.Fatalf("%d sessions spilled, want at least %d (three fit in %d bytes)", len(files), n-3, budget)
+		t.Fatalf("%d sessions spilled, want at least %d (at most three fit in %d bytes)", len(files), n-3, budget)
 	}
 	// Every session answers with its state, the spilled ones loaded back.
 	for i, id := range ids {
@@ -149,11 +161,13 @@ func TestMemoryBudgetSpillsAndRestores(t *testing.T) {
 	}
 }
 
-// A session that holds more than the whole budget cannot come back: its
-// next call is refused 507 memory_budget, and it can still be deleted.
+// A session that, with its call's memory limit, holds more than the
+// whole budget cannot run again: its next call is refused 507
+// memory_budget, and it can still be deleted. So is a run whose memory
+// limit alone is over the budget.
 func TestMemoryBudgetRefusesWhatCannotFit(t *testing.T) {
-	const budget = 64 << 20
-	url, s, _ := start(t, Config{MemoryBudget: budget, SpillDir: t.TempDir()})
+	const budget = 160 << 20
+	url, s, _ := start(t, Config{MemoryBudget: budget, SpillDir: t.TempDir(), MaxLimits: capped()})
 	ctx := context.Background()
 	c := &Client{URL: url}
 	id, err := c.NewSession(ctx, SessionRequest{})
@@ -175,8 +189,8 @@ func TestMemoryBudgetRefusesWhatCannotFit(t *testing.T) {
 	if !strings.Contains(apiErr.Message, "more than the whole budget") {
 		t.Errorf("message does not say why: %s", apiErr.Message)
 	}
-	// A fork needs as much: refused the same way.
-	if _, err := c.ForkSession(ctx, id); !errors.As(err, &apiErr) || apiErr.Status != 507 {
+	// A fork needs as much again beside it: refused the same way.
+	if _, err := c.ForkSession(ctx, id); !errors.As(err, &apiErr) || apiErr.Kind != "memory_budget" {
 		t.Fatalf("fork of a session over the whole budget: %v", err)
 	}
 	// Small sessions still work beside it.
@@ -189,6 +203,18 @@ func TestMemoryBudgetRefusesWhatCannotFit(t *testing.T) {
 	}
 	if err := c.DeleteSession(ctx, id); err != nil {
 		t.Fatal(err)
+	}
+	// A run whose memory limit alone passes the budget never could run.
+	tight := Config{MemoryBudget: 64 << 20, SpillDir: t.TempDir(), MaxLimits: capped()}
+	url2, _, _ := start(t, tight)
+	r := post(t, url2+"/v1/run", "", `{"code":"print(1)"}`)
+	wantStatus(t, r, http.StatusInsufficientStorage, "memory_budget")
+	if !strings.Contains(string(r.body), "limits.memory") {
+		t.Errorf("507 does not say what to lower: %s", r.body)
+	}
+	r = post(t, url2+"/v1/run", "", `{"code":"print(1)","limits":{"memory":33554432}}`)
+	if r.status != http.StatusOK {
+		t.Fatalf("a run with a 32 MiB limit under a 64 MiB budget: %d %s", r.status, r.body)
 	}
 }
 
@@ -226,12 +252,15 @@ func TestDefaultMemoryBudgetSources(t *testing.T) {
 	}
 }
 
-// When sessions running calls hold the room a spilled session needs, its
-// call is refused 429 memory_budget with Retry-After (waiting helps),
-// and succeeds once they end.
+// While runs and calls in flight hold the budget, a session call waits
+// for its memory up to MemoryWait, then is refused 429 memory_budget
+// with Retry-After (waiting helps), and succeeds once they end. A run
+// that waits while the memory comes back is admitted.
 func TestMemoryBudgetWaitsForRunningCalls(t *testing.T) {
-	const budget = 128 << 20
-	url, s, _ := start(t, Config{MemoryBudget: budget, SpillDir: t.TempDir(), Concurrency: 2})
+	// Two 80 MiB sessions and one 128 MiB call fit; a second call does not.
+	const budget = 300 << 20
+	url, _, _ := start(t, Config{MemoryBudget: budget, SpillDir: t.TempDir(), Concurrency: 2,
+		MaxLimits: capped(), MemoryWait: 500 * time.Millisecond})
 	ctx := context.Background()
 	c := &Client{URL: url}
 	var ids [2]string
@@ -245,34 +274,36 @@ func TestMemoryBudgetWaitsForRunningCalls(t *testing.T) {
 			t.Fatalf("session %d: %v %+v", i, err, res)
 		}
 	}
-	// ids[0] is on disk; its call loads it (moving ids[1] out) and sleeps.
-	if !s.sessions.spilledNow(ids[0]) || s.sessions.spilledNow(ids[1]) {
-		t.Fatal("want the first session on disk, the second in memory")
+	call := func(id, code string) chan error {
+		done := make(chan error, 1)
+		go func() {
+			res, err := c.RunSession(ctx, id, SessionRunRequest{Code: code})
+			if err == nil && res.Stdout != id+"\n" {
+				err = fmt.Errorf("stdout %q", res.Stdout)
+			}
+			done <- err
+		}()
+		return done
 	}
-	done := make(chan error, 1)
-	go func() {
-		res, err := c.RunSession(ctx, ids[0], SessionRunRequest{Code: "import time; time.sleep(3); print(tag)"})
-		if err == nil && res.Stdout != ids[0]+"\n" {
-			err = fmt.Errorf("stdout %q", res.Stdout)
-		}
-		done <- err
-	}()
-	for deadline := time.Now().Add(10 * time.Second); !s.sessions.spilledNow(ids[1]); time.Sleep(20 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("the first session's call did not move the second out")
-		}
-	}
+	done := call(ids[0], "import time; time.sleep(3); print(tag)")
+	time.Sleep(700 * time.Millisecond) // the call is running
+	start := time.Now()
 	r := post(t, url+"/v1/sessions/"+ids[1]+"/run", "", `{"code":"print(tag)"}`)
 	wantStatus(t, r, http.StatusTooManyRequests, "memory_budget")
 	if r.header.Get("Retry-After") == "" {
 		t.Error("429 memory_budget without Retry-After")
 	}
+	if waited := time.Since(start); waited < 400*time.Millisecond {
+		t.Errorf("refused after %v, without waiting for the memory", waited)
+	}
+	// A call that waits while the running one ends is admitted.
+	time.Sleep(1800 * time.Millisecond)
+	second := call(ids[1], "print(tag)")
 	if err := <-done; err != nil {
 		t.Fatalf("the running call: %v", err)
 	}
-	res, err := c.RunSession(ctx, ids[1], SessionRunRequest{Code: "print(tag)"})
-	if err != nil || res.Stdout != ids[1]+"\n" {
-		t.Fatalf("after the running call ended: %v %+v", err, res)
+	if err := <-second; err != nil {
+		t.Fatalf("the call that waited for memory: %v", err)
 	}
 }
 
@@ -286,7 +317,7 @@ func TestMemoryBudgetSpilledSessionsExpire(t *testing.T) {
 	}
 	defer short.Close(ctx)
 	spillDir := t.TempDir()
-	s, err := New(Config{Sandbox: short, MemoryBudget: 64 << 20, SpillDir: spillDir, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	s, err := New(Config{Sandbox: short, MemoryBudget: 150 << 20, MaxLimits: capped(), SpillDir: spillDir, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -301,6 +332,10 @@ func TestMemoryBudgetSpilledSessionsExpire(t *testing.T) {
 	if _, err := c.RunSession(ctx, id, SessionRunRequest{Code: fmt.Sprintf(holdCode, "big")}); err != nil {
 		t.Fatal(err)
 	}
+	// A run's memory limit beside it passes the budget: it moves out.
+	if _, err := c.Run(ctx, RunRequest{Code: "print(1)"}); err != nil {
+		t.Fatal(err)
+	}
 	if !s.sessions.spilledNow(id) {
 		t.Fatal("a session over the budget was not spilled")
 	}
@@ -311,5 +346,206 @@ func TestMemoryBudgetSpilledSessionsExpire(t *testing.T) {
 	}
 	if files, _ := filepath.Glob(filepath.Join(spillDir, "*", "session-*")); len(files) != 0 {
 		t.Fatalf("an expired session's file is left: %v", files)
+	}
+}
+
+// The whole budget holds under load on a real server on loopback:
+// sessions holding 80 MiB each, together past the budget, and a burst of
+// memory-heavy runs at once. Resident memory stays under the budget and
+// an allowance for what the budget does not count (the engine's pooled
+// regions and compiled code, the heap's own work); every session comes
+// back with its state; each run of the burst either runs or is refused
+// 429 (queued too long), never fails otherwise.
+func TestMemoryBudgetHoldsUnderLoad(t *testing.T) {
+	if raceDetector {
+		t.Skip("the race detector's shadow memory is resident too")
+	}
+	const budget = 400 << 20
+	// Measured 2026-12-05: pooled regions (a few private pages and a
+	// 32 MiB zeroed tail each) and the heap's slack past its soft limit.
+	const allowance = 192 << 20
+	defer debug.SetMemoryLimit(debug.SetMemoryLimit(-1))
+	url, s, _ := start(t, Config{MemoryBudget: budget, SpillDir: t.TempDir(), Concurrency: 2,
+		MaxLimits: capped(), ManageGoMemoryLimit: true})
+	ctx := context.Background()
+	c := &Client{URL: url}
+	debug.FreeOSMemory()
+	baseline := vmRSS(t)
+	var peak atomic.Int64
+	var peakHeap, peakIdle int64
+	stop := make(chan struct{})
+	sampled := make(chan struct{})
+	heap := []metrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}, {Name: "/memory/classes/heap/unused:bytes"}, {Name: "/memory/classes/heap/free:bytes"}}
+	go func() {
+		defer close(sampled)
+		for {
+			if n := vmRSS(t) - baseline; n > peak.Load() {
+				peak.Store(n)
+				metrics.Read(heap)
+				peakHeap = int64(heap[0].Value.Uint64() + heap[1].Value.Uint64() + heap[2].Value.Uint64())
+				var idle int64
+				for _, p := range s.cfg.Sandbox.IdleMemory().Private {
+					idle += p
+				}
+				peakIdle = idle
+			}
+			select {
+			case <-stop:
+				return
+			case <-time.After(20 * time.Millisecond):
+			}
+		}
+	}()
+	const sessions = 8 // 640 MiB held without the budget
+	ids := make([]string, sessions)
+	for i := range ids {
+		id, err := c.NewSession(ctx, SessionRequest{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids[i] = id
+		if res, err := c.RunSession(ctx, id, SessionRunRequest{Code: fmt.Sprintf(holdCode, id)}); err != nil || res.ExitCode != 0 {
+			t.Fatalf("session %d: %v %+v", i, err, res)
+		}
+	}
+	// The burst: 8 runs of 90 MiB each, and the sessions called beside it.
+	const heavyRun = "x = bytearray(90 << 20)\nx[::4096] = b'\\x01' * len(range(0, len(x), 4096))\nprint(sum(x[::4096]))\n"
+	var wg sync.WaitGroup
+	var ran, refused atomic.Int64
+	errs := make(chan error, 32)
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r := do(t, "POST", url+"/v1/run", "", `{"code":`+strconv.Quote(heavyRun)+`}`)
+			switch {
+			case r.status == http.StatusOK && strings.Contains(string(r.body), `"stdout":"23040\n"`):
+				ran.Add(1)
+			case r.status == http.StatusTooManyRequests && r.header.Get("Retry-After") != "":
+				refused.Add(1)
+			default:
+				errs <- fmt.Errorf("a run of the burst: %d %s", r.status, r.body)
+			}
+		}()
+	}
+	for i, id := range ids {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				res, err := c.RunSession(ctx, id, SessionRunRequest{Code: "print(len(x), tag)"})
+				var apiErr *APIError
+				if errors.As(err, &apiErr) && apiErr.Status == http.StatusTooManyRequests {
+					time.Sleep(200 * time.Millisecond)
+					continue
+				}
+				if err != nil || res.Stdout != fmt.Sprintf("%d %s\n", 80<<20, id) {
+					errs <- fmt.Errorf("session %d: %v %+v", i, err, res)
+				}
+				return
+			}
+		}()
+	}
+	wg.Wait()
+	close(stop)
+	<-sampled
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	t.Logf("burst: %d ran, %d refused 429; RSS peaked %d MiB over the baseline (budget %d MiB), when the heap was %d MiB and idle regions held %d MiB; sessions hold %d MiB",
+		ran.Load(), refused.Load(), peak.Load()>>20, budget>>20, peakHeap>>20, peakIdle>>20, s.sessions.held()>>20)
+	if ran.Load() == 0 {
+		t.Error("no run of the burst ran")
+	}
+	if p := peak.Load(); p > budget+allowance {
+		t.Errorf("RSS peaked %d MiB over the baseline, more than the %d MiB budget + %d MiB", p>>20, budget>>20, allowance>>20)
+	}
+}
+
+// CountProcessMemory counts what the process holds at New (and the
+// engine's idle regions) within the budget: a run's memory limit that
+// fits the budget but not what is left of it is refused 507, and the
+// same run fits once the budget leaves room beside the process.
+func TestMemoryBudgetCountsTheProcess(t *testing.T) {
+	rss, err := residentBytes()
+	if err != nil {
+		t.Skip(err)
+	}
+	url, s, _ := start(t, Config{MemoryBudget: rss + 96<<20, CountProcessMemory: true, MaxLimits: capped(), SpillDir: t.TempDir()})
+	if fixed := s.sessions.fixed.Load(); fixed < rss/2 {
+		t.Fatalf("counted %d bytes for the process, its RSS was %d", fixed, rss)
+	}
+	r := post(t, url+"/v1/run", "", `{"code":"print(1)"}`)
+	wantStatus(t, r, http.StatusInsufficientStorage, "memory_budget")
+	url, s2, _ := start(t, Config{MemoryBudget: rss + 512<<20, CountProcessMemory: true, MaxLimits: capped(), SpillDir: t.TempDir()})
+	if res := decodeResult(t, post(t, url+"/v1/run", "", `{"code":"print(1)"}`)); res.Stdout != "1\n" {
+		t.Fatalf("a run with room beside the process: %+v", res)
+	}
+	if m := do(t, "GET", url+"/metrics", "", ""); !strings.Contains(string(m.body), "airlock_process_memory_counted_bytes") {
+		t.Error("/metrics does not show what is counted for the process")
+	}
+	// Near the budget, the engine's idle regions are dropped before any
+	// session would move out.
+	for deadline := time.Now().Add(5 * time.Second); s2.sessions.idleRegions.Load() == 0; time.Sleep(100 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Skip("the engine keeps no idle regions here")
+		}
+		post(t, url+"/v1/run", "", `{"code":"x = bytearray(8 << 20)"}`)
+	}
+	idle := s2.sessions.idleRegions.Load()
+	need := s2.cfg.MemoryBudget - s2.sessions.held() + idle/2
+	if err := s2.sessions.reserve(need, nil); err == nil {
+		s2.sessions.unreserve(need)
+	}
+	if after := s2.sessions.idleRegions.Load(); after >= idle {
+		t.Errorf("idle regions counted %d bytes before and %d after making room", idle, after)
+	}
+	if m := do(t, "GET", url+"/metrics", "", ""); strings.Contains(string(m.body), "airlock_idle_regions_dropped_total 0") {
+		t.Error("no idle region was dropped")
+	}
+}
+
+// admitRun on its own: a run that fits is admitted at once; one that
+// does not waits up to its wait and is refused (429's kind), at once when
+// the queue of waiting runs is full, and admitted when room comes back
+// while it waits; one over the whole budget is refused at once (507's).
+func TestAdmitRunQueue(t *testing.T) {
+	tb := &sessions{spill: &spiller{budget: 100}}
+	tb.init()
+	ctx := context.Background()
+	first, err := tb.admitRun(ctx, 80, 0, time.Second, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var be *budgetError
+	if _, err := tb.admitRun(ctx, 50, 0, time.Second, 0); !errors.As(err, &be) || !be.queueFull || be.never {
+		t.Fatalf("with no room in the queue: %v", err)
+	}
+	start := time.Now()
+	if _, err := tb.admitRun(ctx, 50, 0, 100*time.Millisecond, 1); !errors.As(err, &be) || be.never || be.queueFull || time.Since(start) < 100*time.Millisecond {
+		t.Fatalf("after waiting %v: %v", time.Since(start), err)
+	}
+	if _, err := tb.admitRun(ctx, 101, 0, time.Second, 1); !errors.As(err, &be) || !be.never {
+		t.Fatalf("over the whole budget: %v", err)
+	}
+	if _, err := tb.admitRun(ctx, 40, 70, time.Second, 1); !errors.As(err, &be) || !be.never || !strings.Contains(err.Error(), "the session") {
+		t.Fatalf("a session and its call's limit over the whole budget: %v", err)
+	}
+	admitted := make(chan error, 1)
+	go func() {
+		done, err := tb.admitRun(ctx, 50, 0, 5*time.Second, 1)
+		if err == nil {
+			done()
+		}
+		admitted <- err
+	}()
+	time.Sleep(50 * time.Millisecond)
+	first()
+	if err := <-admitted; err != nil {
+		t.Fatalf("a run waiting while room came back: %v", err)
+	}
+	if held := tb.held(); held != 0 {
+		t.Fatalf("%d bytes still reserved after every run ended", held)
 	}
 }

@@ -24,6 +24,7 @@ import (
 	"log/slog"
 	"net/http"
 	"runtime"
+	"runtime/debug"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -88,6 +89,18 @@ type Config struct {
 	// Token, if set, is required as "Authorization: Bearer TOKEN" on
 	// /v1/ and /metrics (not on /healthz).
 	Token string
+	// Clients are bearer tokens of clients told apart (Token, if set, is
+	// one more, named "default"): a session belongs to the client that
+	// made it, and another client's calls, forks, deletes and listings
+	// find nothing ("not found"). Each client holds at most
+	// MaxSessionsPerClient sessions (0: no cap but the Sandbox's; 429
+	// too_many_sessions) and MemoryPerClient bytes in its sessions and
+	// runs in flight (0: none but MemoryBudget; 429 client_quota with
+	// Retry-After while its runs hold part, else 507). Not with a
+	// SessionStore, whose sessions are not bound to clients.
+	Clients              []ClientToken
+	MaxSessionsPerClient int
+	MemoryPerClient      int64
 	// Logger receives one record per request (default slog.Default()).
 	Logger *slog.Logger
 	// SessionStore, if set, holds sessions outside the process (e.g. a
@@ -96,15 +109,40 @@ type Config struct {
 	// written into the store cannot raise limits or forge state.
 	SessionStore SessionStore
 	// MemoryBudget bounds, in bytes, the memory sessions hold between
-	// calls (Session.HeldMemory, summed). Past it, the least recently
-	// used idle sessions are saved to files under SpillDir and closed;
-	// their next call loads them back. A session that cannot be placed
-	// is refused: 507 memory_budget if it needs more than the whole
-	// budget, 429 memory_budget with Retry-After if running calls hold
-	// the room. Default (0): DefaultMemoryBudget, a share of the
-	// container's limit; negative: no budget. With a SessionStore,
-	// sessions are not held between calls, and it does not apply.
+	// calls (Session.HeldMemory, summed) together with the memory limits
+	// of the runs and calls in flight (and, with CountProcessMemory, the
+	// process's own; with ManageGoMemoryLimit the heap's garbage is kept
+	// within it too; docs/http-api.md). Past it, the least recently used
+	// idle sessions are saved to files under SpillDir and closed; their
+	// next call loads them back; a run waits up to MemoryWait. What
+	// cannot be placed is refused: 507 memory_budget if it needs more
+	// than the whole budget, 429 memory_budget with Retry-After if runs
+	// and calls in flight hold the room. Default (0):
+	// DefaultMemoryBudget, a share of the container's limit; negative: no
+	// budget. With a SessionStore, sessions are not held between calls,
+	// and only runs are counted.
 	MemoryBudget int64
+	// MemoryWait is how long a run waits for its memory within the
+	// budget while runs and calls in flight hold it (default 2 s; at
+	// most Queue runs wait at once); then 429 memory_budget with
+	// Retry-After. Each run reserves its memory limit, beside what the
+	// sessions hold, for as long as it runs.
+	MemoryWait time.Duration
+	// ManageGoMemoryLimit lets the server set the Go runtime's soft memory
+	// limit (debug.SetMemoryLimit, process-wide) to what the budget leaves
+	// the heap: MemoryBudget less the memory limits of the runs in flight,
+	// whose memory is mapped outside the heap. Without it the heap grows
+	// to twice what it holds live between collections (GOGC), and a
+	// server whose sessions hold the budget sat at several times it.
+	// airlock serve sets it unless GOMEMLIMIT is set.
+	ManageGoMemoryLimit bool
+	// CountProcessMemory counts within MemoryBudget what the process holds
+	// besides sessions and runs: its resident memory when New is called
+	// (the program, the Sandbox's images and compiled code, which are
+	// made before) and the engine's idle regions kept for the next runs
+	// (Sandbox.IdleMemory, sampled every second). airlock serve sets it;
+	// a process that holds other things before New (a test) should not.
+	CountProcessMemory bool
 	// SpillDir is where the private directory of spilled sessions is made
 	// (default os.TempDir()); it is removed by Shutdown and Close.
 	SpillDir string
@@ -129,6 +167,9 @@ type Server struct {
 	// served and running count runs for GET /v1/status, as airlock_runs_total
 	// and airlock_runs_in_flight do for /metrics.
 	served, running atomic.Int64
+	// runsReserved is the memory limits of the runs in flight (admit).
+	runsReserved atomic.Int64
+	limitMu      sync.Mutex // orders heapLimit's settings
 
 	runs       *prometheus.CounterVec
 	rejected   *prometheus.CounterVec
@@ -139,6 +180,11 @@ type Server struct {
 	live       prometheus.GaugeFunc
 	net        *netMetrics
 	installs   *installMetrics
+	// clients are the tokens of clients told apart (Config.Clients).
+	clients []tokenHash
+	// stopSampling ends countProcessMemory's sampling (Close, Shutdown).
+	stopSampling chan struct{}
+	stopOnce     sync.Once
 }
 
 type namedValue struct {
@@ -168,9 +214,17 @@ func New(cfg Config) (*Server, error) {
 		{"BodyTimeout", int64(cfg.BodyTimeout)}, {"MinBodyRate", cfg.MinBodyRate},
 		{"MaxConns", int64(cfg.MaxConns)}, {"MaxConnsPerClient", int64(cfg.MaxConnsPerClient)},
 		{"IdleTimeout", int64(cfg.IdleTimeout)}, {"ReadHeaderTimeout", int64(cfg.ReadHeaderTimeout)},
-		{"MaxHeaderBytes", int64(cfg.MaxHeaderBytes)},
+		{"MaxHeaderBytes", int64(cfg.MaxHeaderBytes)}, {"MemoryWait", int64(cfg.MemoryWait)},
+		{"MaxSessionsPerClient", int64(cfg.MaxSessionsPerClient)}, {"MemoryPerClient", cfg.MemoryPerClient},
 	}); err != nil {
 		return nil, err
+	}
+	clients, err := clientTokens(cfg)
+	if err != nil {
+		return nil, err
+	}
+	if clients != nil && cfg.SessionStore != nil {
+		return nil, errors.New("server: Config.Clients with a SessionStore: stored sessions are not bound to clients, so one client could use another's")
 	}
 	if cfg.MaxLimits == (airlock.Limits{}) {
 		cfg.MaxLimits = airlock.DefaultLimits()
@@ -220,10 +274,13 @@ func New(cfg Config) (*Server, error) {
 	if cfg.ReleaseIdle == 0 {
 		cfg.ReleaseIdle = DefaultReleaseIdle
 	}
+	if cfg.MemoryWait == 0 {
+		cfg.MemoryWait = DefaultMemoryWait
+	}
 	s := &Server{cfg: cfg, slots: make(chan struct{}, cfg.Concurrency),
 		bodies: perClient{max: cfg.MaxBodyReads, each: cfg.MaxBodyReadsPerClient},
 		conns:  perClient{max: cfg.MaxConns, each: cfg.MaxConnsPerClient},
-		mux:    http.NewServeMux(), python: PythonOf(cfg.Sandbox)}
+		mux:    http.NewServeMux(), python: PythonOf(cfg.Sandbox), clients: clients}
 	s.hs = &http.Server{Handler: s, ReadHeaderTimeout: cfg.ReadHeaderTimeout, IdleTimeout: cfg.IdleTimeout,
 		MaxHeaderBytes: cfg.MaxHeaderBytes, ErrorLog: slog.NewLogLogger(cfg.Logger.Handler(), slog.LevelWarn)}
 	reg := prometheus.NewRegistry()
@@ -298,6 +355,18 @@ func New(cfg Config) (*Server, error) {
 		})
 		budget.Set(float64(s.cfg.MemoryBudget))
 		reg.MustRegister(sp.spilled, sp.loaded, held, budget)
+		if s.cfg.CountProcessMemory {
+			s.countProcessMemory(reg)
+		}
+		if room, most := s.sessions.room(), s.cfg.MaxLimits.Memory; most > room {
+			// Every run asking for the most would be refused 507.
+			cfg.Logger.Warn("memory budget", slog.String("problem", fmt.Sprintf(
+				"the budget leaves %s for sessions and runs, less than the %s memory limit a run may ask for: such runs are refused; raise the budget or lower the maximum",
+				mib(room), mib(most))))
+		}
+		if s.cfg.ManageGoMemoryLimit {
+			s.heapLimit(0)
+		}
 	}
 
 	s.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
@@ -382,7 +451,11 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) auth(h http.Handler) http.Handler {
-	return bearerAuth(s.cfg.Token, h, func() { s.rejected.WithLabelValues("unauthorized").Inc() })
+	refused := func() { s.rejected.WithLabelValues("unauthorized").Inc() }
+	if s.clients != nil {
+		return clientAuth(s.clients, h, refused)
+	}
+	return bearerAuth(s.cfg.Token, h, refused)
 }
 
 // bearerAuth lets through requests that carry token as a bearer token
@@ -580,7 +653,7 @@ func (s *Server) handleRun(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, string(airlock.KindInvalidRequest), err.Error())
 		return
 	}
-	s.execute(w, r, req, clamped, s.cfg.Sandbox.Run, func(res *airlock.Result) any { return NewResult(res, s.python, true) })
+	s.execute(w, r, req, clamped, 0, s.cfg.Sandbox.Run, func(res *airlock.Result) any { return NewResult(res, s.python, true) })
 }
 
 // request is the airlock.Request in asks for, with its limits clamped.
@@ -606,7 +679,7 @@ func (s *Server) clampLimits(w http.ResponseWriter, l RunLimits) (airlock.Limits
 // execute runs req with run in a slot and answers with shape(result), as
 // JSON or (?stream=1) as server-sent events; shape returns nil for a
 // result that means the target is gone (404).
-func (s *Server) execute(w http.ResponseWriter, r *http.Request, req airlock.Request, clamped []string,
+func (s *Server) execute(w http.ResponseWriter, r *http.Request, req airlock.Request, clamped []string, alongside int64,
 	run func(context.Context, airlock.Request) (*airlock.Result, error), shape func(*airlock.Result) any) {
 	s.idle.start()
 	var idle sync.Once
@@ -624,6 +697,19 @@ func (s *Server) execute(w http.ResponseWriter, r *http.Request, req airlock.Req
 	// before the answer is written to a client that may read it slowly.
 	var giveBack sync.Once
 	defer giveBack.Do(release)
+	unadmit, err := s.admit(r.Context(), req, alongside)
+	if err != nil {
+		if a := s.budgetAnswer(err); a.status > 0 {
+			s.writeAnswer(w, a)
+		} else if a := s.quotaAnswer(err); a.status > 0 {
+			s.writeAnswer(w, a)
+		} else {
+			s.rejected.WithLabelValues("client_gone").Inc()
+		}
+		return
+	}
+	var admitted sync.Once
+	defer admitted.Do(unadmit)
 	id := s.nextID.Add(1)
 	log := s.cfg.Logger.With(slog.Uint64("run", id))
 	stream := r.URL.Query().Get("stream") == "1"
@@ -637,6 +723,7 @@ func (s *Server) execute(w http.ResponseWriter, r *http.Request, req airlock.Req
 	res, _ := run(r.Context(), req)
 	s.running.Add(-1)
 	s.inFlight.Dec()
+	admitted.Do(unadmit)
 	giveBack.Do(release)
 	idle.Do(s.idle.end)
 	outcome := Outcome(res)
@@ -676,6 +763,59 @@ func (s *Server) execute(w http.ResponseWriter, r *http.Request, req airlock.Req
 	_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(responseWriteTimeout))
 	writeJSON(w, status, out)
 }
+
+// admit reserves req's memory limit within the memory budget for its
+// run (admitRun); alongside is what a called session holds meanwhile.
+// None to reserve without a budget.
+func (s *Server) admit(ctx context.Context, req airlock.Request, alongside int64) (func(), error) {
+	need := req.Limits.Memory
+	if need == 0 {
+		need = s.cfg.Sandbox.Limits().Memory
+	}
+	// The client's own quota first: its runs wait for nobody else's.
+	var owner any
+	if c := clientOf(ctx); c != "" {
+		owner = c
+	}
+	if err := s.sessions.clientReserve(owner, need, s.cfg.MemoryPerClient, true); err != nil {
+		return nil, err
+	}
+	unclient := func() { s.sessions.clientUnreserve(owner, need) }
+	if s.sessions.spill == nil {
+		return unclient, nil
+	}
+	done, err := s.sessions.admitRun(ctx, need, alongside, s.cfg.MemoryWait, s.cfg.Queue)
+	if err != nil {
+		unclient()
+		return nil, err
+	}
+	done = func(unbudget func()) func() { return func() { unbudget(); unclient() } }(done)
+	if !s.cfg.ManageGoMemoryLimit {
+		return done, nil
+	}
+	s.heapLimit(need)
+	return func() { done(); s.heapLimit(-need) }, nil
+}
+
+// heapLimit sets the Go runtime's soft memory limit to the budget less
+// the memory limits of the runs in flight (delta: a run's starting or
+// ending) and what is counted outside the heap (CountProcessMemory), and
+// never under what sessions hold plus minHeapRoom: a limit
+// below the live heap makes the collector run without end.
+func (s *Server) heapLimit(delta int64) {
+	s.limitMu.Lock()
+	defer s.limitMu.Unlock()
+	runs := s.runsReserved.Add(delta)
+	outside := runs + s.sessions.fixed.Load() + s.sessions.idleRegions.Load()
+	sessions := s.sessions.held() - outside // what sessions hold, in the heap
+	limit := max(s.cfg.MemoryBudget-outside, sessions+max(minHeapRoom, s.cfg.MemoryBudget/8))
+	debug.SetMemoryLimit(limit)
+}
+
+// minHeapRoom is the least room for the heap's own work (results, request
+// bodies, a session being loaded, the collector's slack) the soft limit
+// leaves beside the sessions: an eighth of the budget, at least this.
+const minHeapRoom = 64 << 20
 
 // responseWriteTimeout bounds each write of an answer: a client that stops
 // reading must not keep its handler, and a graceful drain, waiting.

@@ -10,6 +10,7 @@ import (
 	"os"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/airlock-sandbox/airlock"
@@ -51,6 +52,19 @@ type sessions struct {
 	// reserved is memory promised to sessions being created or loaded,
 	// counted as held until they are in the table.
 	reserved int64
+	// freed is closed when memory is given back (signalFreedLocked);
+	// admitWaiting counts the runs waiting on it (admitRun).
+	freed        chan struct{}
+	admitWaiting int
+	// clientRuns is what each client's runs in flight reserve within its
+	// memory quota (Config.MemoryPerClient).
+	clientRuns map[any]int64
+	// fixed and idleRegions are what the process holds besides sessions
+	// and runs, counted within the budget (Config.CountProcessMemory).
+	fixed, idleRegions atomic.Int64
+	// dropIdle drops the engine's idle regions and counts them again
+	// (set with CountProcessMemory).
+	dropIdle func()
 }
 
 type sessionEntry struct {
@@ -118,6 +132,7 @@ func (t *sessions) ended(e *sessionEntry) bool {
 // forget removes e from the table (under mu), and its file if spilled.
 func (t *sessions) forget(e *sessionEntry) {
 	delete(t.byID, e.id)
+	t.signalFreedLocked()
 	if e.file != "" && !e.moving {
 		os.Remove(e.file)
 		e.file = ""
@@ -194,7 +209,11 @@ func (t *sessions) len() int {
 
 // exists tells whether session id is in the table and not ended (an
 // ended one is forgotten, its file removed).
-func (t *sessions) exists(id string) bool {
+func (t *sessions) exists(id string) bool { return t.existsFor(id, nil) }
+
+// existsFor is exists for a session owner may use (another's is not
+// there, to owner).
+func (t *sessions) existsFor(id string, owner any) bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	e := t.byID[id]
@@ -202,7 +221,7 @@ func (t *sessions) exists(id string) bool {
 		t.forget(e)
 		return false
 	}
-	return e != nil
+	return e != nil && ownedLocked(e, owner)
 }
 
 // count is the number of sessions not ended, spilled ones included.
@@ -213,14 +232,17 @@ func (t *sessions) count() int {
 	return len(t.byID)
 }
 
-// list is the live sessions, oldest first.
-func (t *sessions) list() SessionList {
+// list is the live sessions owner may use, oldest first.
+func (t *sessions) list(owner any) SessionList {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.init()
 	t.dropEnded()
 	out := SessionList{Sessions: make([]SessionStatus, 0, len(t.byID))}
 	for id, e := range t.byID {
+		if !ownedLocked(e, owner) {
+			continue
+		}
 		st := SessionStatus{ID: id, Created: e.created.UTC(), Calls: e.calls, Running: e.running}
 		if !e.lastCall.IsZero() {
 			last := e.lastCall.UTC()
@@ -241,7 +263,7 @@ func (s *Server) routeSessions() {
 			s.storeList(w, r)
 			return
 		}
-		writeJSON(w, http.StatusOK, s.sessions.list())
+		writeJSON(w, http.StatusOK, s.sessions.list(ownerOf(r)))
 	})))
 	s.mux.Handle("POST /v1/sessions/{id}/run", s.auth(http.HandlerFunc(s.handleSessionRun)))
 	s.mux.Handle("POST /v1/sessions/{id}/fork", s.auth(http.HandlerFunc(s.handleFork)))
@@ -326,6 +348,41 @@ func (s *Server) roomForOneMore(w http.ResponseWriter) bool {
 	return true
 }
 
+// clientRoom answers 429 too_many_sessions when owner holds
+// MaxSessionsPerClient sessions, and client_quota when need more bytes
+// would pass its MemoryPerClient; true if there is room.
+func (s *Server) clientRoom(w http.ResponseWriter, owner any, need int64) bool {
+	if owner == nil {
+		return true
+	}
+	if max := s.cfg.MaxSessionsPerClient; max > 0 {
+		if n := s.sessions.countOwned(owner); n >= max {
+			s.rejected.WithLabelValues("too_many_sessions").Inc()
+			writeError(w, http.StatusTooManyRequests, "too_many_sessions",
+				fmt.Sprintf("%v: client %q holds %d sessions, the most one client may; delete one or let one expire", ErrClientQuota, owner, n))
+			return false
+		}
+	}
+	if err := s.sessions.clientReserve(owner, need, s.cfg.MemoryPerClient, false); err != nil {
+		s.writeAnswer(w, s.quotaAnswer(err))
+		return false
+	}
+	return true
+}
+
+// ownedBy tells whether claimed entry e is owner's to use.
+func ownedBy(e *sessionEntry, owner any) bool { return e.owner == nil || e.owner == owner }
+
+// heldOf is what session id holds (0 if there is none).
+func (t *sessions) heldOf(id string) int64 {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if e := t.byID[id]; e != nil {
+		return e.held
+	}
+	return 0
+}
+
 func heldBy(sess *airlock.Session) int64 {
 	img, files := sess.HeldMemory()
 	return img + files
@@ -346,9 +403,13 @@ func (s *Server) handleNewSession(w http.ResponseWriter, r *http.Request) {
 	if !s.roomForOneMore(w) {
 		return
 	}
+	owner := ownerOf(r)
 	var need int64
 	for _, data := range in.Files {
 		need += int64(len(data))
+	}
+	if !s.clientRoom(w, owner, need) {
+		return
 	}
 	if err := s.reserve(need); err != nil {
 		s.placeError(w, err)
@@ -360,7 +421,7 @@ func (s *Server) handleNewSession(w http.ResponseWriter, r *http.Request) {
 		s.sessionError(w, err)
 		return
 	}
-	s.sessions.addHeld(sess, nil, heldBy(sess))
+	s.sessions.addHeld(sess, owner, heldBy(sess))
 	s.unreserve(need)
 	s.cfg.Logger.Info("session", slog.String("id", sess.ID()), slog.String("event", "new"))
 	writeJSON(w, http.StatusCreated, SessionInfo{ID: sess.ID()})
@@ -376,7 +437,8 @@ func (s *Server) handleSessionRun(w http.ResponseWriter, r *http.Request) {
 	}
 	id := r.PathValue("id")
 	noSession := fmt.Sprintf("no session %q (it may have expired or been deleted)", id)
-	if !s.sessions.exists(id) {
+	owner := ownerOf(r)
+	if !s.sessions.existsFor(id, owner) {
 		s.notFound(w, noSession)
 		return
 	}
@@ -390,6 +452,13 @@ func (s *Server) handleSessionRun(w http.ResponseWriter, r *http.Request) {
 	}
 	e, err := s.sessions.claim(id)
 	switch {
+	case errors.Is(err, errBusySession) && !s.sessions.ownedBy(id, owner):
+		s.notFound(w, noSession)
+		return
+	case e != nil && !ownedBy(e, owner):
+		s.sessions.unclaim(e)
+		s.notFound(w, noSession)
+		return
 	case errors.Is(err, errBusySession):
 		s.rejected.WithLabelValues("session_busy").Inc()
 		writeError(w, http.StatusConflict, "session_busy", fmt.Sprintf("session %q is running another call; send the next one after it", id))
@@ -416,7 +485,7 @@ func (s *Server) handleSessionRun(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	sess := e.sess
-	s.execute(w, r, req, clamped, sess.Run, func(res *airlock.Result) any {
+	s.execute(w, r, req, clamped, e.held, sess.Run, func(res *airlock.Result) any {
 		release.Do(func() { s.sessions.release(e, heldBy(sess)) })
 		if s.sessions.spill != nil {
 			s.sessions.fit()
@@ -434,7 +503,12 @@ func (s *Server) handleFork(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	from := r.PathValue("id")
-	if !s.roomForOneMore(w) {
+	owner := ownerOf(r)
+	if !s.sessions.existsFor(from, owner) {
+		s.notFound(w, fmt.Sprintf("no session %q (it may have expired or been deleted)", from))
+		return
+	}
+	if !s.roomForOneMore(w) || !s.clientRoom(w, owner, s.sessions.heldOf(from)) {
 		return
 	}
 	fork, held, err := s.sessions.fork(r.Context(), from)
@@ -446,7 +520,7 @@ func (s *Server) handleFork(w http.ResponseWriter, r *http.Request) {
 		s.notFound(w, fmt.Sprintf("no session %q (it may have expired or been deleted)", from))
 		return
 	}
-	s.sessions.addHeld(fork, nil, held)
+	s.sessions.addHeld(fork, owner, held)
 	s.cfg.Logger.Info("session", slog.String("id", fork.ID()), slog.String("event", "fork"), slog.String("from", from))
 	writeJSON(w, http.StatusCreated, SessionInfo{ID: fork.ID()})
 }
@@ -457,7 +531,7 @@ func (s *Server) handleDeleteSession(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	id := r.PathValue("id")
-	sess, found := s.sessions.removeEntry(id)
+	sess, found := s.sessions.removeOwnedEntry(id, ownerOf(r))
 	if !found {
 		s.notFound(w, fmt.Sprintf("no session %q (it may have expired or been deleted)", id))
 		return

@@ -1,7 +1,6 @@
 package server
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -59,9 +58,10 @@ func (p *spiller) expired(e *sessionEntry) bool {
 }
 
 // heldLocked is what the sessions in memory hold, with what is reserved
-// for sessions on their way in.
+// for sessions on their way in and runs in flight, and what the process
+// holds besides (Config.CountProcessMemory).
 func (t *sessions) heldLocked() int64 {
-	sum := t.reserved
+	sum := t.reserved + t.fixed.Load() + t.idleRegions.Load()
 	for _, e := range t.byID {
 		if e.sess != nil {
 			sum += e.held
@@ -103,21 +103,31 @@ func (t *sessions) victimLocked(except *sessionEntry) *sessionEntry {
 	return v
 }
 
-// reserve makes room for need more bytes, spilling idle sessions (never
+// reserve makes room for need more bytes, dropping the engine's idle
+// regions (when they are counted) and then spilling idle sessions (never
 // except) least recently used first, and reserves it: the caller gives
 // it back with unreserve once the session is in the table. A
 // *budgetError if it cannot.
 func (t *sessions) reserve(need int64, except *sessionEntry) error {
+	dropped := false
 	for {
 		t.mu.Lock()
-		if need > t.spill.budget {
+		if need > t.roomLocked() {
 			t.mu.Unlock()
-			return &budgetError{need: need, budget: t.spill.budget, never: true}
+			return &budgetError{need: need, budget: t.roomLocked(), never: true}
 		}
 		if t.heldLocked()+need <= t.spill.budget {
 			t.reserved += need
 			t.mu.Unlock()
 			return nil
+		}
+		// The engine's idle regions go first: one is made again in
+		// milliseconds, a session moved out and back costs far more.
+		if !dropped && t.dropIdle != nil && t.idleRegions.Load() > 0 {
+			t.mu.Unlock()
+			t.dropIdle()
+			dropped = true
+			continue
 		}
 		v := t.victimLocked(except)
 		t.mu.Unlock()
@@ -128,10 +138,89 @@ func (t *sessions) reserve(need int64, except *sessionEntry) error {
 	}
 }
 
+// room is the budget less what the process holds at start
+// (Config.CountProcessMemory): the most sessions and runs can ever have.
+func (t *sessions) room() int64 { return t.spill.budget - t.fixed.Load() }
+
+func (t *sessions) roomLocked() int64 { return t.room() }
+
 func (t *sessions) unreserve(n int64) {
 	t.mu.Lock()
 	t.reserved -= n
+	t.signalFreedLocked()
 	t.mu.Unlock()
+}
+
+// signalFreedLocked wakes the runs waiting for room (admitRun): memory
+// was given back or became movable (under mu).
+func (t *sessions) signalFreedLocked() {
+	if t.freed != nil {
+		close(t.freed)
+		t.freed = nil
+	}
+}
+
+// freedLocked is closed the next time memory is given back (under mu).
+func (t *sessions) freedLocked() <-chan struct{} {
+	if t.freed == nil {
+		t.freed = make(chan struct{})
+	}
+	return t.freed
+}
+
+// admitRun reserves a run's memory cap (need) within the budget, beside
+// what the sessions hold: idle sessions are spilled to make room, and
+// while runs and calls in flight hold it the run waits up to wait, with
+// at most maxWaiting others; past either, a *budgetError. alongside is
+// what the called session holds during the run (0 for a plain run): the
+// call can never fit (never) when need and alongside pass the budget.
+// done gives the room back.
+func (t *sessions) admitRun(ctx context.Context, need, alongside int64, wait time.Duration, maxWaiting int) (done func(), err error) {
+	const what = "the run's memory limit"
+	if room := t.room(); need+alongside > room {
+		if alongside > 0 {
+			return nil, &budgetError{need: need + alongside, budget: room, never: true,
+				what: fmt.Sprintf("the session (%s) with its call's memory limit (%s)", mib(alongside), mib(need))}
+		}
+		return nil, &budgetError{need: need, budget: room, never: true, what: what}
+	}
+	done = func() { t.unreserve(need) }
+	err = t.reserve(need, nil)
+	var be *budgetError
+	if err == nil || !errors.As(err, &be) {
+		return done, err
+	}
+	t.mu.Lock()
+	if t.admitWaiting >= maxWaiting {
+		t.mu.Unlock()
+		be.what, be.queueFull = what, true
+		return nil, be
+	}
+	t.admitWaiting++
+	t.mu.Unlock()
+	defer func() {
+		t.mu.Lock()
+		t.admitWaiting--
+		t.mu.Unlock()
+	}()
+	deadline := time.NewTimer(wait)
+	defer deadline.Stop()
+	for {
+		t.mu.Lock()
+		freed := t.freedLocked()
+		t.mu.Unlock()
+		if err = t.reserve(need, nil); err == nil || !errors.As(err, &be) {
+			return done, err
+		}
+		select {
+		case <-freed:
+		case <-deadline.C:
+			be.what = what
+			return nil, be
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
 }
 
 // fit spills idle sessions, least recently used first, until what the
@@ -143,11 +232,18 @@ func (t *sessions) fit() {
 	// when the table is next listed or grown.
 	t.dropEnded()
 	t.mu.Unlock()
+	dropped := false
 	for {
 		t.mu.Lock()
 		if t.heldLocked() <= t.spill.budget {
 			t.mu.Unlock()
 			return
+		}
+		if !dropped && t.dropIdle != nil && t.idleRegions.Load() > 0 {
+			t.mu.Unlock()
+			t.dropIdle() // before any session moves out, as in reserve
+			dropped = true
+			continue
 		}
 		v := t.victimLocked(nil)
 		t.mu.Unlock()
@@ -247,12 +343,14 @@ func (t *sessions) release(e *sessionEntry, held int64) {
 	if held >= 0 {
 		e.held = held
 	}
+	t.signalFreedLocked() // idle now, so movable
 }
 
 // unclaim ends a claim that ran no call.
 func (t *sessions) unclaim(e *sessionEntry) {
 	t.mu.Lock()
 	e.running = false
+	t.signalFreedLocked()
 	t.mu.Unlock()
 }
 
@@ -285,17 +383,24 @@ func (t *sessions) bringBack(ctx context.Context, e *sessionEntry) error {
 }
 
 // loadFile loads a spilled session's file as a new live session, within
-// the budget (need is what it held).
+// the budget (need is what it held). Loading holds the file's bytes and
+// the session's memory at once: twice need is reserved meanwhile, or need
+// alone when twice could never fit.
 func (t *sessions) loadFile(ctx context.Context, need int64, file string, except *sessionEntry) (*airlock.Session, error) {
-	if err := t.reserve(need, except); err != nil {
+	loading := 2 * need
+	if loading > t.spill.budget {
+		loading = need
+	}
+	if err := t.reserve(loading, except); err != nil {
 		return nil, err
 	}
-	defer t.unreserve(need)
-	blob, err := os.ReadFile(file)
+	defer t.unreserve(loading)
+	f, err := os.Open(file)
 	if err != nil {
 		return nil, fmt.Errorf("read spilled session: %w", err)
 	}
-	sess, err := t.spill.sb.LoadSession(ctx, bytes.NewReader(blob), t.spill.load)
+	defer f.Close()
+	sess, err := t.spill.sb.LoadSession(ctx, f, t.spill.load)
 	if err != nil {
 		return nil, fmt.Errorf("load spilled session: %w", err)
 	}

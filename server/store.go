@@ -184,7 +184,7 @@ func (s *Server) storeSessionRun(w http.ResponseWriter, r *http.Request, in Sess
 		release.Do(call.Release)
 		return res, err
 	}
-	s.execute(w, r, req, clamped, run, func(res *airlock.Result) any {
+	s.execute(w, r, req, clamped, 0, run, func(res *airlock.Result) any {
 		if commitErr != nil {
 			s.cfg.Logger.Warn("session store", slog.String("id", id), slog.String("store", s.cfg.SessionStore.Name()), slog.String("error", commitErr.Error()))
 			if a := s.storeAnswer(commitErr); a.status > 0 {

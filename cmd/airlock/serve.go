@@ -105,6 +105,9 @@ type serveFlags struct {
 	queue       *int
 	maxBody     sizeFlag
 	memBudget   sizeFlag
+	memClient   sizeFlag
+	tokensFile  *string
+	perClient   *int
 	logJSON     *bool
 	drain       *time.Duration
 	maxConns    *int
@@ -130,7 +133,10 @@ func (f *serveFlags) register(fs *flag.FlagSet) {
 	f.noAuth = fs.Bool(flagUnauthenticatedNetwork, false, "serve without $AIRLOCK_TOKEN on an address beyond loopback (refused otherwise): anyone who reaches the port runs code")
 	f.maxBody = sizeFlag{32 << 20}
 	fs.Var(&f.maxBody, "max-body", "request body cap")
-	fs.Var(&f.memBudget, "memory-budget", "memory the sessions may hold between calls, e.g. 2GiB; past it idle ones move to disk until their next call (default 0: 60% of the container's memory.max, else GOMEMLIMIT, else physical memory)")
+	fs.Var(&f.memBudget, "memory-budget", "memory the sessions hold between calls and the runs in flight (each its memory limit) may take together, e.g. 2GiB; past it idle sessions move to disk until their next call and runs wait, then get 429 (default 0: 60% of the container's memory.max, else GOMEMLIMIT, else physical memory)")
+	f.tokensFile = fs.String("tokens-file", "", "file of client tokens, a line each: NAME TOKEN (# comments); each client's sessions are its own, within --max-sessions-per-client and --memory-per-client ($AIRLOCK_TOKEN, if set, is one more, named default)")
+	f.perClient = fs.Int("max-sessions-per-client", -1, "with --tokens-file: sessions one client may hold at once, spilled ones included; 0: no cap but --max-sessions (default: a quarter of --max-sessions)")
+	fs.Var(&f.memClient, "memory-per-client", "with --tokens-file: memory one client's sessions and runs in flight may hold, e.g. 1GiB (default 0: no quota but --memory-budget)")
 }
 
 func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) (int, error) {
@@ -148,7 +154,15 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) (int
 	if fs.NArg() > 0 {
 		return exitUsage, usageError{"serve takes no arguments"}
 	}
-	if err := checkListenAuth("--addr", *f.addr, os.Getenv("AIRLOCK_TOKEN"), *f.noAuth); err != nil {
+	clients, err := readTokensFile(*f.tokensFile)
+	if err != nil {
+		return exitUsage, err
+	}
+	anyToken := os.Getenv("AIRLOCK_TOKEN")
+	if anyToken == "" && len(clients) > 0 {
+		anyToken = clients[0].Token
+	}
+	if err := checkListenAuth("--addr", *f.addr, anyToken, *f.noAuth); err != nil {
 		return exitUsage, err
 	}
 	_, opts, netPolicy, err := f.sandbox.options(func() ([]airlock.Option, error) { return sessionKey(*f.storeURL, *f.keyFile) })
@@ -180,9 +194,20 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) (int
 		budget, budgetFrom = server.DefaultMemoryBudget()
 		budgetFrom = fmt.Sprintf("%.0f%% of %s", server.MemoryBudgetShare*100, budgetFrom)
 	}
+	perClient := *f.perClient
+	if perClient < 0 {
+		perClient = 0
+		if len(clients) > 0 {
+			perClient = max(sb.MaxSessions()/4, 1)
+		}
+	}
 	srv, err := server.New(server.Config{
+		Clients: clients, MaxSessionsPerClient: perClient, MemoryPerClient: f.memClient.n,
 		MemoryBudget: budget,
-		Sandbox:      sb, MaxLimits: f.sandbox.maxima.limits(), Concurrency: *f.concurrency, Queue: *f.queue,
+		// The operator's GOMEMLIMIT is theirs to keep.
+		ManageGoMemoryLimit: budget > 0 && os.Getenv("GOMEMLIMIT") == "",
+		CountProcessMemory:  budget > 0,
+		Sandbox:             sb, MaxLimits: f.sandbox.maxima.limits(), Concurrency: *f.concurrency, Queue: *f.queue,
 		MaxBody: f.maxBody.n, Token: os.Getenv("AIRLOCK_TOKEN"), Logger: logger,
 		MaxConns: *f.maxConns, MaxConnsPerClient: *f.maxPerAddr, Network: netPolicy, SessionStore: storeOrNil(store),
 	})
@@ -195,7 +220,7 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) (int
 		return 1, err
 	}
 	logger.Info("serving", slog.String("addr", "http://"+ln.Addr().String()), slog.Bool("snapshots", sb.Snapshots()),
-		slog.Bool("auth", os.Getenv("AIRLOCK_TOKEN") != ""), slog.String("sessions", storeName(store)),
+		slog.Bool("auth", anyToken != ""), slog.Any("clients", clientNames(clients)), slog.String("sessions", storeName(store)),
 		slog.String("memory_budget", budgetLog(budget, budgetFrom, store != nil)))
 	return serveUntilSignal(ctx, srv, ln, *f.drain, logger)
 }

@@ -36,6 +36,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -48,16 +49,22 @@ func main() {
 	duration := flag.Duration("duration", time.Hour, "how long to drive the load")
 	interval := flag.Duration("interval", time.Minute, "how often to sample the server")
 	clients := flag.Int("clients", 4, "client loops at once")
-	budget := flag.String("memory-budget", "512MiB", "the server's --memory-budget")
+	budget := flag.String("memory-budget", "1GiB", "the server's --memory-budget")
+	mcpBudget := flag.String("mcp-memory-budget", "512MiB", "airlock mcp's --memory-budget")
 	out := flag.String("out", "soak-out", "directory for soak.csv, soak.png and serve.log")
 	bin := flag.String("airlock", "", "the airlock command to run (default: built from ./cmd/airlock)")
 	cacheDir := flag.String("cache-dir", "", "the cache directory whose size is sampled (default: $AIRLOCK_CACHE_DIR or the user cache dir's airlock)")
-	replot := flag.String("replot", "", "only draw `CSV` (a soak.csv) as soak.png in -out")
+	replot := flag.String("replot", "", "only draw `CSV` (a soak.csv) as soak.png in -out, and write its table (to -doc)")
+	doc := flag.String("doc", "", "write the samples' table into `FILE` (between its soak-table markers), e.g. docs/soak.md")
 	flag.Parse()
 	if *replot != "" {
 		samples, err := readSamples(*replot)
 		if err == nil {
 			err = plotSamples(samples, filepath.Join(*out, "soak.png"))
+		}
+		if err == nil {
+			meta, _ := os.ReadFile(strings.TrimSuffix(*replot, ".csv") + ".meta")
+			err = writeTable(samples, string(meta), *out, *doc)
 		}
 		if err != nil {
 			log.Fatal(err)
@@ -96,11 +103,29 @@ func main() {
 		log.Fatal(err)
 	}
 	defer func() { srv.Process.Kill(); srv.Wait() }()
-	url := waitForAddr(pr)
+	url := waitFor(pr, addrRE)
 	go io.Copy(io.Discard, pr)
 	log.Printf("serve pid %d at %s, budget %s; %d clients for %s, sampling every %s", srv.Process.Pid, url, *budget, *clients, *duration, *interval)
 
-	l := &load{url: url, hc: &http.Client{Timeout: 2 * time.Minute}}
+	// MCP over HTTP, its own process with its own budget.
+	mcpLog, err := os.Create(filepath.Join(*out, "mcp.log"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer mcpLog.Close()
+	mcpSrv := exec.Command(*bin, "mcp", "--http", "127.0.0.1:0", "--memory-budget", *mcpBudget)
+	mcpSrv.Env = append(os.Environ(), "AIRLOCK_TOKEN=")
+	mr, mw := io.Pipe()
+	mcpSrv.Stdout, mcpSrv.Stderr = mcpLog, io.MultiWriter(mcpLog, mw)
+	if err := mcpSrv.Start(); err != nil {
+		log.Fatal(err)
+	}
+	defer func() { mcpSrv.Process.Kill(); mcpSrv.Wait() }()
+	mcpURL := waitFor(mr, mcpURLRE)
+	go io.Copy(io.Discard, mr)
+	log.Printf("mcp pid %d at %s, budget %s", mcpSrv.Process.Pid, mcpURL, *mcpBudget)
+
+	l := &load{url: url, hc: &http.Client{Timeout: 2 * time.Minute}, mcpPID: mcpSrv.Process.Pid}
 	ctx, cancel := context.WithTimeout(context.Background(), *duration)
 	defer cancel()
 	var wg sync.WaitGroup
@@ -108,13 +133,20 @@ func main() {
 		wg.Add(1)
 		go func() { defer wg.Done(); l.client(ctx, i) }()
 	}
+	wg.Add(1)
+	go func() { defer wg.Done(); l.mcpClient(ctx, mcpURL) }()
 	csvFile, err := os.Create(filepath.Join(*out, "soak.csv"))
 	if err != nil {
 		log.Fatal(err)
 	}
-	fmt.Fprintln(csvFile, "minute,rss_mib,fds,goroutines,sessions_live,sessions_spilled_total,cache_mib,ops,p50_ms,p99_ms,expected_errors,unexpected_errors")
+	fmt.Fprintln(csvFile, "minute,rss_mib,fds,goroutines,sessions_live,sessions_spilled_total,cache_mib,ops,p50_ms,p99_ms,expected_errors,unexpected_errors,load1,mcp_rss_mib,mcp_ops")
 	var samples []sample
 	start := time.Now()
+	meta := fmt.Sprintf("%s UTC, %s; %d clients for %s, `airlock serve --memory-budget %s` and `airlock mcp --http --memory-budget %s`, %s",
+		start.UTC().Format("2006-01-02 15:04"), machine(), *clients, *duration, *budget, *mcpBudget, runtime.Version())
+	if err := os.WriteFile(filepath.Join(*out, "soak.meta"), []byte(meta+"\n"), 0o644); err != nil {
+		log.Fatal(err)
+	}
 	tick := time.NewTicker(*interval)
 	last := start
 	for done := false; !done; {
@@ -129,16 +161,19 @@ func main() {
 		last = time.Now()
 		s := l.sample(srv.Process.Pid, *cacheDir, time.Since(start))
 		samples = append(samples, s)
-		fmt.Fprintf(csvFile, "%.2f,%.1f,%d,%d,%d,%d,%.1f,%d,%.1f,%.1f,%d,%d\n", s.minute, s.rssMiB, s.fds, s.goroutines, s.live, s.spilled, s.cacheMiB, s.ops, s.p50, s.p99, s.expected, s.unexpected)
+		fmt.Fprintf(csvFile, "%.2f,%.1f,%d,%d,%d,%d,%.1f,%d,%.1f,%.1f,%d,%d,%.2f,%.1f,%d\n", s.minute, s.rssMiB, s.fds, s.goroutines, s.live, s.spilled, s.cacheMiB, s.ops, s.p50, s.p99, s.expected, s.unexpected, s.load1, s.mcpRSSMiB, s.mcpOps)
 		csvFile.Sync()
-		log.Printf("%5.1f min: rss %.0f MiB, fds %d, goroutines %d, sessions %d (spilled %d), cache %.0f MiB, %d ops, p50 %.1f ms, p99 %.1f ms, expected errors %d, unexpected %d",
-			s.minute, s.rssMiB, s.fds, s.goroutines, s.live, s.spilled, s.cacheMiB, s.ops, s.p50, s.p99, s.expected, s.unexpected)
+		log.Printf("%5.1f min: rss %.0f MiB, fds %d, goroutines %d, sessions %d (spilled %d), cache %.0f MiB, %d ops, p50 %.1f ms, p99 %.1f ms, expected errors %d, unexpected %d; load %.1f; mcp rss %.0f MiB, %d ops",
+			s.minute, s.rssMiB, s.fds, s.goroutines, s.live, s.spilled, s.cacheMiB, s.ops, s.p50, s.p99, s.expected, s.unexpected, s.load1, s.mcpRSSMiB, s.mcpOps)
 	}
 	tick.Stop()
 	wg.Wait()
 	csvFile.Close()
 	if err := plotSamples(samples, filepath.Join(*out, "soak.png")); err != nil {
 		log.Printf("plot: %v", err)
+	}
+	if err := writeTable(samples, meta, *out, *doc); err != nil {
+		log.Printf("table: %v", err)
 	}
 	l.mu.Lock()
 	kinds := l.kinds
@@ -150,16 +185,32 @@ func main() {
 	}
 }
 
-var addrRE = regexp.MustCompile(`addr=(http://\S+)`)
+// writeTable writes the samples' table to soak.md in out, and into doc
+// if named.
+func writeTable(samples []sample, meta, out, doc string) error {
+	tbl := table(samples, meta)
+	if err := os.WriteFile(filepath.Join(out, "soak.md"), []byte(tbl), 0o644); err != nil {
+		return err
+	}
+	if doc == "" {
+		return nil
+	}
+	return writeDoc(doc, tbl)
+}
 
-func waitForAddr(r io.Reader) string {
+var (
+	addrRE   = regexp.MustCompile(`addr=(http://\S+)`)
+	mcpURLRE = regexp.MustCompile(`url=(http://\S+)`)
+)
+
+func waitFor(r io.Reader, re *regexp.Regexp) string {
 	sc := bufio.NewScanner(r)
 	for sc.Scan() {
-		if m := addrRE.FindStringSubmatch(sc.Text()); m != nil {
+		if m := re.FindStringSubmatch(sc.Text()); m != nil {
 			return m[1]
 		}
 	}
-	log.Fatal("serve ended before saying where it listens (see serve.log)")
+	log.Fatal("a server ended before saying where it listens (see serve.log and mcp.log)")
 	return ""
 }
 
@@ -174,6 +225,9 @@ type load struct {
 	kinds     map[string]int
 
 	ops, expected, unexpected atomic.Int64
+
+	mcpPID int // the airlock mcp --http process
+	mcpOps atomic.Int64
 }
 
 // answer is the part of a run's or a session call's JSON the load reads.
@@ -389,6 +443,10 @@ type sample struct {
 	minute, rssMiB, cacheMiB, p50, p99 float64
 	fds, goroutines, live, spilled     int
 	ops, expected, unexpected          int64
+	// load1 is the machine's 1-minute load average; mcpRSSMiB the MCP
+	// server's resident memory, mcpOps its operations in the interval.
+	load1, mcpRSSMiB float64
+	mcpOps           int64
 }
 
 func (l *load) sample(pid int, cacheDir string, since time.Duration) sample {
@@ -417,7 +475,23 @@ func (l *load) sample(pid int, cacheDir string, since time.Duration) sample {
 		s.p50, s.p99 = lat[len(lat)/2], lat[min(len(lat)-1, len(lat)*99/100)]
 	}
 	s.ops, s.expected, s.unexpected = l.ops.Swap(0), l.expected.Swap(0), l.unexpected.Load()
+	s.load1 = loadAverage()
+	if l.mcpPID > 0 {
+		s.mcpRSSMiB = float64(statusKB(l.mcpPID, "VmRSS")) / 1024
+	}
+	s.mcpOps = l.mcpOps.Swap(0)
 	return s
+}
+
+// loadAverage is the machine's 1-minute load average.
+func loadAverage() float64 {
+	data, _ := os.ReadFile("/proc/loadavg")
+	f := strings.Fields(string(data))
+	if len(f) == 0 {
+		return 0
+	}
+	v, _ := strconv.ParseFloat(f[0], 64)
+	return v
 }
 
 func statusKB(pid int, field string) int64 {
@@ -465,12 +539,19 @@ func readSamples(file string) ([]sample, error) {
 			continue
 		}
 		f := strings.Split(line, ",")
-		if len(f) != 12 {
-			return nil, fmt.Errorf("%s:%d: %d fields, want 12", file, i+1, len(f))
+		if len(f) != 12 && len(f) != 15 {
+			return nil, fmt.Errorf("%s:%d: %d fields, want 15 (or 12, before MCP and the load average)", file, i+1, len(f))
 		}
-		num := func(j int) float64 { v, _ := strconv.ParseFloat(f[j], 64); return v }
+		num := func(j int) float64 {
+			if j >= len(f) {
+				return 0
+			}
+			v, _ := strconv.ParseFloat(f[j], 64)
+			return v
+		}
 		out = append(out, sample{minute: num(0), rssMiB: num(1), fds: int(num(2)), goroutines: int(num(3)), live: int(num(4)), spilled: int(num(5)),
-			cacheMiB: num(6), ops: int64(num(7)), p50: num(8), p99: num(9), expected: int64(num(10)), unexpected: int64(num(11))})
+			cacheMiB: num(6), ops: int64(num(7)), p50: num(8), p99: num(9), expected: int64(num(10)), unexpected: int64(num(11)),
+			load1: num(12), mcpRSSMiB: num(13), mcpOps: int64(num(14))})
 	}
 	return out, nil
 }

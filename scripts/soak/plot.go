@@ -25,8 +25,11 @@ func plotSamples(samples []sample, file string) error {
 		series        map[string]func(sample) float64
 	}{
 		{"memory", "MiB", map[string]func(sample) float64{
-			"server RSS": func(s sample) float64 { return s.rssMiB },
-			"cache dir":  func(s sample) float64 { return s.cacheMiB },
+			"serve RSS": func(s sample) float64 { return s.rssMiB },
+			"mcp RSS":   func(s sample) float64 { return s.mcpRSSMiB },
+		}},
+		{"cache directory (shared with the machine's other jobs)", "MiB", map[string]func(sample) float64{
+			"cache dir": func(s sample) float64 { return s.cacheMiB },
 		}},
 		{"goroutines and descriptors", "count", map[string]func(sample) float64{
 			"goroutines": func(s sample) float64 { return float64(s.goroutines) },
@@ -40,8 +43,11 @@ func plotSamples(samples []sample, file string) error {
 			"p50": func(s sample) float64 { return s.p50 },
 			"p99": func(s sample) float64 { return s.p99 },
 		}},
+		{"machine load average (1 min; other jobs share it)", "load", map[string]func(sample) float64{
+			"load": func(s sample) float64 { return s.load1 },
+		}},
 	}
-	const w, h = 10 * vg.Inch, 12 * vg.Inch
+	const w, h = 10 * vg.Inch, 16 * vg.Inch
 	img := vgimg.New(w, h)
 	dc := draw.New(img)
 	tiles := draw.Tiles{Rows: len(panels), Cols: 1, PadX: vg.Millimeter, PadY: 3 * vg.Millimeter, PadTop: 2 * vg.Millimeter, PadBottom: 2 * vg.Millimeter}
