@@ -136,7 +136,7 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) (int
 	}
 	if *compute {
 		names = names[:0]
-		for _, w := range bench.ComputeWorkloads {
+		for _, w := range slices.Concat(bench.ComputeWorkloads, bench.NumpyComputeWorkloads) {
 			names = append(names, w.Name)
 		}
 	}

@@ -39,6 +39,16 @@ type computeReport struct {
 	GeoMean map[string]float64 `json:"geomean_ratio"`
 }
 
+// computeSelected says whether w runs: every default workload when only
+// is nil, the named ones otherwise; numpy's only when named
+// (bench.NumpyComputeWorkloads says why).
+func computeSelected(w bench.ComputeWorkload, only []string) bool {
+	if only != nil {
+		return slices.Contains(only, w.Name)
+	}
+	return !slices.Contains(bench.NumpyComputeWorkloads, w)
+}
+
 // cmdBenchCompute times bench.ComputeWorkloads inside the interpreter
 // (start-up excluded) natively and in Airlock on every python.wasm there
 // is: the own build (snapshot and fresh interpreter) and the npm fallback.
@@ -106,8 +116,8 @@ func cmdBenchCompute(ctx context.Context, o computeOptions, stdout, stderr io.Wr
 		runners = append(runners, computeRunner{name: b.name, note: sb.Info().Description + "; " + mode, run: bench.SandboxRunner(sb)})
 	}
 
-	for _, w := range bench.ComputeWorkloads {
-		if o.only != nil && !slices.Contains(o.only, w.Name) {
+	for _, w := range slices.Concat(bench.ComputeWorkloads, bench.NumpyComputeWorkloads) {
+		if !computeSelected(w, o.only) {
 			continue
 		}
 		for _, r := range runners {
