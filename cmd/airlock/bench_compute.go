@@ -86,8 +86,11 @@ func cmdBenchCompute(ctx context.Context, o computeOptions, stdout, stderr io.Wr
 	} else {
 		builds = append(builds, build{"own", python.SelectOwn, true}, build{"own fresh", python.SelectOwn, false})
 		// The fallback is compared when it is there; it is fetched only
-		// on request (`airlock setup --python npm`).
-		if _, err := python.Load(python.SelectNPM, cache); err == nil {
+		// on request (`airlock setup --python npm`). It has no numpy.
+		numpy := slices.ContainsFunc(bench.NumpyComputeWorkloads, func(w bench.ComputeWorkload) bool { return computeSelected(w, o.only) })
+		if numpy {
+			report.Skipped = append(report.Skipped, bench.Skipped{Name: "npm fallback", Reason: "no numpy in that build"})
+		} else if _, err := python.Load(python.SelectNPM, cache); err == nil {
 			builds = append(builds, build{"npm fallback", python.SelectNPM, true})
 		} else {
 			report.Skipped = append(report.Skipped, bench.Skipped{Name: "npm fallback", Reason: err.Error()})
