@@ -127,6 +127,30 @@ con.close()
 assert n == 6666 and rows[0][0] == "n19999"`},
 }
 
+// NumpyComputeWorkloads time numpy's BLAS and LAPACK (OpenBLAS in the own
+// build, scripts/build-openblas.sh) on 300×300 doubles. They run only when
+// named (`airlock bench --compute --workloads numpy_matmul300,...` with a
+// --native-python that has numpy), so the default set's geometric mean
+// keeps measuring the interpreter alone and the npm fallback (no numpy)
+// is not asked.
+var NumpyComputeWorkloads = []ComputeWorkload{
+	{"numpy_matmul300", `
+import numpy as np
+_rng = np.random.default_rng(0)
+a = _rng.standard_normal((300, 300))
+b = _rng.standard_normal((300, 300))
+want = np.einsum("ij,jk->ik", a, b)`, `
+c = a @ b
+assert abs(c[7, 11] - want[7, 11]) < 1e-9`},
+	{"numpy_solve300", `
+import numpy as np
+_rng = np.random.default_rng(0)
+a = _rng.standard_normal((300, 300))
+rhs = _rng.standard_normal(300)`, `
+x = np.linalg.solve(a, rhs)
+assert abs(float(np.dot(a[5], x)) - rhs[5]) < 1e-8`},
+}
+
 // ComputeMark starts the line a compute program prints its timings on.
 const ComputeMark = "@airlock-compute "
 

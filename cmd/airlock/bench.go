@@ -190,7 +190,7 @@ func chooseWorkloads(list string, compute, surfaces bool) ([]string, error) {
 	}
 	if compute {
 		names = names[:0]
-		for _, w := range bench.ComputeWorkloads {
+		for _, w := range slices.Concat(bench.ComputeWorkloads, bench.NumpyComputeWorkloads) {
 			names = append(names, w.Name)
 		}
 	}

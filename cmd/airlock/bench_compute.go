@@ -39,6 +39,16 @@ type computeReport struct {
 	GeoMean map[string]float64 `json:"geomean_ratio"`
 }
 
+// computeSelected says whether w runs: every default workload when only
+// is nil, the named ones otherwise; numpy's only when named
+// (bench.NumpyComputeWorkloads says why).
+func computeSelected(w bench.ComputeWorkload, only []string) bool {
+	if only != nil {
+		return slices.Contains(only, w.Name)
+	}
+	return !slices.Contains(bench.NumpyComputeWorkloads, w)
+}
+
 // cmdBenchCompute times bench.ComputeWorkloads inside the interpreter
 // (start-up excluded) natively and in Airlock on every python.wasm there
 // is: the own build (snapshot and fresh interpreter) and the npm fallback.
@@ -64,8 +74,8 @@ func cmdBenchCompute(ctx context.Context, o computeOptions, stdout, stderr io.Wr
 	if err != nil {
 		return 1, err
 	}
-	for _, w := range bench.ComputeWorkloads {
-		if o.only != nil && !slices.Contains(o.only, w.Name) {
+	for _, w := range slices.Concat(bench.ComputeWorkloads, bench.NumpyComputeWorkloads) {
+		if !computeSelected(w, o.only) {
 			continue
 		}
 		for _, r := range runners {
@@ -116,8 +126,11 @@ func computeRunners(ctx context.Context, o computeOptions, cache string, report 
 	} else {
 		builds = append(builds, build{"own", python.SelectOwn, true}, build{"own fresh", python.SelectOwn, false})
 		// The fallback is compared when it is there; it is fetched only
-		// on request (`airlock setup --python npm`).
-		if _, err := python.Load(python.SelectNPM, cache); err == nil {
+		// on request (`airlock setup --python npm`). It has no numpy.
+		numpy := slices.ContainsFunc(bench.NumpyComputeWorkloads, func(w bench.ComputeWorkload) bool { return computeSelected(w, o.only) })
+		if numpy {
+			report.Skipped = append(report.Skipped, bench.Skipped{Name: "npm fallback", Reason: "no numpy in that build"})
+		} else if _, err := python.Load(python.SelectNPM, cache); err == nil {
 			builds = append(builds, build{"npm fallback", python.SelectNPM, true})
 		} else {
 			report.Skipped = append(report.Skipped, bench.Skipped{Name: "npm fallback", Reason: err.Error()})

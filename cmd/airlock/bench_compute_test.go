@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"os/exec"
 	"testing"
+
+	"github.com/airlock-sandbox/airlock/bench"
 )
 
 // TestBenchCompute runs one short workload natively and in Airlock and
@@ -33,6 +35,22 @@ func TestBenchCompute(t *testing.T) {
 	for name, g := range rep.GeoMean {
 		if g <= 0 {
 			t.Fatalf("%s: geometric mean %v", name, g)
+		}
+	}
+}
+
+// numpy's workloads run only when named: the default set's geometric mean
+// stays the interpreter's alone, and a native python3 without numpy and
+// the npm fallback are not asked to import it.
+func TestComputeSelected(t *testing.T) {
+	for _, w := range bench.ComputeWorkloads {
+		if !computeSelected(w, nil) || computeSelected(w, []string{"numpy_matmul300"}) {
+			t.Errorf("%s: selected by default %v, with only numpy_matmul300 %v", w.Name, computeSelected(w, nil), computeSelected(w, []string{"numpy_matmul300"}))
+		}
+	}
+	for _, w := range bench.NumpyComputeWorkloads {
+		if computeSelected(w, nil) || !computeSelected(w, []string{"loop", w.Name}) {
+			t.Errorf("%s: selected by default %v, when named %v", w.Name, computeSelected(w, nil), computeSelected(w, []string{"loop", w.Name}))
 		}
 	}
 }
