@@ -399,6 +399,19 @@ var sourceFixes = map[string][][2]string{
 
         return backend.read_csv(io.BytesIO(pkgutil.get_data("plotly", "package_data/datasets/" + d + ".csv.gz")), compression="gzip")
 `}},
+	// nltk's data (tokenizer models, corpora) is not carried, and its
+	// downloader needs the network: the missing-resource error says so
+	// and names what works without data.
+	"nltk/data.py": {{`    msg += "\n  For more information see: https://www.nltk.org/data.html\n"
+`, `    msg += "\n  For more information see: https://www.nltk.org/data.html\n"
+    msg += (  # airlock
+        "\n  airlock: this sandbox carries no NLTK data, and nltk.download() needs network"
+        "\n  access, which the sandbox denies unless the host allows it. Without data:"
+        "\n  nltk.wordpunct_tokenize, nltk.regexp_tokenize, nltk.tokenize.TreebankWordTokenizer,"
+        "\n  nltk.tokenize.ToktokTokenizer; or the host mounts the data (airlock.WithPackages)"
+        "\n  and the code adds its path to nltk.data.path.\n"
+    )
+`}},
 }
 
 // prepareCode runs in python.wasm: it copies the packages' files into one
