@@ -9,15 +9,17 @@
 # chroot under $AIRLOCK_CACHE_DIR/build/, so the host's own release does not
 # matter. zlib, bzip2, xz and sqlite3 are cross-built from their Debian
 # sources first; numpy (scripts/numpy/) is cross-built after CPython,
-# pandas (scripts/pandas/) after numpy, and both are linked into
-# python.wasm. Needs root (debootstrap, chroot) and ~4 GB of disk.
+# pandas (scripts/pandas/) after numpy, PyYAML, MarkupSafe, regex and lxml
+# (scripts/parsers/) after pandas, and all are linked into python.wasm.
+# Needs root (debootstrap, chroot) and ~4 GB of disk.
 #
 # Takes ~11 minutes on 2 cores for CPython (~13 the first time, making the
 # chroot), ~3 more for numpy, ~5 for pandas (8-9 min of CPU: 14-29 min of
 # wall time while other builds loaded the machine) and 2-6 for wasm-opt of
-# the 27 MB module; a second call whose
+# the 27 MB module (~10 min of wall time more for the parsers stage, 2-3
+# of CPU, on a loaded machine); a second call whose
 # inputs (this script, the pins, the flags, the patches, the PGO training
-# program, scripts/numpy/, scripts/pandas/) are unchanged returns in
+# program, scripts/numpy/, scripts/pandas/, scripts/parsers/) are unchanged returns in
 # seconds; a change to numpy's step alone redoes only numpy, pandas, the
 # link and the outputs, a change to pandas' only pandas, the link and the
 # outputs.
