@@ -399,6 +399,79 @@ var sourceFixes = map[string][][2]string{
 
         return backend.read_csv(io.BytesIO(pkgutil.get_data("plotly", "package_data/datasets/" + d + ".csv.gz")), compression="gzip")
 `}},
+	// python-docx reads its templates by path, which a zip on sys.path
+	// has none of: read through the package's loader instead.
+	"docx/api.py": {{`    docx = _default_docx_path() if docx is None else docx
+`, `    if docx is None:  # airlock: from the zip the package is imported from
+        import io, pkgutil
+
+        docx = io.BytesIO(pkgutil.get_data("docx", "templates/default.docx"))
+`}},
+	"docx/parts/hdrftr.py": {{`        path = os.path.join(os.path.split(__file__)[0], "..", "templates", "default-footer.xml")
+        with open(path, "rb") as f:
+`, `        import io, pkgutil  # airlock: from the zip the package is imported from
+
+        with io.BytesIO(pkgutil.get_data("docx", "templates/default-footer.xml")) as f:
+`}, {`        path = os.path.join(os.path.split(__file__)[0], "..", "templates", "default-header.xml")
+        with open(path, "rb") as f:
+`, `        import io, pkgutil  # airlock: from the zip the package is imported from
+
+        with io.BytesIO(pkgutil.get_data("docx", "templates/default-header.xml")) as f:
+`}},
+	"docx/parts/styles.py": {{`        path = os.path.join(os.path.split(__file__)[0], "..", "templates", "default-styles.xml")
+        with open(path, "rb") as f:
+`, `        import io, pkgutil  # airlock: from the zip the package is imported from
+
+        with io.BytesIO(pkgutil.get_data("docx", "templates/default-styles.xml")) as f:
+`}},
+	"docx/parts/settings.py": {{`        path = os.path.join(os.path.split(__file__)[0], "..", "templates", "default-settings.xml")
+        with open(path, "rb") as f:
+`, `        import io, pkgutil  # airlock: from the zip the package is imported from
+
+        with io.BytesIO(pkgutil.get_data("docx", "templates/default-settings.xml")) as f:
+`}},
+	"docx/parts/comments.py": {{`        path = os.path.join(os.path.split(__file__)[0], "..", "templates", "default-comments.xml")
+        with open(path, "rb") as f:
+`, `        import io, pkgutil  # airlock: from the zip the package is imported from
+
+        with io.BytesIO(pkgutil.get_data("docx", "templates/default-comments.xml")) as f:
+`}},
+	// nltk subclasses http.client's and urllib's HTTPS classes at import;
+	// python.wasm has no ssl module, so neither exists: plain bases stand
+	// in (a fetch fails at its name lookup first, with the sandbox's
+	// reason, where the run has no network).
+	"nltk/pathsec.py": {{"class _SafeHTTPSConnection(http.client.HTTPSConnection):\n",
+		"class _SafeHTTPSConnection(getattr(http.client, \"HTTPSConnection\", http.client.HTTPConnection)):  # airlock: no ssl in python.wasm\n"},
+		{"class _SafeHTTPSHandler(urllib.request.HTTPSHandler):\n",
+			"class _SafeHTTPSHandler(getattr(urllib.request, \"HTTPSHandler\", urllib.request.BaseHandler)):  # airlock: no ssl in python.wasm\n"}},
+	// nltk's downloader needs user ids (its install-directory checks),
+	// ssl and the network; python.wasm has neither of the first two: it
+	// says so, as nltk reports a failed download, instead of failing on
+	// os.geteuid.
+	"nltk/downloader.py": {{`        print_to = functools.partial(safe_print, file=print_error_to)
+`, `        print_to = functools.partial(safe_print, file=print_error_to)
+        # airlock
+        msg = ("airlock: nltk.download() does not work in this sandbox (python.wasm has no "
+               "user ids or ssl, and no network unless the host allows it); the host can "
+               "mount NLTK data (airlock.WithPackages) for code to add to nltk.data.path")
+        if raise_on_error:
+            raise ValueError(msg)
+        print_to(prefix + msg)
+        return False
+`}},
+	// nltk's data (tokenizer models, corpora) is not carried, and its
+	// downloader needs the network: the missing-resource error says so
+	// and names what works without data.
+	"nltk/data.py": {{`    msg += "\n  For more information see: https://www.nltk.org/data.html\n"
+`, `    msg += "\n  For more information see: https://www.nltk.org/data.html\n"
+    msg += (  # airlock
+        "\n  airlock: this sandbox carries no NLTK data, and nltk.download() needs network"
+        "\n  access, which the sandbox denies unless the host allows it. Without data:"
+        "\n  nltk.wordpunct_tokenize, nltk.regexp_tokenize, nltk.tokenize.TreebankWordTokenizer,"
+        "\n  nltk.tokenize.ToktokTokenizer; or the host mounts the data (airlock.WithPackages)"
+        "\n  and the code adds its path to nltk.data.path.\n"
+    )
+`}},
 }
 
 // prepareCode runs in python.wasm: it copies the packages' files into one

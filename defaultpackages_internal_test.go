@@ -12,11 +12,11 @@ import (
 func TestFetchedFile(t *testing.T) {
 	sums := map[string]string{
 		"charset_normalizer-3.5.3-py3-none-any.whl": "a",
-		"markupsafe-3.0.4-sdist.zip":                "b",
+		"tornado-6.6.1-sdist.zip":                   "b",
 		"sympy-1.13.0-py3-none-any.whl":             "c", // another version
 	}
 	for name, want := range map[string]string{"charset_normalizer": "charset_normalizer-3.5.3-py3-none-any.whl",
-		"markupsafe": "markupsafe-3.0.4-sdist.zip", "sympy": ""} {
+		"tornado": "tornado-6.6.1-sdist.zip", "sympy": ""} {
 		p, ok := pkglist.Lookup(name)
 		if !ok {
 			t.Fatalf("%s is not listed", name)

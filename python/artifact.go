@@ -21,7 +21,9 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 
+	"github.com/airlock-sandbox/airlock/internal/pkglist"
 	"github.com/airlock-sandbox/airlock/internal/wasmbin"
 	"github.com/airlock-sandbox/airlock/wasi/memfs"
 )
@@ -143,13 +145,30 @@ func (a *Artifact) Layers() []*memfs.Layer {
 
 // importable are the third-party packages a build may carry that code
 // imports (the record's other pins are build inputs: CPython's sources,
-// its C libraries, Cython), in the order they are named.
-var importable = []string{"numpy", "pandas", "matplotlib"}
+// its C libraries, Cython), in the list's order: packages.txt's compiled
+// packages built into python.wasm.
+var importable = sync.OnceValue(func() []string {
+	return builtNames(func(p pkglist.Package) bool { return p.Kind == pkglist.KindCompiled })
+})
 
 // distributions are the third-party distributions a build may carry, by
 // their index names: an install from a package index counts them as
 // present (they cannot be replaced by a wheel).
-var distributions = []string{"numpy", "pandas", "python-dateutil", "matplotlib"}
+var distributions = sync.OnceValue(func() []string {
+	return builtNames(func(pkglist.Package) bool { return true })
+})
+
+// builtNames names packages.txt's packages built into python.wasm that
+// keep says to.
+func builtNames(keep func(pkglist.Package) bool) []string {
+	var out []string
+	for _, p := range pkglist.All() {
+		if p.From == pkglist.FromBuild && keep(p) {
+			out = append(out, p.Name)
+		}
+	}
+	return out
+}
 
 // Distributions are the third-party distributions built into this
 // python.wasm with their versions; none for the npm build.
@@ -158,7 +177,7 @@ func (a *Artifact) Distributions() map[string]string {
 	if a.Build != ownBuildName || a.Record == nil {
 		return out
 	}
-	for _, name := range distributions {
+	for _, name := range distributions() {
 		if v := a.Record.Packages[name]; v != "" {
 			out[name] = v
 		}
@@ -173,7 +192,7 @@ func (a *Artifact) Libraries() []string {
 		return nil
 	}
 	var out []string
-	for _, name := range importable {
+	for _, name := range importable() {
 		if v := a.Record.Packages[name]; v != "" {
 			out = append(out, name+" "+v)
 		}

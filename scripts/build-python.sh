@@ -9,15 +9,17 @@
 # chroot under $AIRLOCK_CACHE_DIR/build/, so the host's own release does not
 # matter. zlib, bzip2, xz and sqlite3 are cross-built from their Debian
 # sources first; numpy (scripts/numpy/) is cross-built after CPython,
-# pandas (scripts/pandas/) after numpy, and both are linked into
-# python.wasm. Needs root (debootstrap, chroot) and ~4 GB of disk.
+# pandas (scripts/pandas/) after numpy, PyYAML, MarkupSafe, regex and lxml
+# (scripts/parsers/) after pandas, and all are linked into python.wasm.
+# Needs root (debootstrap, chroot) and ~4 GB of disk.
 #
 # Takes ~11 minutes on 2 cores for CPython (~13 the first time, making the
 # chroot), ~3 more for numpy, ~5 for pandas (8-9 min of CPU: 14-29 min of
 # wall time while other builds loaded the machine) and 2-6 for wasm-opt of
-# the 27 MB module; a second call whose
+# the 27 MB module (~10 min of wall time more for the parsers stage, 2-3
+# of CPU, on a loaded machine); a second call whose
 # inputs (this script, the pins, the flags, the patches, the PGO training
-# program, scripts/numpy/, scripts/pandas/) are unchanged returns in
+# program, scripts/numpy/, scripts/pandas/, scripts/parsers/) are unchanged returns in
 # seconds; a change to numpy's step alone redoes only numpy, pandas, the
 # link and the outputs, a change to pandas' only pandas, the link and the
 # outputs.
@@ -54,6 +56,21 @@ PANDAS_VER=3.1.1
 PANDAS_SHA256=05fed3e3b7c99b226f160e29d7d6cb7ef39638c758cbfe42b3f24ba34f04b859
 DATEUTIL_VER=4.0.0
 DATEUTIL_SHA256=a5e246f79eb80475e691bf93862cead98decd8a498cf53ba0516fcdc0f50dc1c
+# PyYAML (its C loader on libyaml), MarkupSafe's speedups, regex and lxml
+# (on libxml2, libxslt and libexslt), statically linked in after pandas
+# (scripts/parsers/build-parsers.sh): the sdists from PyPI, the C
+# libraries from Debian's sources.
+PYYAML_VER=6.0.4
+PYYAML_SHA256=e24bf71af8a432d7808fabff134d38dfe16d3cbb41f2873bb4b1e42422de0a1a
+MARKUPSAFE_VER=3.0.4
+MARKUPSAFE_SHA256=2e9ad7dd851bf45fab9f75cbff4cb493fee9979e8d8c7c9c3ee119022518edd6
+REGEX_VER=2026.12.2
+REGEX_SHA256=1d7cb427e5d86beb77bfa298a648f6079a31b261baec467b15b134b33c31fed1
+LXML_VER=6.2.0
+LXML_SHA256=07f185a5757e24bef8ebfe1eeeae4ea903f0a168b647f2b9bd1c88193ca0c412
+LIBYAML_VER=0.2.5-2
+LIBXML2_VER=2.12.7+dfsg+really2.9.14-2.1+deb13u3
+LIBXSLT_VER=1.1.35-1.2+deb13u3
 TOOLS="clang-19 lld-19 llvm-19 wasi-libc libclang-rt-19-dev-wasm32 python3.13 make pkg-config xz-utils dpkg-dev tcl gcc libc6-dev binaryen patch
 	libclang-rt-19-dev zlib1g-dev libsqlite3-dev libbz2-dev liblzma-dev ninja-build libc++-19-dev-wasm32 libc++abi-19-dev-wasm32"
 # Debian's runtime library is installed under the wasm32-wasi name, so the
@@ -100,8 +117,9 @@ numpy_inputs() { find scripts/numpy scripts/numpy-patches -type f ! -path '*/__p
 pandas_inputs() { find scripts/pandas scripts/pandas-patches -type f ! -path '*/__pycache__/*' | LC_ALL=C sort; }
 # The C++ exception runtime's library sources (not its test programs).
 cxxeh_inputs() { echo scripts/build-cxx-eh.sh; find scripts/cxx-eh -type f | LC_ALL=C sort; }
+parsers_inputs() { find scripts/parsers -type f ! -path '*/__pycache__/*' | LC_ALL=C sort; }
 KEY=$(cat scripts/build-python.sh scripts/stdlib_zip.py scripts/pgo_train.py scripts/stdlib-patches/*.patch scripts/cpython-patches/*.patch scripts/pandas-py-patches/*.patch \
-	$(numpy_inputs) $(pandas_inputs) $(cxxeh_inputs) | sha256sum | cut -c1-64)
+	$(numpy_inputs) $(pandas_inputs) $(cxxeh_inputs) $(parsers_inputs) | sha256sum | cut -c1-64)
 if [ -f "$OUT/build.json" ] && grep -q "\"key\": \"$KEY\"" "$OUT/build.json" &&
 	(cd "$OUT" && sha256sum --quiet -c SHA256SUMS) 2>/dev/null; then
 	echo "build-python: up to date: $OUT (key ${KEY:0:12})"
@@ -327,6 +345,39 @@ STAGE_WASM=/work/pd/python.wasm
 STAGE_BUILDS="/work/np/build /work/pd/build"
 STAGE_PKGS=""
 
+# PyYAML, MarkupSafe, regex, lxml and their C libraries
+# (scripts/parsers/build-parsers.sh, ~7 min of wall time, 1-2 of CPU).
+PARSERS_KEY=$(printf '%s\n' "$STAGE_KEY" "$PYYAML_VER" "$PYYAML_SHA256" "$MARKUPSAFE_VER" "$MARKUPSAFE_SHA256" "$REGEX_VER" "$REGEX_SHA256" \
+	"$LXML_VER" "$LXML_SHA256" "$LIBYAML_VER" "$LIBXML2_VER" "$LIBXSLT_VER" "$WASM_FEATURES" | cat - $(parsers_inputs) | sha256sum | cut -c1-64)
+PSDL="$BUILD/parsers-sources"
+if [ "$(cat "$ROOT/work/parsers/.build-key" 2>/dev/null)" = "$PARSERS_KEY" ] && [ -f "$ROOT/work/parsers/python.wasm" ]; then
+	log "parsers build up to date (key ${PARSERS_KEY:0:12})"
+else
+	log "libyaml, libxml2, libxslt (apt-get source); PyYAML $PYYAML_VER, MarkupSafe $MARKUPSAFE_VER, regex $REGEX_VER, lxml $LXML_VER sdists (pip download --require-hashes)"
+	chroot "$ROOT" sh -c "cd $SRC && apt-get source -qq --download-only libyaml=$LIBYAML_VER libxml2=$LIBXML2_VER libxslt=$LIBXSLT_VER" \
+		>"$BUILD/source-parsers.log" 2>&1 || { tail -20 "$BUILD/source-parsers.log" >&2; exit 1; }
+	# Their build backend is setuptools: scripts/parsers/fetch stands in
+	# for it, as numpy's stand-in does for meson-python, so that pip runs
+	# no setup.py and installs no unpinned build requirements here.
+	rm -rf "$PSDL" && mkdir -p "$PSDL"
+	printf '%s==%s --hash=sha256:%s\n' pyyaml "$PYYAML_VER" "$PYYAML_SHA256" markupsafe "$MARKUPSAFE_VER" "$MARKUPSAFE_SHA256" \
+		regex "$REGEX_VER" "$REGEX_SHA256" lxml "$LXML_VER" "$LXML_SHA256" >"$BUILD/parsers-requirements.txt"
+	PYTHONDONTWRITEBYTECODE=1 PYTHONPATH="$PWD/scripts/numpy/fetch:$PWD/scripts/parsers/fetch" python3 -m pip download --quiet --no-deps --no-build-isolation \
+		--no-binary :all: --python-version 3.13 -d "$PSDL" --require-hashes -r "$BUILD/parsers-requirements.txt" >"$BUILD/pip-parsers.log" 2>&1 ||
+		{ tail -20 "$BUILD/pip-parsers.log" >&2; exit 1; }
+	rm -rf "$ROOT/work/parsers" && mkdir -p "$ROOT/work/parsers/dl" && cp "$PSDL"/*.tar.gz "$ROOT/work/parsers/dl/"
+	rm -rf "$ROOT/pandas" "$ROOT/parsers" && cp -a scripts/pandas "$ROOT/pandas" && cp -a scripts/parsers "$ROOT/parsers" && rm -rf "$ROOT/parsers/fetch"
+	log "building libyaml, libxml2, libxslt, PyYAML, MarkupSafe, regex and lxml for wasm32-wasi and relinking python.wasm with them"
+	chroot "$ROOT" env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root LANG=C.UTF-8 SOURCE_DATE_EPOCH="$SOURCE_DATE_EPOCH" \
+		WASM_FEATURES="$WASM_FEATURES" CXXEH_LDFLAGS="$CXXEH_LDFLAGS" CXXEH_LIBDIR=/cxx-eh/lib JOBS="$JOBS" \
+		STAGE_BUILDS="$STAGE_BUILDS" bash /parsers/build-parsers.sh
+	echo "$PARSERS_KEY" >"$ROOT/work/parsers/.build-key"
+fi
+STAGE_KEY=$PARSERS_KEY
+STAGE_WASM=/work/parsers/python.wasm
+STAGE_BUILDS+=" /work/parsers/build"
+STAGE_PKGS+=" /work/parsers/pkg"
+
 # --- 4. outputs: wasm-opt'd python.wasm, the stdlib zip, build.json
 # With the host's pip: it is set up for this host's network (proxy, CA
 # certificates), which the chroot is not.
@@ -365,7 +416,7 @@ chroot "$ROOT" env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root LANG=C.UTF-8
 rm -rf "$OUT.part" && mkdir -p "$OUT.part"
 cp "$ROOT/work/out/python.wasm" "$ROOT/work/out/python313.zip" "$OUT.part/"
 (cd "$OUT.part" && sha256sum python.wasm python313.zip >SHA256SUMS)
-sources=$(cd "$ROOT$SRC" && for f in * "$WHEELS"/* "$NPDL"/* "$PDDL"/*; do if [ -f "$f" ]; then printf '    "%s": "%s",\n' "$(basename "$f")" "$(sha256sum "$f" | cut -c1-64)"; fi; done | sed '$ s/,$//')
+sources=$(cd "$ROOT$SRC" && for f in * "$WHEELS"/* "$NPDL"/* "$PDDL"/* "$PSDL"/*; do if [ -f "$f" ]; then printf '    "%s": "%s",\n' "$(basename "$f")" "$(sha256sum "$f" | cut -c1-64)"; fi; done | sed '$ s/,$//')
 tools=$(chroot "$ROOT" dpkg-query -W -f '    "${Package}": "${Version}",\n' clang-19 lld-19 llvm-19 wasi-libc libclang-rt-19-dev-wasm32 libclang-rt-19-dev python3.13 binaryen | sed '$ s/,$//')
 cat >"$OUT.part/build.json" <<EOF
 {
@@ -382,7 +433,14 @@ cat >"$OUT.part/build.json" <<EOF
     "numpy": "$NUMPY_VER",
     "cython": "$CYTHON_VER",
     "pandas": "$PANDAS_VER",
-    "python-dateutil": "$DATEUTIL_VER"
+    "python-dateutil": "$DATEUTIL_VER",
+    "pyyaml": "$PYYAML_VER",
+    "markupsafe": "$MARKUPSAFE_VER",
+    "regex": "$REGEX_VER",
+    "lxml": "$LXML_VER",
+    "libyaml": "$LIBYAML_VER",
+    "libxml2": "$LIBXML2_VER",
+    "libxslt": "$LIBXSLT_VER"
   },
   "toolchain": {
 $tools

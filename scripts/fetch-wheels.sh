@@ -17,8 +17,8 @@
 #   scripts/fetch-wheels.sh test [DEST]     pytest (pluggy, iniconfig, packaging,
 #                                           pygments): airlock test
 #
-# A package whose only pure form is its sdist (MarkupSafe and tornado:
-# their compiled speedups are optional) is fetched as the sdist, checked
+# A package whose only pure form is its sdist (tornado: its
+# compiled speedups are optional) is fetched as the sdist, checked
 # the same way, and its Python files repacked into NAME-VERSION-sdist.zip
 # with the sdist's PKG-INFO as the metadata; nothing of it is built.
 set -euo pipefail

@@ -223,7 +223,7 @@ func TestDefaultPackagesMissingModuleNote(t *testing.T) {
 	}{
 		{"import seaborn", []string{"No module named 'seaborn'", "airlock: seaborn 0.13.2 needs matplotlib, which this python.wasm does not have yet"}},
 		{"import scipy.linalg", []string{"No module named 'scipy'", "airlock: scipy has compiled extensions and is not built into this python.wasm yet"}},
-		{"import yaml", []string{"airlock: pyyaml has compiled extensions"}},
+		{"import sklearn", []string{"airlock: scikit-learn has compiled extensions"}},
 		{"import no_such_module_anywhere", []string{"airlock: 'no_such_module_anywhere' is not among this sandbox's packages",
 			builtIn, "mounted (pure Python): sympy, mpmath, networkx",
 			"airlock.WithPackages", "--package", "--index-url"}},
