@@ -95,9 +95,11 @@ func wzInvoke(ty *wzInvokeType) api.GoModuleFunc {
 		slot := uint32(stack[0])
 		f := r.eh.wz.take(ctx, mod, slot, ty)
 		copy(stack, stack[1:])
+		narrow(stack, ty.params)
 		err := f.CallWithStack(ctx, stack)
 		if err == nil {
 			r.eh.wz.give(slot, ty, f)
+			narrow(stack, ty.results)
 			return
 		}
 		if !r.TakeUnwind() || !errors.Is(err, errUnwind) {
@@ -116,6 +118,26 @@ func wzInvoke(ty *wzInvokeType) api.GoModuleFunc {
 		}
 		for i := range ty.results {
 			stack[i] = 0
+		}
+	}
+}
+
+// narrow clears the upper half of each i32 and f32 value in stack.
+// wazero's compiled code passes a host function an i32 argument, and
+// takes a guest call's i32 result, as a 4-byte store into an 8-byte slot
+// that keeps in its upper half what the stack held there before; and it
+// loads a host function's first integer result into the guest's register
+// whole. A host function decoding its arguments and encoding its results
+// never sees this, but invoke_ passes values through: returned as they
+// were, they gave the guest an i32 whose register had garbage upper bits,
+// which compiled code used whole as a memory offset past its bounds
+// check (a fault that killed the host process, or a write outside the
+// guest's memory). The results are what matters; the arguments are
+// cleared too, so that the guest function is never entered with them.
+func narrow(stack []uint64, types []api.ValueType) {
+	for i, t := range types {
+		if t == api.ValueTypeI32 || t == api.ValueTypeF32 {
+			stack[i] = uint64(uint32(stack[i]))
 		}
 	}
 }
