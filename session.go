@@ -112,7 +112,7 @@ type Session struct {
 
 // sharedImage is a session image and the sessions (forks) resuming it.
 type sharedImage struct {
-	img  *engine.Image
+	img  *engine.Snapshot
 	refs atomic.Int32
 }
 
@@ -133,7 +133,7 @@ func (s *Session) HeldMemory() (image, files int64) {
 	return image, files
 }
 
-func newShared(img *engine.Image) *sharedImage {
+func newShared(img *engine.Snapshot) *sharedImage {
 	s := &sharedImage{img: img}
 	s.refs.Store(1)
 	return s
@@ -340,13 +340,13 @@ func (sb *Sandbox) resumeCall(ctx context.Context, start time.Time, req *Request
 
 // sessionCall is what a session's call adds to a run.
 type sessionCall struct {
-	from   *engine.Image // resumed
-	reseed bool          // the call reseeds random (Session.reseed)
+	from   *engine.Snapshot // resumed
+	reseed bool             // the call reseeds random (Session.reseed)
 	// installed are the session's wheels so far, present for the call's
 	// installs.
 	installed []InstalledPackage
 	status    statusDevice
-	next      *engine.Image // the session's new state, when the call advanced it
+	next      *engine.Snapshot // the session's new state, when the call advanced it
 }
 
 // sessionDevice is where the prelude reports a call's status before it

@@ -160,7 +160,7 @@ func (s *Session) Save(w io.Writer) error {
 	} else {
 		b.WriteByte(1)
 		bw.Write(b.Bytes())
-		if err := s.image.img.WriteDeltaRecord(bw, base.img); err != nil {
+		if err := s.image.img.WriteDelta(bw, base.img); err != nil {
 			return fail(err)
 		}
 	}
@@ -364,7 +364,7 @@ func (sb *Sandbox) LoadSession(ctx context.Context, r io.Reader, opts LoadOption
 	if d.err == nil && verr != nil {
 		d.fail(verr.Error())
 	}
-	var img *engine.Image
+	var img *engine.Snapshot
 	switch d.byte1() {
 	case 0:
 	case 1:
@@ -478,7 +478,7 @@ func blobCap(l Limits) int64 {
 type decoder struct {
 	buf  []byte
 	err  error
-	base *engine.Image // what a loaded image is a delta over
+	base *engine.Snapshot // what a loaded image is a delta over
 }
 
 func (d *decoder) fail(what string) { d.failWith(errors.New(what)) }
@@ -538,13 +538,13 @@ func (d *decoder) strings() ([]string, bool) {
 	return out, true
 }
 
-// image reads a delta record (engine.ReadDeltaRecord) over d.base whose
+// image reads a delta record (engine.ReadDelta) over d.base whose
 // memory is at most maxMemory bytes: the session's own cap.
-func (d *decoder) image(maxMemory int64) *engine.Image {
+func (d *decoder) image(maxMemory int64) *engine.Snapshot {
 	if d.err != nil {
 		return nil
 	}
-	img, n, err := engine.ReadDeltaRecord(d.buf, d.base, uint64(max(maxMemory, 0)))
+	img, n, err := engine.ReadDelta(d.buf, d.base, uint64(max(maxMemory, 0)))
 	switch {
 	case errors.Is(err, engine.ErrImageOverLimit):
 		d.failWith(fmt.Errorf("%w: %w", ErrSessionOverLimits, err))

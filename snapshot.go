@@ -3,7 +3,6 @@ package airlock
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
 	"errors"
 	"fmt"
 	"io"
@@ -76,7 +75,7 @@ type snapshotter struct {
 
 // baseImage is an image that runs and new sessions start from.
 type baseImage struct {
-	img *engine.Image
+	img *engine.Snapshot
 	key engine.ImageKey // what the image was made from (saved sessions name it)
 
 	memSumOnce sync.Once
@@ -85,7 +84,7 @@ type baseImage struct {
 
 // memorySum is the sha256 of the image's memory, computed once.
 func (b *baseImage) memorySum() [32]byte {
-	b.memSumOnce.Do(func() { b.memSum = sha256.Sum256(b.img.Memory) })
+	b.memSumOnce.Do(func() { b.memSum = b.img.Digest() })
 	return b.memSum
 }
 
@@ -255,8 +254,8 @@ func importsHeavy(code string) bool {
 }
 
 // enters tells whether a run resumed from img starts at its entry point,
-// rather than through the interpreter's loop (engine.Image.Entry).
-func (s *snapshotter) enters(img *engine.Image) bool { return img.Entry != 0 && s.module.Enters() }
+// rather than through the interpreter's loop (engine.Snapshot.Entry).
+func (s *snapshotter) enters(img *engine.Snapshot) bool { return img.Entry() != 0 && s.module.Enters() }
 
 // Snapshots tells whether runs resume from a snapshot (see WithSnapshots).
 func (sb *Sandbox) Snapshots() bool { return sb.snap != nil }
@@ -280,11 +279,9 @@ func (sb *Sandbox) IdleMemory() IdleMemory {
 	}
 	var out IdleMemory
 	for _, b := range sb.snap.images() {
-		regions := sb.snap.module.IdleRegions(b.img)
-		out.Regions += len(regions)
-		if private, ok := engine.PrivateBytes(regions); ok {
-			out.Private = append(out.Private, private...)
-		}
+		regions, private := sb.snap.module.IdleMemory(b.img)
+		out.Regions += regions
+		out.Private = append(out.Private, private...)
 	}
 	return out
 }

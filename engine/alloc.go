@@ -22,7 +22,7 @@ type runLimits struct {
 	peak     atomic.Uint64
 	hit      atomic.Bool
 	// region is the reservation Allocate made for the instance, for
-	// IdleRegions to measure an instance made ahead.
+	// idleRegions to measure an instance made ahead.
 	region []byte
 }
 
@@ -49,10 +49,10 @@ func (m *linearMemory) Free() {
 
 // allocator hands out linearMemory reservations capped at limits.maxBytes.
 // With an image, the reservation starts as the image's memory (see
-// ImageRegion).
+// snapshotRegion).
 type allocator struct {
 	limits *runLimits
-	image  *Image
+	image  *Snapshot
 }
 
 func (a allocator) Allocate(_, max uint64) experimental.LinearMemory {
@@ -60,7 +60,7 @@ func (a allocator) Allocate(_, max uint64) experimental.LinearMemory {
 	var buf []byte
 	var free func([]byte)
 	if a.image != nil {
-		buf, free = ImageRegion(a.image, size, false)
+		buf, free = snapshotRegion(a.image, size, false)
 	} else {
 		buf, free = reserve(size)
 	}

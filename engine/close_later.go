@@ -14,7 +14,7 @@ import (
 // region is reset before any run gets it again, whoever closes it, so
 // nothing of the isolation changes. What could: an image or a module
 // closed while an instance made from it is still closing. Both wait for
-// their closes (Image.Close, Compiled.Close), and so does IdleRegions,
+// their closes (Snapshot.Close, Compiled.Close), and so does idleRegions,
 // which measures the regions those closes give back.
 
 // backgroundCloses counts instances closing in the background, process
@@ -41,7 +41,7 @@ func closeInBackground() bool {
 
 // closeLater closes inst, resumed by m from img, in the background where
 // it can, else now.
-func (m *Compiled) closeLater(img *Image, inst Instance) {
+func (m *Compiled) closeLater(img *Snapshot, inst Instance) {
 	// Only wazero's instances. A wasmtime instance once unmapped a memory
 	// of its own, which takes the process's memory-map lock and stalled
 	// the page faults of the run after it (one worker's p50 rose from
@@ -80,7 +80,7 @@ func (m *Compiled) closeLater(img *Image, inst Instance) {
 
 // pendingCloses counts the instances of one image or module closing in
 // the background. A counter under a mutex, not a WaitGroup: wait may run
-// while closes are still being added (IdleRegions during runs).
+// while closes are still being added (idleRegions during runs).
 type pendingCloses struct {
 	mu       sync.Mutex
 	cond     *sync.Cond

@@ -64,7 +64,7 @@ type Options struct {
 	// fuel and cannot be given a fuel cap. wazero never meters.
 	Unmetered bool
 	// Entry names functions, in the module's name section, that a resume
-	// from an image with an entry point (Image.Entry) calls in turn on an
+	// from an image with an entry point (Snapshot.Entry) calls in turn on an
 	// empty stack, the last one with the entry point as its argument
 	// (LoadResumable exports them). A module that does not name them all
 	// resumes only by asyncify's rewind.
@@ -152,9 +152,9 @@ type RunSpec struct {
 	// (nil: the first). In a Resume it is asked at each read of fd 0
 	// after the one the image was paused in; when it answers true the
 	// guest pauses there as at Capture, and the Outcome carries the new
-	// Image: how a session keeps its interpreter between calls. It is
+	// Snapshot: how a session keeps its interpreter between calls. It is
 	// given the number of buffers the read passes, which tells C stdio's
-	// reads from others. A Resume at an image's entry point (Image.Entry)
+	// reads from others. A Resume at an image's entry point (Snapshot.Entry)
 	// never asks it: there a non-nil PauseWhen makes the guest's return
 	// from its entry the pause.
 	PauseWhen func(buffers uint32) bool
@@ -178,7 +178,7 @@ type Outcome struct {
 	MemoryLimitHit bool
 	// Image is the guest paused where RunSpec.PauseWhen asked (nil when
 	// it ran to its exit instead). The caller owns it.
-	Image *Image
+	Image *Snapshot
 	// Fuel is the fuel the guest consumed, on engines that meter it
 	// (wasmtime: about one unit per WebAssembly instruction); 0 on wazero.
 	Fuel uint64

@@ -37,7 +37,7 @@ def f():
 print(id(f), flush=True)`
 
 // captureEntry captures entryGuest and sets the image's entry point to f.
-func captureEntry(t *testing.T, m *engine.Compiled) *engine.Image {
+func captureEntry(t *testing.T, m *engine.Compiled) *engine.Snapshot {
 	t.Helper()
 	var out bytes.Buffer
 	st := enginetest.StateArgs([]string{"python", "-i", "-c", entryGuest}, nil, &out)
@@ -50,7 +50,7 @@ func captureEntry(t *testing.T, m *engine.Compiled) *engine.Image {
 	if err != nil {
 		t.Fatalf("capture printed %q, want f's address", out.String())
 	}
-	img.Entry = uint32(addr)
+	img.SetEntry(uint32(addr), engine.Range{})
 	return img
 }
 
@@ -68,7 +68,7 @@ func TestResumeAtEntryPoint(t *testing.T) {
 	img := captureEntry(t, m)
 	ctx := context.Background()
 	always := func(uint32) bool { return true }
-	run := func(from *engine.Image, stdin string, pause func(uint32) bool) (engine.Outcome, error, string) {
+	run := func(from *engine.Snapshot, stdin string, pause func(uint32) bool) (engine.Outcome, error, string) {
 		var out bytes.Buffer
 		st := enginetest.StateArgs(nil, strings.NewReader(stdin), &out)
 		o, err := m.Resume(ctx, from, engine.RunSpec{WASI: st, MemoryLimit: 256 << 20, PauseWhen: pause})
@@ -83,8 +83,8 @@ func TestResumeAtEntryPoint(t *testing.T) {
 		t.Fatalf("return in a pausing run: %v %+v %q", err, o, s)
 	}
 	defer o.Image.Close()
-	if o.Image.Entry != img.Entry {
-		t.Fatalf("paused image's entry %#x, its base's %#x", o.Image.Entry, img.Entry)
+	if o.Image.Entry() != img.Entry() {
+		t.Fatalf("paused image's entry %#x, its base's %#x", o.Image.Entry(), img.Entry())
 	}
 	if o2, err, s := run(o.Image, "exit", nil); err != nil || o2.ExitCode != 3 || s != "entered [0, 1] exit\n" {
 		t.Fatalf("resumed from the pause: %v %+v %q", err, o2, s)
@@ -138,17 +138,16 @@ func TestResumeFillsTheFreshRange(t *testing.T) {
 	if _, err := fmt.Sscan(out.String(), &entry, &buf); err != nil {
 		t.Fatalf("capture printed %q, want two addresses", out.String())
 	}
-	img.Entry = entry
 	// A bytes object's contents follow its header: three words and the
 	// cached hash on a 32-bit build.
-	img.Fresh = engine.Range{Addr: buf + 16, Len: 32}
+	img.SetEntry(entry, engine.Range{Addr: buf + 16, Len: 32})
 	seeded := func(seed byte) io.Reader { return rand.NewChaCha8([32]byte{seed}) }
 	want := func(seed byte) string {
 		b := make([]byte, 32)
 		io.ReadFull(seeded(seed), b)
 		return hex.EncodeToString(b) + "\n"
 	}
-	run := func(from *engine.Image, seed byte, pause func(uint32) bool) (engine.Outcome, string) {
+	run := func(from *engine.Snapshot, seed byte, pause func(uint32) bool) (engine.Outcome, string) {
 		t.Helper()
 		var out bytes.Buffer
 		st := enginetest.StateRandom(nil, nil, &out, seeded(seed))
@@ -168,14 +167,14 @@ func TestResumeFillsTheFreshRange(t *testing.T) {
 		t.Fatalf("pausing run: %q, image %v", got, o.Image)
 	}
 	defer o.Image.Close()
-	if o.Image.Fresh.Len != 0 {
-		t.Fatalf("a paused image got a fresh range: %+v", o.Image.Fresh)
+	if o.Image.Fresh().Len != 0 {
+		t.Fatalf("a paused image got a fresh range: %+v", o.Image.Fresh())
 	}
 	if _, got := run(o.Image, 4, nil); got != want(3) {
 		t.Fatalf("a run from the paused image saw %q, want its guest's %q", got, want(3))
 	}
 
-	img.Fresh = engine.Range{Addr: uint32(img.Len()) - 16, Len: 32}
+	img.SetEntry(img.Entry(), engine.Range{Addr: uint32(img.Len()) - 16, Len: 32})
 	var stderr bytes.Buffer
 	_, err = m.Resume(ctx, img, engine.RunSpec{WASI: enginetest.StateArgs(nil, nil, &stderr), MemoryLimit: 256 << 20})
 	if err == nil || !strings.Contains(err.Error(), "outside its memory") {

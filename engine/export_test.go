@@ -49,3 +49,19 @@ func TableLazy(m *Compiled) bool {
 	_, fill := c.compiled.ExportedFunctions()[tableFillExport]
 	return fill
 }
+
+// NewSnapshot makes a snapshot from its parts, for tests that forge one.
+func NewSnapshot(memory []byte, globals []uint64, unwindBuffer uint32) *Snapshot {
+	return newSnapshot(memory, globals, unwindBuffer)
+}
+
+// SnapshotRegisters returns a snapshot's globals and unwind buffer address.
+func SnapshotRegisters(img *Snapshot) (globals []uint64, unwindBuffer uint32) {
+	return img.globals, img.unwindBuffer
+}
+
+// IdleRegions returns the regions m keeps idle for runs from img.
+func IdleRegions(m *Compiled, img *Snapshot) [][]byte { return m.idleRegions(img) }
+
+// PrivateBytes is privateBytes, for the idle memory tests.
+func PrivateBytes(regions [][]byte) ([]int64, bool) { return privateBytes(regions) }

@@ -1,11 +1,11 @@
 package engine
 
-// IdleRegions returns the memory regions kept between runs resumed from
+// idleRegions returns the memory regions kept between runs resumed from
 // img: its pools' reset regions and, on wazero, the memories of instances
 // made ahead from it. Each is a whole reservation (length = capacity);
-// they share the image's unchanged pages, and PrivateBytes tells what each
+// they share the image's unchanged pages, and privateBytes tells what each
 // holds of its own.
-func (m *Compiled) IdleRegions(img *Image) [][]byte {
+func (m *Compiled) idleRegions(img *Snapshot) [][]byte {
 	img.closes.wait() // the regions runs just ended give back
 	var out [][]byte
 	img.poolMu.Lock()
@@ -28,7 +28,7 @@ func (m *Compiled) IdleRegions(img *Image) [][]byte {
 }
 
 // readyMemories are the linear memories of the instances made ahead from img.
-func (c *wzCode) readyMemories(img *Image) [][]byte {
+func (c *wzCode) readyMemories(img *Snapshot) [][]byte {
 	c.poolMu.Lock()
 	var pools []*instancePool
 	for key, p := range c.pools {
@@ -55,7 +55,7 @@ func (c *wzCode) readyMemories(img *Image) [][]byte {
 // again (its first run faults its pages in, milliseconds) than a session
 // is to move to disk and back. The pools stay, empty, and refill as runs
 // end. It returns how many regions were dropped.
-func (img *Image) DropIdleRegions() int {
+func (img *Snapshot) DropIdleRegions() int {
 	img.poolMu.Lock()
 	pools := make([]*regionPool, 0, len(img.pools))
 	for _, p := range img.pools {
@@ -74,4 +74,13 @@ func (img *Image) DropIdleRegions() int {
 		n += len(free)
 	}
 	return n
+}
+
+// IdleMemory reports the memory regions kept between runs resumed from img
+// (idleRegions): how many, and the bytes each holds of its own rather than
+// shares with the snapshot, or nil where the kernel does not say.
+func (m *Compiled) IdleMemory(img *Snapshot) (regions int, private []int64) {
+	idle := m.idleRegions(img)
+	private, _ = privateBytes(idle)
+	return len(idle), private
 }

@@ -2,7 +2,7 @@ package engine
 
 import "os"
 
-// PrivateBytes returns, for each region, the bytes of it that the process
+// privateBytes returns, for each region, the bytes of it that the process
 // holds privately: its own copies of pages (those runs wrote, and zeroed
 // memory past the image kept resident), not the image's shared ones. It
 // reads them page by page from /proc/self/pagemap, as a region's reset
@@ -11,7 +11,7 @@ import "os"
 // mappings), whose pages then went uncounted; it also counted the image's
 // pages that one region alone had read as private. ok is false where the
 // kernel does not say.
-func PrivateBytes(regions [][]byte) (private []int64, ok bool) {
+func privateBytes(regions [][]byte) (private []int64, ok bool) {
 	page := os.Getpagesize()
 	private = make([]int64, len(regions))
 	for i, r := range regions {

@@ -2,5 +2,5 @@
 
 package engine
 
-// PrivateBytes cannot tell a region's private memory outside Linux.
-func PrivateBytes(regions [][]byte) ([]int64, bool) { return nil, false }
+// privateBytes cannot tell a region's private memory outside Linux.
+func privateBytes(regions [][]byte) ([]int64, bool) { return nil, false }

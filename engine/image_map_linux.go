@@ -11,9 +11,9 @@ import (
 // image's pages from the page cache, shared with other runs, instead of
 // copying ~13 MB it mostly never touches. It reports false when the image
 // has no memfd or the mapping fails; mem is unchanged then.
-func (img *Image) mapInto(mem []byte) bool {
+func (img *Snapshot) mapInto(mem []byte) bool {
 	b := img.backing
-	if b == nil || len(mem) < b.size || b.size != len(img.Memory) {
+	if b == nil || len(mem) < b.size || b.size != len(img.memory) {
 		return false
 	}
 	_, err := unix.MmapPtr(b.fd, 0, unsafe.Pointer(unsafe.SliceData(mem)), uintptr(b.size),

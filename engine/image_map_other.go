@@ -3,4 +3,4 @@
 package engine
 
 // mapInto: no memfd images here; runs copy the image.
-func (img *Image) mapInto([]byte) bool { return false }
+func (img *Snapshot) mapInto([]byte) bool { return false }

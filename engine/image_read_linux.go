@@ -11,15 +11,15 @@ import (
 
 // mapImageFile copies a stored image's memory (the size bytes after f's
 // header) into a sealed memfd inside the kernel, checks it with verify
-// through a read-only view of the memfd, and returns an Image whose
+// through a read-only view of the memfd, and returns an Snapshot whose
 // Memory is that view and whose backing is the memfd: the process holds
 // only the image pages it reads, where reading the file held them all
 // twice (a heap copy and the memfd's). The caller sets the globals.
 //
 // It returns ErrImageCorrupt when verify refuses the memory, and a nil
-// Image (with the error, if any) when the image cannot be mapped; the
+// Snapshot (with the error, if any) when the image cannot be mapped; the
 // caller then reads it.
-func mapImageFile(f *os.File, size uint64, verify func([]byte) bool) (*Image, error) {
+func mapImageFile(f *os.File, size uint64, verify func([]byte) bool) (*Snapshot, error) {
 	if size == 0 || size > 1<<32 {
 		return nil, nil
 	}
@@ -37,5 +37,5 @@ func mapImageFile(f *os.File, size uint64, verify func([]byte) bool) (*Image, er
 		unix.Close(fd)
 		return nil, ErrImageCorrupt
 	}
-	return &Image{Memory: view, backing: &backing{fd: fd, size: int(size), view: view}}, nil
+	return &Snapshot{memory: view, backing: &backing{fd: fd, size: int(size), view: view}}, nil
 }

@@ -20,10 +20,10 @@ type Code interface {
 	// Start makes a fresh instance for run r, its linear memory capped at
 	// limit bytes. With img, the memory holds img's once grown to its
 	// size (both take a pooled region that reads as the image,
-	// ImageRegion; wasmtime, before it knows the size its memory
+	// snapshotRegion; wasmtime, before it knows the size its memory
 	// reserves, grows the memory and maps the image in). On error nothing
 	// is left to release.
-	Start(ctx context.Context, r *RunState, spec RunSpec, limit uint64, img *Image) (Instance, error)
+	Start(ctx context.Context, r *RunState, spec RunSpec, limit uint64, img *Snapshot) (Instance, error)
 	ExportsFunction(name string) bool
 	// MinMemory is the memory the module declares it needs, in bytes.
 	MinMemory() uint64
@@ -104,7 +104,7 @@ func (r *RunState) CallError(err error) error {
 
 // memoryCap is a run's memory cap in whole pages, or ErrBelowMinMemory when
 // that is below the module's minimum or img's size.
-func (m *Compiled) memoryCap(limit uint64, img *Image) (uint64, error) {
+func (m *Compiled) memoryCap(limit uint64, img *Snapshot) (uint64, error) {
 	limit &^= PageSize - 1
 	if limit < m.minMem || img != nil && limit < uint64(img.Len()) {
 		return 0, ErrBelowMinMemory
@@ -118,7 +118,7 @@ const PageSize = 65536
 // Fill puts img's memory into mem, a fresh instance's memory grown to the
 // image's size: mapped copy-on-write where the image has a memfd, else
 // copied; a delta image (a session's) is its base with pages replaced.
-func (img *Image) Fill(mem []byte) {
+func (img *Snapshot) Fill(mem []byte) {
 	full := img
 	if img.base != nil {
 		full = img.base

@@ -24,11 +24,11 @@ import (
 //     host grows memory by a few pages the guest has never seen, points
 //     asyncify's buffer there and starts an unwind; the guest's call stack
 //     unwinds into the buffer and _start returns. Memory and the mutable
-//     globals (the stack pointer, asyncify's own) are the Image.
+//     globals (the stack pointer, asyncify's own) are the Snapshot.
 //   - Resume instantiates afresh, puts the image's memory and globals in
 //     place, starts a rewind and calls _start: the guest re-enters the same
 //     fd_read, where the host stops the rewind and serves the read as usual.
-//   - Or, for an image with an entry point (Image.Entry), Resume calls the
+//   - Or, for an image with an entry point (Snapshot.Entry), Resume calls the
 //     module's entry functions (Options.Entry) on the image's empty stack
 //     instead: no rewind, and a return from them is the next pause.
 //
@@ -53,7 +53,7 @@ var (
 	// ErrBadImage: a resumed guest never arrived back at the read its
 	// image was paused in.
 	ErrBadImage = errors.New("engine: the image did not resume at its pause point")
-	// ErrNoEntry: the image has an entry point (Image.Entry) and the
+	// ErrNoEntry: the image has an entry point (Snapshot.Entry) and the
 	// module does not export Options.Entry's functions.
 	ErrNoEntry = errors.New("engine: the image resumes at an entry point the module does not export")
 	// ErrEntryReturned: a run resumed at its image's entry point returned
@@ -188,24 +188,28 @@ func LoadResumableFrom(ctx context.Context, digest string, read func() ([]byte, 
 	return m, nil
 }
 
-// Image is an instance paused at a read of stdin: its linear memory and
-// mutable globals. Memory is nil for a delta image (see Len, CopyTo). It is immutable once captured and shared by every
-// run resumed from it.
-type Image struct {
-	// Memory is the whole linear memory, a multiple of 64 KiB.
-	Memory []byte
-	// Globals are the exported mutable globals' values, in the module's order.
-	Globals []uint64
-	// UnwindBuffer is the address of asyncify's buffer inside Memory.
-	UnwindBuffer uint32
-	// Entry, when not 0, is the guest's entry point: a resume calls the
+// Snapshot is an instance paused at a read of stdin: its linear memory and
+// mutable globals. It is immutable once captured and shared by every run
+// resumed from it. Its memory, the pools of regions runs from it use and
+// its file and delta formats stay inside the package: callers hold it,
+// resume from it, save it (WriteSnapshotFile, WriteDelta) and read it
+// back.
+type Snapshot struct {
+	// memory is the whole linear memory, a multiple of 64 KiB; nil for a
+	// delta image (see Len, CopyTo).
+	memory []byte
+	// globals are the exported mutable globals' values, in the module's order.
+	globals []uint64
+	// unwindBuffer is the address of asyncify's buffer inside memory.
+	unwindBuffer uint32
+	// entry, when not 0, is the guest's entry point: a resume calls the
 	// module's entry functions (Options.Entry) with it on an empty stack
 	// instead of rewinding into the read the image paused in, and a
 	// return from them pauses the guest again (RunSpec.PauseWhen). The
 	// caller of Capture sets it before the image is shared; an image
 	// made from another (a session's) keeps its base's.
-	Entry uint32
-	// Fresh, when its Len is not 0, is a range of Memory that a resume
+	entry uint32
+	// fresh, when its Len is not 0, is a range of memory that a resume
 	// from this very image overwrites with bytes from the run's random
 	// source (wasi.State.ReadRandom) before the guest runs: for Python,
 	// the state of random's shared generator, which every run would
@@ -214,13 +218,13 @@ type Image struct {
 	// do. Images made from this one (a session's) do not get it: their
 	// generator's state is the session's own. The caller of Capture sets
 	// it before the image is shared.
-	Fresh Range
+	fresh Range
 
 	backing *backing // copy-on-write source of Memory, when available
 
 	// A delta image (snapshot_delta.go) has no Memory: it is base's
 	// memory, size bytes long, with pages replaced.
-	base  *Image
+	base  *Snapshot
 	size  int
 	pages []deltaPage
 
@@ -255,7 +259,7 @@ type pausePoint struct {
 	pauseWhen func(buffers uint32) bool
 	paused    bool
 	unwinding bool
-	from      *Image // the image resumed, whose base a new pause is a delta over
+	from      *Snapshot // the image resumed, whose base a new pause is a delta over
 	// entered: the resume called the image's entry point, so no read
 	// pauses (the stack under it is not asyncify's to unwind) and the
 	// guest pauses by returning.
@@ -323,7 +327,7 @@ func (p *pausePoint) unwind(s *wasi.State, caller Instance) error {
 }
 
 // Capture runs the module until its first read of stdin and returns the
-// paused instance as an Image. spec is as for Run; its WASI state is the
+// paused instance as an Snapshot. spec is as for Run; its WASI state is the
 // world the guest starts in (the image remembers what it read of it, such
 // as argv and the environment).
 //
@@ -331,7 +335,7 @@ func (p *pausePoint) unwind(s *wasi.State, caller Instance) error {
 // ErrNotResumable for a module not loaded by LoadResumable; ErrNoPausePoint
 // when the guest exits (or returns) first; ErrPausedWithOpenFiles; any
 // error Run reports.
-func (m *Compiled) Capture(ctx context.Context, spec RunSpec) (*Image, error) {
+func (m *Compiled) Capture(ctx context.Context, spec RunSpec) (*Snapshot, error) {
 	if m.snap == nil {
 		return nil, ErrNotResumable
 	}
@@ -368,11 +372,11 @@ func (m *Compiled) Capture(ctx context.Context, spec RunSpec) (*Image, error) {
 	return m.paused(inst, p)
 }
 
-// NewImage assembles an image (as read back from storage, say); it takes
+// newSnapshot assembles an image (as read back from storage, say); it takes
 // ownership of memory. Where the platform allows, the image is also put in
 // a sealed memfd that runs map copy-on-write; otherwise each run copies it.
-func NewImage(memory []byte, globals []uint64, unwindBuffer uint32) *Image {
-	img := &Image{Memory: memory, Globals: globals, UnwindBuffer: unwindBuffer}
+func newSnapshot(memory []byte, globals []uint64, unwindBuffer uint32) *Snapshot {
+	img := &Snapshot{memory: memory, globals: globals, unwindBuffer: unwindBuffer}
 	if b, err := newBacking(memory); err == nil {
 		img.backing = b
 	}
@@ -381,7 +385,7 @@ func NewImage(memory []byte, globals []uint64, unwindBuffer uint32) *Image {
 
 // Close releases the image's pooled regions and copy-on-write backing. It
 // must not race with runs resumed from the image.
-func (img *Image) Close() {
+func (img *Snapshot) Close() {
 	img.closes.stop()
 	img.poolMu.Lock()
 	img.closed = true
@@ -408,18 +412,18 @@ func (img *Image) Close() {
 // of stdin it was paused in, reading spec's WASI state from then on.
 // Outcome and errors are as for Run; the image's memory counts against the
 // run's memory cap (ErrBelowMinMemory when the cap is below it).
-func (m *Compiled) Resume(ctx context.Context, img *Image, spec RunSpec) (Outcome, error) {
+func (m *Compiled) Resume(ctx context.Context, img *Snapshot, spec RunSpec) (Outcome, error) {
 	if m.snap == nil {
 		return Outcome{}, ErrNotResumable
 	}
-	if len(img.Globals) != len(m.snap.globals) {
-		return Outcome{}, fmt.Errorf("engine: image has %d globals, module %d", len(img.Globals), len(m.snap.globals))
+	if len(img.globals) != len(m.snap.globals) {
+		return Outcome{}, fmt.Errorf("engine: image has %d globals, module %d", len(img.globals), len(m.snap.globals))
 	}
 	limit, err := m.memoryCap(spec.MemoryLimit, img)
 	if err != nil {
 		return Outcome{MemoryLimitHit: true}, err
 	}
-	p := &pausePoint{buffer: img.UnwindBuffer, pauseWhen: spec.PauseWhen, from: img}
+	p := &pausePoint{buffer: img.unwindBuffer, pauseWhen: spec.PauseWhen, from: img}
 	r := &RunState{ctx: ctx, wasi: spec.WASI, pause: p}
 	began := time.Now()
 	inst, err := m.code.Start(ctx, r, spec, limit, img)
@@ -433,13 +437,13 @@ func (m *Compiled) Resume(ctx context.Context, img *Image, spec RunSpec) (Outcom
 		}
 	}()
 	started := time.Now()
-	if img.Entry != 0 {
+	if img.entry != 0 {
 		err = m.enter(inst, img, p, spec)
 	} else if err = m.rewind(inst, img, spec.WASI); err == nil {
 		err = p.resumeErr(ctx, inst.Call("_start"))
 	}
 	returned := time.Now()
-	var paused *Image
+	var paused *Snapshot
 	if err == nil && p.paused {
 		paused, err = m.paused(inst, p)
 	}
@@ -481,9 +485,9 @@ type Phases struct {
 	Pooled bool
 }
 
-// paused takes the instance's state as an Image, once the guest has
+// paused takes the instance's state as an Snapshot, once the guest has
 // returned from its entry or from an unwind (which it finishes).
-func (m *Compiled) paused(inst Instance, p *pausePoint) (*Image, error) {
+func (m *Compiled) paused(inst Instance, p *pausePoint) (*Snapshot, error) {
 	if !p.entered {
 		if err := inst.Call("asyncify_stop_unwind"); err != nil {
 			return nil, fmt.Errorf("engine: snapshot: stop unwind: %w", err)
@@ -502,7 +506,7 @@ func (m *Compiled) paused(inst Instance, p *pausePoint) (*Image, error) {
 		return nil, err
 	}
 	if p.from == nil {
-		return NewImage(bytes.Clone(mem), globals, p.buffer), nil
+		return newSnapshot(bytes.Clone(mem), globals, p.buffer), nil
 	}
 	// A session's pause: keep only what differs from the base image.
 	base := p.from
@@ -511,9 +515,9 @@ func (m *Compiled) paused(inst Instance, p *pausePoint) (*Image, error) {
 	}
 	img, ok := captureDelta(base, p.from, mem, globals, p.buffer)
 	if !ok {
-		img = NewImage(bytes.Clone(mem), globals, p.buffer)
+		img = newSnapshot(bytes.Clone(mem), globals, p.buffer)
 	}
-	img.Entry = p.from.Entry
+	img.entry = p.from.entry
 	return img, nil
 }
 
@@ -528,10 +532,10 @@ func (p *pausePoint) checkStack(memory []byte) error {
 	if p.from == nil || p.entered {
 		return nil // a capture's stack is the expected one; an entry's is empty
 	}
-	want, ok := p.from.u32(int(p.from.UnwindBuffer))
+	want, ok := p.from.u32(int(p.from.unwindBuffer))
 	got, ok2 := u32At(memory, int(p.buffer))
 	if !ok || !ok2 || got != want {
-		return fmt.Errorf("%w (%d bytes of stack saved, the image's %d)", ErrPausedElsewhere, got-p.buffer, want-p.from.UnwindBuffer)
+		return fmt.Errorf("%w (%d bytes of stack saved, the image's %d)", ErrPausedElsewhere, got-p.buffer, want-p.from.unwindBuffer)
 	}
 	return nil
 }
@@ -562,7 +566,7 @@ func u32At(b []byte, off int) (uint32, bool) {
 }
 
 // Enters tells whether m exports Options.Entry's functions, so that its
-// images can resume at an entry point (Image.Entry).
+// images can resume at an entry point (Snapshot.Entry).
 func (m *Compiled) Enters() bool { return m.snap != nil && len(m.snap.entry) > 0 }
 
 // enter puts img's state into a new instance and calls its entry point:
@@ -570,7 +574,7 @@ func (m *Compiled) Enters() bool { return m.snap != nil && len(m.snap.entry) > 0
 // return (the guest neither exited nor trapped) is a pause in a run that
 // pauses (spec.PauseWhen, which is not asked), else an error: a run from
 // an entry point ends by exiting.
-func (m *Compiled) enter(inst Instance, img *Image, p *pausePoint, spec RunSpec) error {
+func (m *Compiled) enter(inst Instance, img *Snapshot, p *pausePoint, spec RunSpec) error {
 	if len(m.snap.entry) == 0 {
 		return ErrNoEntry
 	}
@@ -584,7 +588,7 @@ func (m *Compiled) enter(inst Instance, img *Image, p *pausePoint, spec RunSpec)
 			return err
 		}
 	}
-	ret, err := callResult(inst, m.snap.entry[last], img.Entry)
+	ret, err := callResult(inst, m.snap.entry[last], img.entry)
 	if err != nil {
 		return err
 	}
@@ -627,16 +631,16 @@ func onlyStdioOpen(s *wasi.State) error {
 
 // rewind puts img's state into a new instance (its memory, once grown,
 // is the image's: see Code.Start) and starts asyncify's rewind.
-func (m *Compiled) rewind(inst Instance, img *Image, ws *wasi.State) error {
+func (m *Compiled) rewind(inst Instance, img *Snapshot, ws *wasi.State) error {
 	if err := m.restore(inst, img, ws); err != nil {
 		return err
 	}
-	return inst.Call("asyncify_start_rewind", img.UnwindBuffer)
+	return inst.Call("asyncify_start_rewind", img.unwindBuffer)
 }
 
 // restore puts img's memory (see Code.Start) and globals into a new
 // instance, and fills its fresh range from ws's random source.
-func (m *Compiled) restore(inst Instance, img *Image, ws *wasi.State) error {
+func (m *Compiled) restore(inst Instance, img *Snapshot, ws *wasi.State) error {
 	pages := uint32(img.Len() / PageSize)
 	if cur := uint32(len(inst.Memory()) / PageSize); cur < pages {
 		if _, ok := inst.Grow(pages - cur); !ok {
@@ -644,11 +648,11 @@ func (m *Compiled) restore(inst Instance, img *Image, ws *wasi.State) error {
 		}
 	}
 	for i, name := range m.snap.globals {
-		if err := inst.SetGlobal(name, img.Globals[i]); err != nil {
+		if err := inst.SetGlobal(name, img.globals[i]); err != nil {
 			return err
 		}
 	}
-	if f := img.Fresh; f.Len != 0 {
+	if f := img.fresh; f.Len != 0 {
 		mem := inst.Memory()
 		if !f.within(len(mem)) {
 			return fmt.Errorf("engine: image's fresh range %#x+%d outside its memory (%d bytes)", f.Addr, f.Len, len(mem))

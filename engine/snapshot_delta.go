@@ -2,6 +2,7 @@ package engine
 
 import (
 	"bytes"
+	"crypto/sha256"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -28,9 +29,9 @@ type deltaPage struct {
 
 // OwnBytes is the memory the image holds that its base does not: a delta
 // image's changed pages, a full image's whole memory.
-func (img *Image) OwnBytes() int64 {
+func (img *Snapshot) OwnBytes() int64 {
 	if img.base == nil {
-		return int64(len(img.Memory))
+		return int64(len(img.memory))
 	}
 	var n int64
 	for _, p := range img.pages {
@@ -40,19 +41,19 @@ func (img *Image) OwnBytes() int64 {
 }
 
 // Len is the size of the image's linear memory in bytes.
-func (img *Image) Len() int {
+func (img *Snapshot) Len() int {
 	if img.base != nil {
 		return img.size
 	}
-	return len(img.Memory)
+	return len(img.memory)
 }
 
 // CopyTo writes the image's memory into dst, which must hold Len bytes and
 // read as zeros beyond the base's length (delta images) or be overwritten
 // entirely (full images).
-func (img *Image) CopyTo(dst []byte) {
+func (img *Snapshot) CopyTo(dst []byte) {
 	if img.base == nil {
-		copy(dst, img.Memory)
+		copy(dst, img.memory)
 		return
 	}
 	img.base.CopyTo(dst)
@@ -60,16 +61,16 @@ func (img *Image) CopyTo(dst []byte) {
 }
 
 // Bytes returns a copy of the image's whole memory.
-func (img *Image) Bytes() []byte {
+func (img *Snapshot) Bytes() []byte {
 	out := make([]byte, img.Len())
 	img.CopyTo(out)
 	return out
 }
 
 // u32 reads the little-endian word at off in the image's memory.
-func (img *Image) u32(off int) (uint32, bool) {
+func (img *Snapshot) u32(off int) (uint32, bool) {
 	if img.base == nil {
-		return u32At(img.Memory, off)
+		return u32At(img.memory, off)
 	}
 	for _, p := range img.pages {
 		if off >= p.off && off+4 <= p.off+len(p.data) {
@@ -79,18 +80,18 @@ func (img *Image) u32(off int) (uint32, bool) {
 	if off+4 > img.size {
 		return 0, false
 	}
-	if off+4 > len(img.base.Memory) {
+	if off+4 > len(img.base.memory) {
 		return 0, true // beyond the base: zeros
 	}
 	return img.base.u32(off)
 }
 
 // DeltaPages is how many OS pages a delta image holds (0 for a full one).
-func (img *Image) DeltaPages() int { return len(img.pages) }
+func (img *Snapshot) DeltaPages() int { return len(img.pages) }
 
 // applyDelta copies a delta image's pages over a region that reads as its
 // base.
-func (img *Image) applyDelta(dst []byte) {
+func (img *Snapshot) applyDelta(dst []byte) {
 	for _, p := range img.pages {
 		copy(dst[p.off:], p.data)
 	}
@@ -100,16 +101,16 @@ func (img *Image) applyDelta(dst []byte) {
 // image), keeping only the pages that differ from it; the image keeps
 // base's pooled regions in use, so base must outlive it. memory is not
 // kept.
-func newDeltaImage(base *Image, memory []byte, globals []uint64, unwindBuffer uint32) *Image {
-	if base == nil || base.base != nil || len(memory) < len(base.Memory) {
-		img := NewImage(bytes.Clone(memory), globals, unwindBuffer)
+func newDeltaImage(base *Snapshot, memory []byte, globals []uint64, unwindBuffer uint32) *Snapshot {
+	if base == nil || base.base != nil || len(memory) < len(base.memory) {
+		img := newSnapshot(bytes.Clone(memory), globals, unwindBuffer)
 		if base != nil {
-			img.Entry = base.Entry
+			img.entry = base.entry
 		}
 		return img
 	}
 	page := os.Getpagesize()
-	img := &Image{Globals: globals, UnwindBuffer: unwindBuffer, Entry: base.Entry, base: base, size: len(memory)}
+	img := &Snapshot{globals: globals, unwindBuffer: unwindBuffer, entry: base.entry, base: base, size: len(memory)}
 	for off := 0; off < len(memory); off += page {
 		img.keepIfChanged(memory, off, page, nil)
 	}
@@ -120,19 +121,19 @@ func newDeltaImage(base *Image, memory []byte, globals []uint64, unwindBuffer ui
 // from the base (beyond the base: when it is not all zeros). A page equal
 // to prev's (the previous delta's page at off, if any) is shared, not
 // copied: a session's state mostly outlives the call that made it.
-func (img *Image) keepIfChanged(memory []byte, off, page int, prev []byte) {
+func (img *Snapshot) keepIfChanged(memory []byte, off, page int, prev []byte) {
 	img.keepPage(memory[off:min(off+page, len(memory))], off, prev)
 }
 
 // keepPage is keepIfChanged for the page cur, at off in the memory.
-func (img *Image) keepPage(cur []byte, off int, prev []byte) {
+func (img *Snapshot) keepPage(cur []byte, off int, prev []byte) {
 	end := off + len(cur)
 	if prev != nil && bytes.Equal(cur, prev) {
 		img.pages = append(img.pages, deltaPage{off: off, data: prev})
 		return
 	}
-	if off < len(img.base.Memory) {
-		if bytes.Equal(cur, img.base.Memory[off:min(end, len(img.base.Memory))]) {
+	if off < len(img.base.memory) {
+		if bytes.Equal(cur, img.base.memory[off:min(end, len(img.base.memory))]) {
 			return
 		}
 	} else if allZero(cur) {
@@ -161,8 +162,8 @@ func allZero(b []byte) bool {
 // writtenPages), and sharing pages unchanged since from (the image the
 // run resumed, a delta over base or base itself). ok is false where
 // pagemap is unavailable.
-func captureDelta(base, from *Image, memory []byte, globals []uint64, unwindBuffer uint32) (*Image, bool) {
-	if base == nil || len(memory) < len(base.Memory) {
+func captureDelta(base, from *Snapshot, memory []byte, globals []uint64, unwindBuffer uint32) (*Snapshot, bool) {
+	if base == nil || len(memory) < len(base.memory) {
 		return nil, false
 	}
 	var prev []deltaPage
@@ -174,7 +175,7 @@ func captureDelta(base, from *Image, memory []byte, globals []uint64, unwindBuff
 	if !ok {
 		return nil, false
 	}
-	img := &Image{Globals: globals, UnwindBuffer: unwindBuffer, base: base, size: len(memory)}
+	img := &Snapshot{globals: globals, unwindBuffer: unwindBuffer, base: base, size: len(memory)}
 	for _, i := range candidates {
 		off := i * page
 		for len(prev) > 0 && prev[0].off < off {
@@ -204,12 +205,12 @@ func captureDelta(base, from *Image, memory []byte, globals []uint64, unwindBuff
 // allows.
 var ErrImageOverLimit = errors.New("engine: image memory over the limit")
 
-// AppendDeltaRecord appends img as a delta record over base's memory.
-func (img *Image) AppendDeltaRecord(out []byte, base *Image) []byte {
+// AppendDelta appends img as a delta record over base's memory.
+func (img *Snapshot) AppendDelta(out []byte, base *Snapshot) []byte {
 	mem := img.Bytes()
 	var baseMem []byte
 	if base != nil {
-		baseMem = base.Memory
+		baseMem = base.memory
 	}
 	pages := len(mem) / PageSize
 	out = binary.LittleEndian.AppendUint64(out, uint64(len(mem)))
@@ -223,22 +224,22 @@ func (img *Image) AppendDeltaRecord(out []byte, base *Image) []byte {
 		out[bitmap+p/8] |= 1 << (p % 8)
 		out = append(out, page...)
 	}
-	out = binary.LittleEndian.AppendUint32(out, uint32(len(img.Globals)))
-	for _, g := range img.Globals {
+	out = binary.LittleEndian.AppendUint32(out, uint32(len(img.globals)))
+	for _, g := range img.globals {
 		out = binary.LittleEndian.AppendUint64(out, g)
 	}
-	return binary.LittleEndian.AppendUint32(out, img.UnwindBuffer)
+	return binary.LittleEndian.AppendUint32(out, img.unwindBuffer)
 }
 
-// WriteDeltaRecord writes to w what AppendDeltaRecord appends, without a
+// WriteDelta writes to w what AppendDelta appends, without a
 // copy of the whole memory: a spilled or saved session of 80 MiB made
 // 80 MiB of its memory, 80 MiB of record and the buffer's growth besides,
 // and a server saving sessions to stay within its memory budget held
 // several times that budget in garbage. It holds one page and the bitmap.
-func (img *Image) WriteDeltaRecord(w io.Writer, base *Image) error {
+func (img *Snapshot) WriteDelta(w io.Writer, base *Snapshot) error {
 	var baseMem []byte
 	if base != nil {
-		baseMem = base.Memory
+		baseMem = base.memory
 	}
 	size := img.Len()
 	pages := size / PageSize
@@ -262,25 +263,25 @@ func (img *Image) WriteDeltaRecord(w io.Writer, base *Image) error {
 			}
 		}
 	}
-	tail := binary.LittleEndian.AppendUint32(nil, uint32(len(img.Globals)))
-	for _, g := range img.Globals {
+	tail := binary.LittleEndian.AppendUint32(nil, uint32(len(img.globals)))
+	for _, g := range img.globals {
 		tail = binary.LittleEndian.AppendUint64(tail, g)
 	}
-	_, err := w.Write(binary.LittleEndian.AppendUint32(tail, img.UnwindBuffer))
+	_, err := w.Write(binary.LittleEndian.AppendUint32(tail, img.unwindBuffer))
 	return err
 }
 
 // pageReader returns a function that gives the image's memory page p
 // (PageSize bytes); the slice it returns is valid until its next call.
-func pageReader(img *Image) func(p int) []byte {
+func pageReader(img *Snapshot) func(p int) []byte {
 	if img.base == nil {
-		return func(p int) []byte { return img.Memory[p*PageSize : (p+1)*PageSize] }
+		return func(p int) []byte { return img.memory[p*PageSize : (p+1)*PageSize] }
 	}
 	// The delta's pages in address order, to find those within a page.
 	delta := slices.Clone(img.pages)
 	slices.SortFunc(delta, func(a, b deltaPage) int { return a.off - b.off })
 	scratch := make([]byte, PageSize)
-	baseMem := img.base.Memory
+	baseMem := img.base.memory
 	return func(p int) []byte {
 		lo, hi := p*PageSize, (p+1)*PageSize
 		clear(scratch)
@@ -308,20 +309,20 @@ func pageReader(img *Image) func(p int) []byte {
 	}
 }
 
-// ReadDeltaRecord decodes the delta record at the start of data over base
+// ReadDelta decodes the delta record at the start of data over base
 // (a full image) and says how many bytes it took. A memory larger than
 // maxMemory is refused before memory of that size is made: a few bytes
 // could otherwise declare 4 GiB.
 //
 // # Errors
 // ErrImageOverLimit; ErrImageCorrupt naming the field that does not decode.
-func ReadDeltaRecord(data []byte, base *Image, maxMemory uint64) (*Image, int, error) {
+func ReadDelta(data []byte, base *Snapshot, maxMemory uint64) (*Snapshot, int, error) {
 	r := &reader{b: data}
-	corrupt := func(field string) (*Image, int, error) {
+	corrupt := func(field string) (*Snapshot, int, error) {
 		return nil, 0, fmt.Errorf("%w: %s", ErrImageCorrupt, field)
 	}
 	size := r.u64()
-	if r.err != nil || size%PageSize != 0 || size > 1<<32 || size < uint64(len(base.Memory)) {
+	if r.err != nil || size%PageSize != 0 || size > 1<<32 || size < uint64(len(base.memory)) {
 		return corrupt("memory size")
 	}
 	if size > maxMemory {
@@ -344,7 +345,7 @@ func ReadDeltaRecord(data []byte, base *Image, maxMemory uint64) (*Image, int, e
 	// The changed pages are kept straight from the record, without the
 	// whole memory made first (a spilled session's load made its memory,
 	// then its pages, beside the record).
-	delta := &Image{Entry: base.Entry, base: base, size: int(size)}
+	delta := &Snapshot{entry: base.entry, base: base, size: int(size)}
 	var mem []byte // only for a base that is itself a delta (NewDeltaImage's copy)
 	if base.base != nil {
 		mem = make([]byte, size)
@@ -365,7 +366,7 @@ func ReadDeltaRecord(data []byte, base *Image, maxMemory uint64) (*Image, int, e
 		}
 	}
 	n := r.u32()
-	if r.err != nil || uint64(n)*8 > uint64(len(r.b)-r.off) || int(n) != len(base.Globals) {
+	if r.err != nil || uint64(n)*8 > uint64(len(r.b)-r.off) || int(n) != len(base.globals) {
 		return corrupt("globals")
 	}
 	globals := make([]uint64, n)
@@ -379,7 +380,7 @@ func ReadDeltaRecord(data []byte, base *Image, maxMemory uint64) (*Image, int, e
 	if mem != nil {
 		return newDeltaImage(base, mem, globals, unwind), r.off, nil
 	}
-	delta.Globals, delta.UnwindBuffer = globals, unwind
+	delta.globals, delta.unwindBuffer = globals, unwind
 	return delta, r.off, nil
 }
 
@@ -414,3 +415,26 @@ func (r *reader) u64() uint64 {
 	}
 	return 0
 }
+
+// Digest is the SHA-256 of the snapshot's whole memory: what a saved
+// session names the snapshot it is a delta over by.
+func (img *Snapshot) Digest() [32]byte {
+	if img.base == nil {
+		return sha256.Sum256(img.memory)
+	}
+	return sha256.Sum256(img.Bytes())
+}
+
+// SetEntry sets the snapshot's entry point (Entry) and the range a resume
+// from it fills with random bytes (Fresh). The caller of Capture sets
+// them before the snapshot is shared.
+func (img *Snapshot) SetEntry(entry uint32, fresh Range) { img.entry, img.fresh = entry, fresh }
+
+// Entry is the guest's entry point, 0 for none: a resume calls the
+// module's entry functions (Options.Entry) with it on an empty stack
+// instead of rewinding into the read the snapshot paused in.
+func (img *Snapshot) Entry() uint32 { return img.entry }
+
+// Fresh is the range of memory a resume from this very snapshot fills
+// from the run's random source before the guest runs (Len 0: none).
+func (img *Snapshot) Fresh() Range { return img.fresh }

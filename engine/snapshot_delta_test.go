@@ -18,7 +18,7 @@ func TestDeltaImageRoundTrip(t *testing.T) {
 	defer base.Close()
 	page := os.Getpagesize()
 	rng := rand.New(rand.NewPCG(1, 2))
-	mem := append(bytes.Clone(base.Memory), make([]byte, 2*65536)...)
+	mem := append(bytes.Clone(base.memory), make([]byte, 2*65536)...)
 	changed := map[int]bool{}
 	for range 20 {
 		off := rng.IntN(len(mem))
@@ -58,22 +58,22 @@ func TestCaptureDeltaSharesUnchangedPages(t *testing.T) {
 		t.Skip("no copy-on-write backing or no pagemap here")
 	}
 	page := os.Getpagesize()
-	mem := append(bytes.Clone(base.Memory), make([]byte, 65536)...)
+	mem := append(bytes.Clone(base.memory), make([]byte, 65536)...)
 	for i := range 4 {
-		mem[len(base.Memory)+i*page] = 1 // past the base
+		mem[len(base.memory)+i*page] = 1 // past the base
 	}
 	mem[3] ^= 1 // inside it
 	prev := newDeltaImage(base, mem, nil, 0)
 	buf, free := reserveImage(base, regionKey{size: uint64(len(mem))})
 	defer free(buf[:len(mem)])
 	prev.applyDelta(buf)
-	buf[len(base.Memory)] = 2 // the run changes one page
+	buf[len(base.memory)] = 2 // the run changes one page
 	next, ok := captureDelta(base, prev, buf[:len(mem)], nil, 0)
 	if !ok {
 		t.Fatal("captureDelta found no pagemap")
 	}
 	want := bytes.Clone(mem)
-	want[len(base.Memory)] = 2
+	want[len(base.memory)] = 2
 	if !bytes.Equal(next.Bytes(), want) {
 		t.Fatal("captured delta does not read back as the region")
 	}
@@ -96,29 +96,29 @@ func TestCaptureDeltaSharesUnchangedPages(t *testing.T) {
 func TestDeltaRecord(t *testing.T) {
 	base := testImage()
 	defer base.Close()
-	mem := append(bytes.Clone(base.Memory), make([]byte, 65536)...)
+	mem := append(bytes.Clone(base.memory), make([]byte, 65536)...)
 	mem[70000] ^= 1
 	mem[len(mem)-1] = 9
 	globals := []uint64{4, 5, 6}
 	img := newDeltaImage(base, mem, globals, 65536)
 	defer img.Close()
-	rec := img.AppendDeltaRecord([]byte("prefix"), base)[len("prefix"):]
+	rec := img.AppendDelta([]byte("prefix"), base)[len("prefix"):]
 	if want := 8 + 1 + 2*PageSize + 4 + 3*8 + 4; len(rec) != want {
 		t.Fatalf("record is %d bytes, want %d (two changed pages)", len(rec), want)
 	}
-	got, n, err := ReadDeltaRecord(append(bytes.Clone(rec), "rest"...), base, 1<<30)
+	got, n, err := ReadDelta(append(bytes.Clone(rec), "rest"...), base, 1<<30)
 	if err != nil || n != len(rec) {
-		t.Fatalf("ReadDeltaRecord: n %d of %d, %v", n, len(rec), err)
+		t.Fatalf("ReadDelta: n %d of %d, %v", n, len(rec), err)
 	}
 	defer got.Close()
-	if !bytes.Equal(got.Bytes(), mem) || !slices.Equal(got.Globals, globals) || got.UnwindBuffer != 65536 {
+	if !bytes.Equal(got.Bytes(), mem) || !slices.Equal(got.globals, globals) || got.unwindBuffer != 65536 {
 		t.Fatal("the record does not read back as its image")
 	}
-	if _, _, err := ReadDeltaRecord(rec, base, uint64(len(mem)-PageSize)); !errors.Is(err, ErrImageOverLimit) {
+	if _, _, err := ReadDelta(rec, base, uint64(len(mem)-PageSize)); !errors.Is(err, ErrImageOverLimit) {
 		t.Fatalf("over the memory cap: %v", err)
 	}
 	for cut := range len(rec) {
-		if _, _, err := ReadDeltaRecord(rec[:cut], base, 1<<30); !errors.Is(err, ErrImageCorrupt) {
+		if _, _, err := ReadDelta(rec[:cut], base, 1<<30); !errors.Is(err, ErrImageCorrupt) {
 			t.Fatalf("cut at %d: %v", cut, err)
 		}
 	}
@@ -128,18 +128,18 @@ func TestDeltaRecord(t *testing.T) {
 		"size below the base": binary.LittleEndian.AppendUint64(nil, PageSize),
 		"4 GiB in 8 bytes":    huge,
 	} {
-		if _, _, err := ReadDeltaRecord(bad, base, 1<<40); !errors.Is(err, ErrImageCorrupt) {
+		if _, _, err := ReadDelta(bad, base, 1<<40); !errors.Is(err, ErrImageCorrupt) {
 			t.Errorf("%s: %v", name, err)
 		}
 	}
 	wrongGlobals := bytes.Clone(rec)
 	binary.LittleEndian.PutUint32(wrongGlobals[len(rec)-4-3*8-4:], 2)
-	if _, _, err := ReadDeltaRecord(wrongGlobals, base, 1<<30); !errors.Is(err, ErrImageCorrupt) {
+	if _, _, err := ReadDelta(wrongGlobals, base, 1<<30); !errors.Is(err, ErrImageCorrupt) {
 		t.Errorf("a global count other than the base's: %v", err)
 	}
 	badUnwind := bytes.Clone(rec)
 	binary.LittleEndian.PutUint32(badUnwind[len(rec)-4:], uint32(len(mem)))
-	if _, _, err := ReadDeltaRecord(badUnwind, base, 1<<30); !errors.Is(err, ErrImageCorrupt) {
+	if _, _, err := ReadDelta(badUnwind, base, 1<<30); !errors.Is(err, ErrImageCorrupt) {
 		t.Errorf("an unwind buffer past the memory: %v", err)
 	}
 }
@@ -150,27 +150,27 @@ func TestDeltaRecord(t *testing.T) {
 func TestWriteDeltaRecord(t *testing.T) {
 	base := testImage()
 	defer base.Close()
-	mem := append(bytes.Clone(base.Memory), make([]byte, 3*65536)...)
-	for _, off := range []int{5, 70000, 65536*2 + 4095, len(mem) - 1, len(base.Memory) + 100} {
+	mem := append(bytes.Clone(base.memory), make([]byte, 3*65536)...)
+	for _, off := range []int{5, 70000, 65536*2 + 4095, len(mem) - 1, len(base.memory) + 100} {
 		mem[off] ^= 0x5a
 	}
 	delta := newDeltaImage(base, mem, []uint64{1, 2}, 7)
 	defer delta.Close()
 	shuffled := newDeltaImage(base, mem, []uint64{1, 2}, 7)
 	slices.Reverse(shuffled.pages)
-	full := NewImage(bytes.Clone(mem), []uint64{3}, 9)
+	full := newSnapshot(bytes.Clone(mem), []uint64{3}, 9)
 	defer full.Close()
 	for _, c := range []struct {
 		name      string
-		img, base *Image
+		img, base *Snapshot
 	}{{"delta", delta, base}, {"delta, pages out of order", shuffled, base}, {"delta, no base", delta, nil},
 		{"full", full, base}, {"full, no base", full, nil}} {
 		var buf bytes.Buffer
-		if err := c.img.WriteDeltaRecord(&buf, c.base); err != nil {
+		if err := c.img.WriteDelta(&buf, c.base); err != nil {
 			t.Fatal(err)
 		}
-		if want := c.img.AppendDeltaRecord(nil, c.base); !bytes.Equal(buf.Bytes(), want) {
-			t.Errorf("%s: WriteDeltaRecord's %d bytes differ from AppendDeltaRecord's %d", c.name, buf.Len(), len(want))
+		if want := c.img.AppendDelta(nil, c.base); !bytes.Equal(buf.Bytes(), want) {
+			t.Errorf("%s: WriteDelta's %d bytes differ from AppendDelta's %d", c.name, buf.Len(), len(want))
 		}
 	}
 }

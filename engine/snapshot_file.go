@@ -25,8 +25,8 @@ import (
 //	56   4     unwind buffer address
 //	60   4     number of globals, n (at most 64)
 //	64   32    sha256 of bytes 0-63, bytes 96 to the globals' end, and the memory
-//	96   4     entry point (Image.Entry), 0 for none
-//	100  4     fresh range's address (Image.Fresh)
+//	96   4     entry point (Snapshot.Entry), 0 for none
+//	100  4     fresh range's address (Snapshot.Fresh)
 //	104  4     fresh range's length, 0 for none
 //	108  4     zero
 //	112  8n    globals
@@ -70,38 +70,38 @@ func (e *ImageError) Error() string {
 
 func (e *ImageError) Unwrap() error { return e.Err }
 
-// WriteImageFile stores img under key at path, atomically (write, then
+// WriteSnapshotFile stores img under key at path, atomically (write, then
 // rename).
-func WriteImageFile(path string, key ImageKey, img *Image) error {
+func WriteSnapshotFile(path string, key ImageKey, img *Snapshot) error {
 	return storeImage(path, key, img, atomicfile.Write)
 }
 
-// CreateImageFile is WriteImageFile where no file is at path: when another
+// CreateSnapshotFile is WriteSnapshotFile where no file is at path: when another
 // process stored one first, it is left, and the error satisfies
 // errors.Is(err, fs.ErrExist).
-func CreateImageFile(path string, key ImageKey, img *Image) error {
+func CreateSnapshotFile(path string, key ImageKey, img *Snapshot) error {
 	return storeImage(path, key, img, atomicfile.Create)
 }
 
-func storeImage(path string, key ImageKey, img *Image, write func(string, os.FileMode, func(io.Writer) error) error) error {
-	if len(img.Globals) > maxGlobals || len(img.Memory)%65536 != 0 || img.base != nil || !img.Fresh.within(len(img.Memory)) {
-		return fmt.Errorf("engine: image not storable (%d globals, %d bytes, fresh range %#x+%d)", len(img.Globals), len(img.Memory), img.Fresh.Addr, img.Fresh.Len)
+func storeImage(path string, key ImageKey, img *Snapshot, write func(string, os.FileMode, func(io.Writer) error) error) error {
+	if len(img.globals) > maxGlobals || len(img.memory)%65536 != 0 || img.base != nil || !img.fresh.within(len(img.memory)) {
+		return fmt.Errorf("engine: image not storable (%d globals, %d bytes, fresh range %#x+%d)", len(img.globals), len(img.memory), img.fresh.Addr, img.fresh.Len)
 	}
 	head := make([]byte, imageHeader)
 	copy(head, imageMagic)
 	binary.LittleEndian.PutUint32(head[8:], ImageFormat)
 	binary.LittleEndian.PutUint32(head[12:], imageHeader)
 	copy(head[16:48], key[:])
-	binary.LittleEndian.PutUint64(head[48:], uint64(len(img.Memory)))
-	binary.LittleEndian.PutUint32(head[56:], img.UnwindBuffer)
-	binary.LittleEndian.PutUint32(head[60:], uint32(len(img.Globals)))
-	binary.LittleEndian.PutUint32(head[96:], img.Entry)
-	binary.LittleEndian.PutUint32(head[100:], img.Fresh.Addr)
-	binary.LittleEndian.PutUint32(head[104:], img.Fresh.Len)
-	for i, g := range img.Globals {
+	binary.LittleEndian.PutUint64(head[48:], uint64(len(img.memory)))
+	binary.LittleEndian.PutUint32(head[56:], img.unwindBuffer)
+	binary.LittleEndian.PutUint32(head[60:], uint32(len(img.globals)))
+	binary.LittleEndian.PutUint32(head[96:], img.entry)
+	binary.LittleEndian.PutUint32(head[100:], img.fresh.Addr)
+	binary.LittleEndian.PutUint32(head[104:], img.fresh.Len)
+	for i, g := range img.globals {
 		binary.LittleEndian.PutUint64(head[globalsAt+8*i:], g)
 	}
-	sum := imageChecksum(head, img.Memory)
+	sum := imageChecksum(head, img.memory)
 	copy(head[64:96], sum[:])
 
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
@@ -111,7 +111,7 @@ func storeImage(path string, key ImageKey, img *Image, write func(string, os.Fil
 		if _, err := w.Write(head); err != nil {
 			return err
 		}
-		_, err := w.Write(img.Memory)
+		_, err := w.Write(img.memory)
 		return err
 	})
 	if err != nil {
@@ -136,20 +136,20 @@ func imageChecksum(head, memory []byte) [32]byte {
 	return sum
 }
 
-// ReadImageFile loads the image stored at path, checking it was stored
+// ReadSnapshotFile loads the image stored at path, checking it was stored
 // under key and is intact.
 //
 // # Errors
 // An *ImageError (ErrImageCorrupt or ErrImageMismatch) for a file that is
 // not a sound image of this key; the open error (os.ErrNotExist, say)
 // otherwise.
-func ReadImageFile(path string, key ImageKey) (*Image, error) {
+func ReadSnapshotFile(path string, key ImageKey) (*Snapshot, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
-	bad := func(sentinel error, format string, args ...any) (*Image, error) {
+	bad := func(sentinel error, format string, args ...any) (*Snapshot, error) {
 		return nil, &ImageError{Path: path, Err: sentinel, Detail: fmt.Sprintf(format, args...)}
 	}
 	head := make([]byte, imageHeader)
@@ -216,10 +216,10 @@ func ReadImageFile(path string, key ImageKey) (*Image, error) {
 		if !verify(memory) {
 			return bad(ErrImageCorrupt, "checksum mismatch")
 		}
-		img = NewImage(memory, globals, unwind)
+		img = newSnapshot(memory, globals, unwind)
 	}
-	img.Globals, img.UnwindBuffer = globals, unwind
-	img.Entry = binary.LittleEndian.Uint32(head[96:])
-	img.Fresh = fresh
+	img.globals, img.unwindBuffer = globals, unwind
+	img.entry = binary.LittleEndian.Uint32(head[96:])
+	img.fresh = fresh
 	return img, nil
 }

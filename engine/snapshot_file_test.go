@@ -17,9 +17,9 @@ import (
 	"github.com/airlock-sandbox/airlock/internal/filehash"
 )
 
-func testImage() *Image {
+func testImage() *Snapshot {
 	mem := bytes.Repeat([]byte("airlock!"), 3*65536/8)
-	return NewImage(mem, []uint64{1, 1 << 40, 0}, 65536)
+	return newSnapshot(mem, []uint64{1, 1 << 40, 0}, 65536)
 }
 
 func TestImageFileRoundTrip(t *testing.T) {
@@ -27,43 +27,43 @@ func TestImageFileRoundTrip(t *testing.T) {
 	key := ImageKey{1, 2, 3}
 	img := testImage()
 	defer img.Close()
-	img.Entry, img.Fresh = 77, Range{Addr: 4096, Len: 2496}
-	if err := WriteImageFile(path, key, img); err != nil {
+	img.entry, img.fresh = 77, Range{Addr: 4096, Len: 2496}
+	if err := WriteSnapshotFile(path, key, img); err != nil {
 		t.Fatal(err)
 	}
-	got, err := ReadImageFile(path, key)
+	got, err := ReadSnapshotFile(path, key)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer got.Close()
-	if !bytes.Equal(got.Memory, img.Memory) || got.UnwindBuffer != img.UnwindBuffer || len(got.Globals) != 3 || got.Globals[1] != 1<<40 ||
-		got.Entry != 77 || got.Fresh != img.Fresh {
+	if !bytes.Equal(got.memory, img.memory) || got.unwindBuffer != img.unwindBuffer || len(got.globals) != 3 || got.globals[1] != 1<<40 ||
+		got.entry != 77 || got.fresh != img.fresh {
 		t.Fatalf("round trip changed the image")
 	}
-	img.Fresh.Addr = uint32(len(img.Memory)) - 8
-	if err := WriteImageFile(filepath.Join(t.TempDir(), "y.img"), key, img); err == nil {
+	img.fresh.Addr = uint32(len(img.memory)) - 8
+	if err := WriteSnapshotFile(filepath.Join(t.TempDir(), "y.img"), key, img); err == nil {
 		t.Fatal("stored an image whose fresh range is past its memory")
 	}
-	img.Fresh.Addr = 4096
+	img.fresh.Addr = 4096
 	// Read back, a fresh range past the memory is a corrupt file.
 	data, _ := os.ReadFile(path)
-	binary.LittleEndian.PutUint32(data[100:], uint32(len(img.Memory))-8)
+	binary.LittleEndian.PutUint32(data[100:], uint32(len(img.memory))-8)
 	bad := filepath.Join(t.TempDir(), "bad.img")
 	os.WriteFile(bad, data, 0o644)
-	if _, err := ReadImageFile(bad, key); !errors.Is(err, ErrImageCorrupt) || !strings.Contains(err.Error(), "fresh range") {
+	if _, err := ReadSnapshotFile(bad, key); !errors.Is(err, ErrImageCorrupt) || !strings.Contains(err.Error(), "fresh range") {
 		t.Fatalf("a fresh range past the memory: %v, want ErrImageCorrupt naming it", err)
 	}
-	if _, err := ReadImageFile(filepath.Join(t.TempDir(), "none"), key); !errors.Is(err, os.ErrNotExist) {
+	if _, err := ReadSnapshotFile(filepath.Join(t.TempDir(), "none"), key); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("missing file: err = %v", err)
 	}
-	// Where a file is, CreateImageFile leaves it: the first process to
+	// Where a file is, CreateSnapshotFile leaves it: the first process to
 	// store an image is the one every process then uses.
-	other := NewImage(bytes.Repeat([]byte("other!!!"), 65536/8), nil, 0)
+	other := newSnapshot(bytes.Repeat([]byte("other!!!"), 65536/8), nil, 0)
 	defer other.Close()
-	if err := CreateImageFile(path, key, other); !errors.Is(err, fs.ErrExist) {
-		t.Fatalf("CreateImageFile over a stored image: %v, want fs.ErrExist", err)
+	if err := CreateSnapshotFile(path, key, other); !errors.Is(err, fs.ErrExist) {
+		t.Fatalf("CreateSnapshotFile over a stored image: %v, want fs.ErrExist", err)
 	}
-	if again, err := ReadImageFile(path, key); err != nil || !bytes.Equal(again.Memory, img.Memory) {
+	if again, err := ReadSnapshotFile(path, key); err != nil || !bytes.Equal(again.memory, img.memory) {
 		t.Fatalf("the stored image changed: %v", err)
 	} else {
 		again.Close()
@@ -78,15 +78,15 @@ func TestImageFileStamped(t *testing.T) {
 	key := ImageKey{4}
 	img := testImage()
 	defer img.Close()
-	if err := WriteImageFile(path, key, img); err != nil {
+	if err := WriteSnapshotFile(path, key, img); err != nil {
 		t.Fatal(err)
 	}
 	time.Sleep(2100 * time.Millisecond) // a file is stamped once it has settled
-	got, err := ReadImageFile(path, key)
-	if err != nil || !bytes.Equal(got.Memory, img.Memory) {
-		t.Fatalf("ReadImageFile: %v", err)
+	got, err := ReadSnapshotFile(path, key)
+	if err != nil || !bytes.Equal(got.memory, img.memory) {
+		t.Fatalf("ReadSnapshotFile: %v", err)
 	}
-	if runtime.GOOS == "linux" && (got.backing == nil || unsafe.SliceData(got.backing.view) != unsafe.SliceData(got.Memory)) {
+	if runtime.GOOS == "linux" && (got.backing == nil || unsafe.SliceData(got.backing.view) != unsafe.SliceData(got.memory)) {
 		t.Fatal("the image's memory is not the view of its memfd")
 	}
 	got.Close()
@@ -97,8 +97,8 @@ func TestImageFileStamped(t *testing.T) {
 	}
 	// A stamp naming another sum is not trusted: the image is checked.
 	os.WriteFile(path+filehash.StampSuffix, bytes.Replace(stamp, []byte(hex.EncodeToString(head[64:96])), []byte(strings.Repeat("0", 64)), 1), 0o644)
-	if again, err := ReadImageFile(path, key); err != nil || !bytes.Equal(again.Memory, img.Memory) {
-		t.Fatalf("ReadImageFile with a foreign stamp: %v", err)
+	if again, err := ReadSnapshotFile(path, key); err != nil || !bytes.Equal(again.memory, img.memory) {
+		t.Fatalf("ReadSnapshotFile with a foreign stamp: %v", err)
 	} else {
 		again.Close()
 	}
@@ -110,7 +110,7 @@ func TestImageFileRejected(t *testing.T) {
 	dir := t.TempDir()
 	key := ImageKey{7}
 	good := filepath.Join(dir, "good.img")
-	if err := WriteImageFile(good, key, testImage()); err != nil {
+	if err := WriteSnapshotFile(good, key, testImage()); err != nil {
 		t.Fatal(err)
 	}
 	data, _ := os.ReadFile(good)
@@ -133,7 +133,7 @@ func TestImageFileRejected(t *testing.T) {
 	for name, c := range cases {
 		path := filepath.Join(dir, name)
 		os.WriteFile(path, c.data, 0o644)
-		img, err := ReadImageFile(path, c.key)
+		img, err := ReadSnapshotFile(path, c.key)
 		var ie *ImageError
 		if img != nil || !errors.As(err, &ie) || !errors.Is(err, c.want) || ie.Path != path {
 			t.Errorf("%s: img=%v err=%v, want an *ImageError wrapping %v", name, img != nil, err, c.want)
@@ -153,11 +153,11 @@ func TestCopyOnWriteReservation(t *testing.T) {
 	b, freeB := reserveImage(img, regionKey{size: 8 * 65536})
 	defer freeA(a)
 	defer freeB(b)
-	if !bytes.Equal(a[:len(img.Memory)], img.Memory) || a[len(img.Memory)] != 0 || a[len(a)-1] != 0 {
+	if !bytes.Equal(a[:len(img.memory)], img.memory) || a[len(img.memory)] != 0 || a[len(a)-1] != 0 {
 		t.Fatal("reservation does not start as the image")
 	}
 	a[0], a[len(a)-1] = 'X', 'Y'
-	if b[0] != 'a' || img.Memory[0] != 'a' || b[len(b)-1] != 0 {
+	if b[0] != 'a' || img.memory[0] != 'a' || b[len(b)-1] != 0 {
 		t.Fatal("a write leaked out of its reservation")
 	}
 	// A cap below the image cannot map it; the copy path refuses too.

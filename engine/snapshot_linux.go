@@ -22,7 +22,7 @@ import (
 type backing struct {
 	fd   int
 	size int
-	view []byte // a read-only mapping of the memfd that is the Image's Memory, or nil
+	view []byte // a read-only mapping of the memfd that is the Snapshot's Memory, or nil
 }
 
 // newBacking copies mem into a sealed memfd.

@@ -3,6 +3,8 @@ package engine
 import (
 	"runtime"
 	"sync"
+
+	"github.com/airlock-sandbox/airlock/engine/internal/snaphook"
 )
 
 // Restoring an image into a run's memory, measured on a 2-core VM (13 MB
@@ -36,7 +38,7 @@ var trimAbove = 512
 
 // regionPool keeps reset regions of one size for one image.
 type regionPool struct {
-	img  *Image
+	img  *Snapshot
 	key  regionKey
 	cow  bool // regions are backing mappings, reset by backing.restore
 	mu   sync.Mutex
@@ -66,13 +68,13 @@ func poolMax() int { return max(2*runtime.GOMAXPROCS(0), 4) }
 
 // regionKey tells pools apart: by reservation size, and whether the
 // regions go to an engine that makes the pages past a run's memory
-// inaccessible (ImageRegion), which wazero's regions must never be.
+// inaccessible (snapshotRegion), which wazero's regions must never be.
 type regionKey struct {
 	size    uint64
 	guarded bool
 }
 
-func (img *Image) poolFor(key regionKey) *regionPool {
+func (img *Snapshot) poolFor(key regionKey) *regionPool {
 	img.poolMu.Lock()
 	if img.closed {
 		img.poolMu.Unlock()
@@ -116,7 +118,7 @@ func (p *regionPool) get() []byte {
 	p.free = p.free[:n-1]
 	p.mu.Unlock()
 	if !p.cow {
-		copy(buf, p.img.Memory)
+		copy(buf, p.img.memory)
 	}
 	return buf
 }
@@ -131,10 +133,10 @@ func (p *regionPool) put(buf []byte) {
 		unreserve(buf)
 		return
 	}
-	n := len(p.img.Memory)
+	n := len(p.img.memory)
 	ok := resetRegion(buf, n)
 	if ok && p.cow {
-		ok = p.img.backing.restore(buf, p.img.Memory)
+		ok = p.img.backing.restore(buf, p.img.memory)
 	}
 	p.mu.Lock()
 	if !ok || p.closed || len(p.free)+p.pending >= p.max {
@@ -164,8 +166,8 @@ func (p *regionPool) grow() {
 		p.pending--
 		p.mu.Unlock()
 		if ok {
-			copy(buf, p.img.Memory)        // fault the pages in
-			p.put(buf[:len(p.img.Memory)]) // nothing past the image to clear
+			copy(buf, p.img.memory)        // fault the pages in
+			p.put(buf[:len(p.img.memory)]) // nothing past the image to clear
 		}
 	}()
 }
@@ -184,7 +186,7 @@ func (p *regionPool) close() {
 	}
 }
 
-// ImageRegion reserves size bytes that read as img's memory (a delta
+// snapshotRegion reserves size bytes that read as img's memory (a delta
 // image: its base's with pages replaced), the rest zeros, for an instance
 // whose memory the host supplies: wazero's allocator, or package
 // wasmtime's memory creator, which asks for guarded ones: it makes the
@@ -194,7 +196,7 @@ func (p *regionPool) close() {
 // used; the pages up to that length must be readable and writable. A
 // guarded region is always mapped memory, never the Go heap; buf is nil
 // when none can be mapped.
-func ImageRegion(img *Image, size uint64, guarded bool) (buf []byte, free func([]byte)) {
+func snapshotRegion(img *Snapshot, size uint64, guarded bool) (buf []byte, free func([]byte)) {
 	if img.base != nil {
 		buf, free = reserveImage(img.base, regionKey{size, guarded})
 		if buf != nil {
@@ -209,7 +211,7 @@ func ImageRegion(img *Image, size uint64, guarded bool) (buf []byte, free func([
 // zero: a pooled region when one is ready, else a new copy-on-write
 // mapping of the image's backing (which joins the pool after its run),
 // else a plain copy.
-func reserveImage(img *Image, key regionKey) ([]byte, func([]byte)) {
+func reserveImage(img *Snapshot, key regionKey) ([]byte, func([]byte)) {
 	size := key.size
 	p := img.poolFor(key)
 	if p != nil {
@@ -249,6 +251,13 @@ func reserveImage(img *Image, key regionKey) ([]byte, func([]byte)) {
 	} else {
 		buf, free = reserve(size)
 	}
-	copy(buf, img.Memory)
+	copy(buf, img.memory)
 	return buf, free
+}
+
+func init() {
+	snaphook.Region = func(s any, size uint64, guarded bool) ([]byte, func([]byte)) {
+		return snapshotRegion(s.(*Snapshot), size, guarded)
+	}
+	snaphook.New = func(memory []byte) any { return newSnapshot(memory, nil, 0) }
 }

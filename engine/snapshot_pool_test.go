@@ -18,16 +18,16 @@ func TestPooledRegionsAreReset(t *testing.T) {
 		}
 		testPoolReset(t, img, 16*65536)
 		// Past keptTail, memory is released rather than cleared.
-		testPoolReset(t, img, len(img.Memory)+keptTail+8*65536)
+		testPoolReset(t, img, len(img.memory)+keptTail+8*65536)
 	})
 	t.Run("copied", func(t *testing.T) {
-		img := &Image{Memory: testImage().Memory} // no backing
+		img := &Snapshot{memory: testImage().memory} // no backing
 		defer img.Close()
 		testPoolReset(t, img, 16*65536)
 	})
 }
 
-func testPoolReset(t *testing.T, img *Image, size int) {
+func testPoolReset(t *testing.T, img *Snapshot, size int) {
 	p := img.poolFor(regionKey{size: uint64(size)})
 	for deadline := time.Now().Add(10 * time.Second); ; {
 		buf, free := reserveImage(img, regionKey{size: uint64(size)})
@@ -48,10 +48,10 @@ func testPoolReset(t *testing.T, img *Image, size int) {
 	}
 	for range 3 {
 		buf, free := reserveImage(img, regionKey{size: uint64(size)})
-		if !bytes.Equal(buf[:len(img.Memory)], img.Memory) {
+		if !bytes.Equal(buf[:len(img.memory)], img.memory) {
 			t.Fatal("a reused region does not start as the image")
 		}
-		if !bytes.Equal(buf[len(img.Memory):], make([]byte, size-len(img.Memory))) {
+		if !bytes.Equal(buf[len(img.memory):], make([]byte, size-len(img.memory))) {
 			t.Fatal("a reused region kept a previous run's memory past the image")
 		}
 		for i := range buf {
@@ -65,12 +65,12 @@ func testPoolReset(t *testing.T, img *Image, size int) {
 // image keep idle regions for each: past maxPoolSizes sizes the least
 // recently used pool is closed, its regions unmapped.
 func TestPoolSizesAreBounded(t *testing.T) {
-	img := &Image{Memory: testImage().Memory}
+	img := &Snapshot{memory: testImage().memory}
 	defer img.Close()
-	firstKey := regionKey{size: uint64(len(img.Memory)) + 65536}
+	firstKey := regionKey{size: uint64(len(img.memory)) + 65536}
 	first := img.poolFor(firstKey)
 	for i := range 3 * maxPoolSizes {
-		size := uint64(len(img.Memory)) + uint64(i+2)*65536
+		size := uint64(len(img.memory)) + uint64(i+2)*65536
 		buf, free := reserveImage(img, regionKey{size: size})
 		free(buf)
 		img.poolFor(firstKey) // first stays in use
@@ -84,7 +84,7 @@ func TestPoolSizesAreBounded(t *testing.T) {
 	}
 	closed := 0
 	for i := range 3 * maxPoolSizes {
-		size := uint64(len(img.Memory)) + uint64(i+2)*65536
+		size := uint64(len(img.memory)) + uint64(i+2)*65536
 		img.poolMu.Lock()
 		_, live := img.pools[regionKey{size: size}]
 		img.poolMu.Unlock()
@@ -104,7 +104,7 @@ func TestRegionBackAfterImageClose(t *testing.T) {
 	if img.backing == nil || !canRestore() {
 		t.Skip("no copy-on-write backing or no pagemap here")
 	}
-	buf, free := reserveImage(img, regionKey{size: uint64(len(img.Memory) + 4*65536)})
+	buf, free := reserveImage(img, regionKey{size: uint64(len(img.memory) + 4*65536)})
 	img.Close()
-	free(buf[:len(img.Memory)])
+	free(buf[:len(img.memory)])
 }

@@ -37,7 +37,7 @@ func TestResumeLimits(t *testing.T) {
 	if o, err, s := run("print('resumed')", 256<<20); err != nil || o.ExitCode != 0 || s != "resumed\n" {
 		t.Fatalf("resume: %v %+v %q", err, o, s)
 	}
-	if _, err, _ := run("pass", uint64(len(img.Memory))-65536); !errors.Is(err, engine.ErrBelowMinMemory) {
+	if _, err, _ := run("pass", uint64(img.Len())-65536); !errors.Is(err, engine.ErrBelowMinMemory) {
 		t.Fatalf("cap below the image: err = %v", err)
 	}
 	o, _, s := run("b = bytearray(300 << 20)", 64<<20)
@@ -79,11 +79,12 @@ func TestPauseOutsideTheLoop(t *testing.T) {
 	}
 
 	mem := img.Bytes()
-	stack := mem[img.UnwindBuffer+8 : img.UnwindBuffer+4096]
+	globals, unwind := engine.SnapshotRegisters(img)
+	stack := mem[unwind+8 : unwind+4096]
 	for i := range stack {
 		stack[i] = 0xff
 	}
-	bad := engine.NewImage(mem, img.Globals, img.UnwindBuffer)
+	bad := engine.NewSnapshot(mem, globals, unwind)
 	defer bad.Close()
 	if _, err := m.Resume(ctx, bad, engine.RunSpec{WASI: resumed([]byte("print(1)"), &out), MemoryLimit: 256 << 20}); !errors.Is(err, engine.ErrBadImage) {
 		t.Fatalf("damaged stack: err = %v", err)

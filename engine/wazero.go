@@ -241,7 +241,7 @@ func valueTypes(ts []wasi.ValueType) []api.ValueType {
 	return out
 }
 
-func (c *wzCode) Start(ctx context.Context, r *RunState, spec RunSpec, limit uint64, img *Image) (Instance, error) {
+func (c *wzCode) Start(ctx context.Context, r *RunState, spec RunSpec, limit uint64, img *Snapshot) (Instance, error) {
 	if !spec.Unpooled {
 		if p := c.instancePool(img, limit); p != nil {
 			if mod, limits := p.take(); mod != nil {

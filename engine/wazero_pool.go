@@ -26,7 +26,7 @@ const instancePoolSize = 2
 const maxInstancePools = 4
 
 type poolKey struct {
-	img   *Image
+	img   *Snapshot
 	limit uint64
 }
 
@@ -49,7 +49,7 @@ type instancePool struct {
 
 // instancePool returns the pool for img at limit, or nil when runs with
 // it instantiate inline (a delta image, an image closing, too many pools).
-func (c *wzCode) instancePool(img *Image, limit uint64) *instancePool {
+func (c *wzCode) instancePool(img *Snapshot, limit uint64) *instancePool {
 	if img == nil || img.base != nil {
 		return nil
 	}
@@ -152,7 +152,7 @@ func (c *wzCode) closePools() {
 
 // onClose registers fn to run when img closes, before its regions and
 // backing go; false when img is closed already.
-func (img *Image) onClose(fn func()) bool {
+func (img *Snapshot) onClose(fn func()) bool {
 	img.poolMu.Lock()
 	defer img.poolMu.Unlock()
 	if img.closed {

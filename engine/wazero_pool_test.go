@@ -128,7 +128,7 @@ func TestIdleRegionsPrivateMemory(t *testing.T) {
 	}
 	largest := func() (int, int64) {
 		t.Helper()
-		regions := m.IdleRegions(img)
+		regions := engine.IdleRegions(m, img)
 		private, ok := engine.PrivateBytes(regions)
 		if !ok {
 			t.Skip("no /proc/self/pagemap here")
@@ -166,7 +166,7 @@ func TestIdleRegionTrimmedAfterAHeavyRun(t *testing.T) {
 		if o, err := m.Resume(ctx, img, engine.RunSpec{WASI: resumed([]byte(code), &out), MemoryLimit: 256 << 20, Unpooled: true}); err != nil || o.ExitCode != 0 {
 			t.Fatalf("%q: %v %+v %q", code, err, o, out.String())
 		}
-		private, ok := engine.PrivateBytes(m.IdleRegions(img))
+		private, ok := engine.PrivateBytes(engine.IdleRegions(m, img))
 		if !ok {
 			t.Skip("no /proc/self/pagemap here")
 		}

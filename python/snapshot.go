@@ -395,7 +395,7 @@ func (s ImageSpec) Key() engine.ImageKey {
 
 var (
 	imagesMu sync.Mutex
-	images   = map[engine.ImageKey]*engine.Image{}
+	images   = map[engine.ImageKey]*engine.Snapshot{}
 )
 
 // Snapshot returns the image of the prelude paused at its first read,
@@ -408,7 +408,7 @@ var (
 //
 // # Errors
 // A capture that fails (see engine.Compiled.Capture).
-func Snapshot(ctx context.Context, mod *engine.Compiled, spec ImageSpec, cacheDir string, notice io.Writer) (*engine.Image, error) {
+func Snapshot(ctx context.Context, mod *engine.Compiled, spec ImageSpec, cacheDir string, notice io.Writer) (*engine.Snapshot, error) {
 	key := spec.Key()
 	imagesMu.Lock()
 	defer imagesMu.Unlock()
@@ -423,12 +423,12 @@ func Snapshot(ctx context.Context, mod *engine.Compiled, spec ImageSpec, cacheDi
 	return img, nil
 }
 
-func loadOrCapture(ctx context.Context, mod *engine.Compiled, spec ImageSpec, cacheDir string, notice io.Writer) (*engine.Image, error) {
+func loadOrCapture(ctx context.Context, mod *engine.Compiled, spec ImageSpec, cacheDir string, notice io.Writer) (*engine.Snapshot, error) {
 	key := spec.Key()
 	path := ""
 	if cacheDir != "" {
 		path = ImagePath(cacheDir, key)
-		img, err := engine.ReadImageFile(path, key)
+		img, err := engine.ReadSnapshotFile(path, key)
 		if err == nil {
 			return img, nil
 		}
@@ -451,9 +451,9 @@ func loadOrCapture(ctx context.Context, mod *engine.Compiled, spec ImageSpec, ca
 	// Processes sharing a cache must share the image too (a session saved
 	// in one loads only in a process with the same image), so the first
 	// one stored wins: a process that captured at the same time takes it.
-	switch err := engine.CreateImageFile(path, key, img); {
+	switch err := engine.CreateSnapshotFile(path, key, img); {
 	case errors.Is(err, fs.ErrExist):
-		if theirs, rerr := engine.ReadImageFile(path, key); rerr == nil {
+		if theirs, rerr := engine.ReadSnapshotFile(path, key); rerr == nil {
 			img.Close()
 			return theirs, nil
 		}
@@ -487,7 +487,7 @@ const entryDevice = "/dev/airlock-entry"
 // Capture starts the prelude in spec's snapshot environment and returns
 // the image of it paused in the interactive loop's first read, with the
 // prelude's entry point when mod can call it (engine.Compiled.Enters).
-func Capture(ctx context.Context, mod *engine.Compiled, spec ImageSpec) (*engine.Image, error) {
+func Capture(ctx context.Context, mod *engine.Compiled, spec ImageSpec) (*engine.Snapshot, error) {
 	fs, err := spec.fs()
 	if err != nil {
 		return nil, fmt.Errorf("python: snapshot: %w", err)
@@ -502,14 +502,15 @@ func Capture(ctx context.Context, mod *engine.Compiled, spec ImageSpec) (*engine
 	if err != nil {
 		return nil, fmt.Errorf("python: %w\n%s", err, stderr.Bytes())
 	}
+	var entryAt uint32 // the image's entry point: none unless the module enters
 	if mod.Enters() {
 		if entry.addr == 0 {
 			img.Close()
 			return nil, fmt.Errorf("python: snapshot: the prelude did not report its entry point on %s\n%s", entryDevice, stderr.Bytes())
 		}
-		img.Entry = entry.addr
+		entryAt = entry.addr
 	}
-	img.Fresh = random.state
+	img.SetEntry(entryAt, random.state)
 	return img, nil
 }
 
@@ -576,7 +577,7 @@ func (immortaliser) Read(context.Context, []byte) (int, error)  { return 0, nil 
 
 // randomDevice is where, at a capture, the prelude tells where the state
 // of random's shared generator lies, for the host to fill with fresh
-// bytes at each run from the image (engine.Image.Fresh) instead of the
+// bytes at each run from the image (engine.Snapshot.Fresh) instead of the
 // guest reseeding it: random.seed() is ~87,000 WebAssembly instructions,
 // a third of a run of `pass`. The generator is a Mersenne Twister, and a
 // state of 624 uniformly random words is what seeding from 2,496 bytes

@@ -55,7 +55,7 @@ func TestStoredImageRejected(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
-		fresh := img.Fresh
+		fresh := img.Fresh()
 		img.Close()
 		if fresh.Len != 4*mtWords {
 			t.Fatalf("%s: the image's fresh range is %+v, want random's state (%d bytes)", name, fresh, 4*mtWords)
@@ -63,7 +63,7 @@ func TestStoredImageRejected(t *testing.T) {
 		if !strings.Contains(notice.String(), wantNotice) {
 			t.Fatalf("%s: notice %q, want it to mention %q", name, notice.String(), wantNotice)
 		}
-		again, err := engine.ReadImageFile(path, key)
+		again, err := engine.ReadSnapshotFile(path, key)
 		if err != nil {
 			t.Fatalf("%s: the image was not replaced: %v", name, err)
 		}
@@ -77,11 +77,11 @@ func TestStoredImageRejected(t *testing.T) {
 	os.WriteFile(path, data, 0o644)
 	check("flipped byte", "checksum mismatch")
 
-	img, err := engine.ReadImageFile(path, key)
+	img, err := engine.ReadSnapshotFile(path, key)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := engine.WriteImageFile(path, ImageSpec{ModuleSHA: sha + "-other"}.Key(), img); err != nil {
+	if err := engine.WriteSnapshotFile(path, ImageSpec{ModuleSHA: sha + "-other"}.Key(), img); err != nil {
 		t.Fatal(err)
 	}
 	img.Close()

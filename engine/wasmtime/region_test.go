@@ -9,6 +9,7 @@ import (
 	"unsafe"
 
 	"github.com/airlock-sandbox/airlock/engine"
+	"github.com/airlock-sandbox/airlock/engine/internal/snaphook"
 )
 
 // peekModule exports its memory (one page at first), load(addr) -> the
@@ -43,7 +44,7 @@ func TestPooledRegionTrapsPastItsMemory(t *testing.T) {
 	defer code.Close(ctx)
 	const page = engine.PageSize
 	mem := bytes.Repeat([]byte{0x5a}, 2*page)
-	img := engine.NewImage(mem, nil, 0)
+	img := snaphook.New(mem).(*engine.Snapshot)
 	defer img.Close()
 
 	start := func() *wtInstance {

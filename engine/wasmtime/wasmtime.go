@@ -17,6 +17,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/airlock-sandbox/airlock/engine"
+	"github.com/airlock-sandbox/airlock/engine/internal/snaphook"
 	"github.com/airlock-sandbox/airlock/internal/atomicfile"
 	"github.com/airlock-sandbox/airlock/internal/filehash"
 	"github.com/airlock-sandbox/airlock/internal/wasmbin"
@@ -253,7 +254,7 @@ func wtValTypes(ts []wasi.ValueType) []*wasmtime.ValType {
 }
 
 // start makes a store and instance for one run.
-func (m *wtCode) Start(ctx context.Context, r *engine.RunState, spec engine.RunSpec, limit uint64, img *engine.Image) (engine.Instance, error) {
+func (m *wtCode) Start(ctx context.Context, r *engine.RunState, spec engine.RunSpec, limit uint64, img *engine.Snapshot) (engine.Instance, error) {
 	inst := &wtInstance{run: r, mem: newCRun(limit)}
 	if img != nil {
 		inst.offerRegion(m.regionSize.Load(), img)
@@ -329,19 +330,19 @@ type wtInstance struct {
 }
 
 // offerRegion takes a region of size bytes that reads as img's memory
-// (engine.ImageRegion: pooled and reset like wazero's, so a run faults on
+// (snaphook.Region: pooled and reset like wazero's, so a run faults on
 // few pages and maps nothing) and offers it for the instance's memory. The
 // code wasmtime compiled for a static memory checks no bounds: an access
 // past the memory's size must fault, so the region past the image is made
 // inaccessible here, and growing the memory opens it page by page
 // (airlock_grow_memory). A size of 0 (no memory made yet, so not known)
 // offers none.
-func (i *wtInstance) offerRegion(size uint64, img *engine.Image) {
+func (i *wtInstance) offerRegion(size uint64, img *engine.Snapshot) {
 	n := img.Len()
 	if size <= uint64(n) {
 		return
 	}
-	buf, free := engine.ImageRegion(img, size, true)
+	buf, free := snaphook.Region(img, size, true)
 	if buf == nil {
 		return // the instance maps its own
 	}
@@ -374,7 +375,7 @@ func (i *wtInstance) setFuel(metered bool, limit uint64) error {
 
 // load grows the fresh instance's memory to img's size and fills it,
 // unless it is the offered region, which holds the image already.
-func (i *wtInstance) load(img *engine.Image) error {
+func (i *wtInstance) load(img *engine.Snapshot) error {
 	pages := uint32(img.Len() / engine.PageSize)
 	if cur := uint32(len(i.Memory()) / engine.PageSize); cur < pages {
 		if _, ok := i.Grow(pages - cur); !ok {

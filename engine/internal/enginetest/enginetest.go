@@ -81,7 +81,7 @@ func OwnBuild(t *testing.T) (cache string, art *python.Artifact, rec *python.Asy
 
 // CaptureLoop captures m's image in the interactive loop's first read (see
 // Looping), closed when the test ends.
-func CaptureLoop(t *testing.T, m *engine.Compiled) *engine.Image {
+func CaptureLoop(t *testing.T, m *engine.Compiled) *engine.Snapshot {
 	t.Helper()
 	var out bytes.Buffer
 	img, err := m.Capture(context.Background(), engine.RunSpec{WASI: Looping(&out), MemoryLimit: 1 << 30, PauseWhen: python.LoopRead})
@@ -108,7 +108,7 @@ func StateArgs(args []string, stdin io.Reader, stderr *bytes.Buffer) *wasi.State
 }
 
 // StateRandom is StateArgs with random_get, and an image's fresh range
-// (engine.Image.Fresh), fed by random (nil: crypto/rand).
+// (engine.Snapshot.Fresh), fed by random (nil: crypto/rand).
 func StateRandom(args []string, stdin io.Reader, stderr *bytes.Buffer, random io.Reader) *wasi.State {
 	fs := memfs.New(memfs.Options{})
 	fs.MkdirAll("/tmp")
