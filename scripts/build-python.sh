@@ -258,6 +258,10 @@ fi
 # reaches the module's handler and becomes a Python exception instead of
 # ending the run; python.wasm then imports env.invoke_* and
 # airlock_eh.unwind, which the host serves (RATIONALE, "C++ exceptions").
+# Built (or found) first with its messages on stderr, then asked for its
+# directory: on a fresh cache, a step of the build printed to stdout, which
+# the directory's capture took for part of the path.
+AIRLOCK_CACHE_DIR="$CACHE" scripts/build-cxx-eh.sh >&2
 CXXEH_DIR=$(AIRLOCK_CACHE_DIR="$CACHE" scripts/build-cxx-eh.sh --print-dir)
 cxxeh_flag() { python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))[sys.argv[2]])' "$CXXEH_DIR/build.json" "$1"; }
 CXXEH_FLAGS=$(cxxeh_flag cxxflags)
