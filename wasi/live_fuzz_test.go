@@ -92,6 +92,9 @@ func startLive() error {
 	if err != nil {
 		return err
 	}
+	if err := instantiateOtherImports(ctx, r, compiled); err != nil {
+		return err
+	}
 	fs := memfs.New(memfs.Options{})
 	if art.Layer != nil { // the own build's stdlib
 		if err := fs.Mount(art.Layer); err != nil {
@@ -115,6 +118,38 @@ func startLive() error {
 		live.ready <- fmt.Errorf("python.wasm ended before reading stdin: %v", err)
 	}()
 	return <-live.ready
+}
+
+// instantiateOtherImports gives python.wasm's imports from modules other
+// than WASI's (the C++ exception lowering's env.invoke_* and airlock_eh,
+// which the engine serves) functions that fail if called: the path to the
+// first read of stdin imports no compiled package and throws nothing, and
+// this package cannot import the engine that serves them.
+func instantiateOtherImports(ctx context.Context, r wazero.Runtime, compiled wazero.CompiledModule) error {
+	builders := map[string]wazero.HostModuleBuilder{}
+	var order []string
+	for _, def := range compiled.ImportedFunctions() {
+		module, name, _ := def.Import()
+		if module == wasi.ModuleName {
+			continue
+		}
+		b, ok := builders[module]
+		if !ok {
+			b = r.NewHostModuleBuilder(module)
+			builders[module] = b
+			order = append(order, module)
+		}
+		fn := api.GoModuleFunc(func(context.Context, api.Module, []uint64) {
+			panic(fmt.Sprintf("%s.%s called before python.wasm read stdin", module, name))
+		})
+		b.NewFunctionBuilder().WithGoModuleFunction(fn, def.ParamTypes(), def.ResultTypes()).Export(name)
+	}
+	for _, module := range order {
+		if _, err := builders[module].Instantiate(ctx); err != nil {
+			return fmt.Errorf("instantiate %s: %w", module, err)
+		}
+	}
+	return nil
 }
 
 // serveLive runs inside the paused instance's fd_read.
