@@ -484,7 +484,7 @@ import _imp, json, sys, zipfile
 import importlib._bootstrap_external as be
 sources, guest = sys.argv[1:-1], sys.argv[-1]
 fixes = json.loads(FIXES)
-seen = set()
+seen, tops = set(), set()
 compiled, skipped = 0, []
 with zipfile.ZipFile("/home/user/packages.zip", "w", zipfile.ZIP_DEFLATED, compresslevel=6) as out:
     def put(name, data):
@@ -501,6 +501,7 @@ with zipfile.ZipFile("/home/user/packages.zip", "w", zipfile.ZIP_DEFLATED, compr
                 if info.is_dir() or name in seen or name.split("/")[0].endswith(".data"):
                     continue
                 seen.add(name)
+                tops.add(name.split("/")[0])
                 data = z.read(info)
                 for old, new in fixes.pop(name, ()):
                     if old.encode() not in data:
@@ -516,8 +517,11 @@ with zipfile.ZipFile("/home/user/packages.zip", "w", zipfile.ZIP_DEFLATED, compr
                     continue
                 put(name[:-3] + ".pyc", be._code_to_hash_pyc(code, _imp.source_hash(be._RAW_MAGIC_NUMBER, data), False))
                 compiled += 1
-if fixes:
-    sys.exit("airlock: no file %s to fix" % ", ".join(fixes))
+# A fix for a package this build does not mount (python-docx without
+# lxml, nltk without regex: the npm fallback) has nothing to fix.
+missing = sorted(f for f in fixes if f.split("/")[0] in tops)
+if missing:
+    sys.exit("airlock: no file %s to fix" % ", ".join(missing))
 print("compiled", compiled, "skipped", len(skipped), " ".join(skipped[:20]))
 `
 
