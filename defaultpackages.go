@@ -407,35 +407,10 @@ var sourceFixes = map[string][][2]string{
 
         docx = io.BytesIO(pkgutil.get_data("docx", "templates/default.docx"))
 `}},
-	"docx/parts/hdrftr.py": {{`        path = os.path.join(os.path.split(__file__)[0], "..", "templates", "default-footer.xml")
-        with open(path, "rb") as f:
-`, `        import io, pkgutil  # airlock: from the zip the package is imported from
-
-        with io.BytesIO(pkgutil.get_data("docx", "templates/default-footer.xml")) as f:
-`}, {`        path = os.path.join(os.path.split(__file__)[0], "..", "templates", "default-header.xml")
-        with open(path, "rb") as f:
-`, `        import io, pkgutil  # airlock: from the zip the package is imported from
-
-        with io.BytesIO(pkgutil.get_data("docx", "templates/default-header.xml")) as f:
-`}},
-	"docx/parts/styles.py": {{`        path = os.path.join(os.path.split(__file__)[0], "..", "templates", "default-styles.xml")
-        with open(path, "rb") as f:
-`, `        import io, pkgutil  # airlock: from the zip the package is imported from
-
-        with io.BytesIO(pkgutil.get_data("docx", "templates/default-styles.xml")) as f:
-`}},
-	"docx/parts/settings.py": {{`        path = os.path.join(os.path.split(__file__)[0], "..", "templates", "default-settings.xml")
-        with open(path, "rb") as f:
-`, `        import io, pkgutil  # airlock: from the zip the package is imported from
-
-        with io.BytesIO(pkgutil.get_data("docx", "templates/default-settings.xml")) as f:
-`}},
-	"docx/parts/comments.py": {{`        path = os.path.join(os.path.split(__file__)[0], "..", "templates", "default-comments.xml")
-        with open(path, "rb") as f:
-`, `        import io, pkgutil  # airlock: from the zip the package is imported from
-
-        with io.BytesIO(pkgutil.get_data("docx", "templates/default-comments.xml")) as f:
-`}},
+	"docx/parts/hdrftr.py":   {docxTemplateFix("default-footer.xml"), docxTemplateFix("default-header.xml")},
+	"docx/parts/styles.py":   {docxTemplateFix("default-styles.xml")},
+	"docx/parts/settings.py": {docxTemplateFix("default-settings.xml")},
+	"docx/parts/comments.py": {docxTemplateFix("default-comments.xml")},
 	// nltk subclasses http.client's and urllib's HTTPS classes at import;
 	// python.wasm has no ssl module, so neither exists: plain bases stand
 	// in (a fetch fails at its name lookup first, with the sandbox's
@@ -684,4 +659,17 @@ func (sb *Sandbox) Packages() []PackageStatus {
 		out = append(out, s)
 	}
 	return out
+}
+
+// docxTemplateFix has python-docx read one of its XML templates from the
+// zip it is imported from, where it opened the file by path.
+func docxTemplateFix(name string) [2]string {
+	return [2]string{
+		`        path = os.path.join(os.path.split(__file__)[0], "..", "templates", "` + name + `")
+        with open(path, "rb") as f:
+`,
+		`        import io, pkgutil  # airlock: from the zip the package is imported from
+
+        with io.BytesIO(pkgutil.get_data("docx", "templates/` + name + `")) as f:
+`}
 }
