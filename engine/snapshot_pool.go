@@ -199,9 +199,17 @@ func (p *regionPool) close() {
 func snapshotRegion(img *Snapshot, size uint64, guarded bool) (buf []byte, free func([]byte)) {
 	if img.base != nil {
 		buf, free = reserveImage(img.base, regionKey{size, guarded})
-		if buf != nil {
-			img.applyDelta(buf)
+		if buf == nil {
+			return nil, nil
 		}
+		// A guarded region's last run may have left the pages past its
+		// own length inaccessible, and a delta image can be longer than
+		// its base: open them before the delta's pages are written there.
+		if guarded && !openRegion(buf[:img.size]) {
+			free(buf[:len(img.base.memory)]) // readable after any run on the base
+			return nil, nil
+		}
+		img.applyDelta(buf)
 		return buf, free
 	}
 	return reserveImage(img, regionKey{size, guarded})

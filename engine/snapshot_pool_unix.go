@@ -50,3 +50,10 @@ func resetRegion(buf []byte, imageLen int) bool {
 func unreserve(buf []byte) {
 	_ = unix.MunmapPtr(unsafe.Pointer(unsafe.SliceData(buf)), uintptr(cap(buf)))
 }
+
+// openRegion makes buf readable and writable again: a guarded region
+// (package wasmtime's) comes back from a run with the pages past that run's
+// memory inaccessible.
+func openRegion(buf []byte) bool {
+	return unix.Mprotect(buf, unix.PROT_READ|unix.PROT_WRITE) == nil
+}
