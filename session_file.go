@@ -370,7 +370,10 @@ func (sb *Sandbox) LoadSession(ctx context.Context, r io.Reader, opts LoadOption
 	case 1:
 		if base != nil { // else d.err is set already
 			d.base, s.base = base.img, base
-			img = d.image(limits.Memory)
+			// Against the loader's cap, not the session's own limit: a
+			// call may ask for more memory than its session's default
+			// (up to the cap), and what it built is the session's.
+			img = d.image(caps.Memory)
 		}
 	default:
 		d.fail("image marker")

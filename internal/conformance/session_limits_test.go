@@ -111,6 +111,29 @@ func TestSessionLoadOverLimits(t *testing.T) {
 	}
 }
 
+// A call may ask for more memory than its session's default, and what it
+// built stays the session's: saved, the session loads again under a cap
+// that covers its memory, and is refused only by one that does not. (It
+// was checked against the session's default, so serve could not bring
+// back a session it had spilled: HTTP 500.)
+func TestSessionLoadKeepsWhatALargerCallBuilt(t *testing.T) {
+	ctx := context.Background()
+	sandbox := snapshotSandbox(t)
+	s := newSession(t, sandbox, airlock.SessionOptions{Limits: airlock.Limits{Memory: 64 << 20}})
+	big := airlock.Limits{Memory: 200 << 20}
+	call(t, s, airlock.Request{Code: "blob = bytearray(96 << 20)", Limits: big}, "", "")
+	blob := saved(t, s)
+	l, err := sandbox.LoadSession(ctx, bytes.NewReader(blob), airlock.LoadOptions{MaxLimits: big})
+	if err != nil {
+		t.Fatalf("LoadSession under a cap its memory fits: %v", err)
+	}
+	defer l.Close(ctx)
+	call(t, l, airlock.Request{Code: "print(len(blob) >> 20)", Limits: big}, "96\n", "")
+	if _, err := sandbox.LoadSession(ctx, bytes.NewReader(blob), airlock.LoadOptions{MaxLimits: airlock.Limits{Memory: 64 << 20}}); !errors.Is(err, airlock.ErrSessionOverLimits) {
+		t.Errorf("under a cap below its memory: %v, want ErrSessionOverLimits", err)
+	}
+}
+
 type countingReader struct {
 	r interface{ Read([]byte) (int, error) }
 	n int64
