@@ -1,10 +1,11 @@
 package engine
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"slices"
+
+	"github.com/airlock-sandbox/airlock/engine/internal/backend"
 )
 
 // Engine names for Options.Engine.
@@ -27,15 +28,9 @@ var (
 	ErrUnmetered = errors.New("engine: a fuel cap needs fuel metering, and this module was loaded unmetered")
 )
 
-// loadWasmtime compiles the module whose sha256 is digest for wasmtime,
-// or loads its compiled code from the cache, where it needs no bytes
-// (wasm reads them); set by package wasmtime (SetWasmtime) when a binary
-// links it in.
-var loadWasmtime func(ctx context.Context, digest string, wasm func() ([]byte, error), opts Options) (Code, error)
-
 // Engines lists the engines compiled into this binary, the default first.
 func Engines() []string {
-	if loadWasmtime != nil {
+	if backend.Wasmtime != nil {
 		return []string{EngineWazero, EngineWasmtime}
 	}
 	return []string{EngineWazero}

@@ -4,6 +4,8 @@ import (
 	"runtime"
 	"sync"
 	"sync/atomic"
+
+	"github.com/airlock-sandbox/airlock/engine/internal/backend"
 )
 
 // A lone run's instance is closed after Resume returns, not before.
@@ -41,7 +43,7 @@ func closeInBackground() bool {
 
 // closeLater closes inst, resumed by m from img, in the background where
 // it can, else now.
-func (m *Compiled) closeLater(img *Snapshot, inst Instance) {
+func (m *Compiled) closeLater(img *Snapshot, inst backend.Instance) {
 	// Only wazero's instances. A wasmtime instance once unmapped a memory
 	// of its own, which takes the process's memory-map lock and stalled
 	// the page faults of the run after it (one worker's p50 rose from

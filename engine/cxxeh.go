@@ -3,9 +3,8 @@ package engine
 import (
 	"errors"
 	"fmt"
-	"strings"
 
-	"github.com/airlock-sandbox/airlock/wasi"
+	"github.com/airlock-sandbox/airlock/engine/internal/backend"
 )
 
 // C++ exceptions without the exception-handling proposal (RATIONALE, "C++
@@ -37,20 +36,6 @@ import (
 // experimental exception handling, which hands the guest a raw host
 // pointer (wazero issue 2522), stays off.
 
-// The names the lowering and the guest runtime use.
-const (
-	invokeModule = "env"
-	invokePrefix = "invoke_"
-	unwindModule = "airlock_eh"
-	unwindName   = "unwind"
-	// The exports invoke_ needs: the stack pointer to restore, the
-	// guest's setThrew, and (wasmtime, which reaches a table only through
-	// an export) the function table.
-	StackPointerExport = "__stack_pointer"
-	SetThrewExport     = "setThrew"
-	TableExport        = "__indirect_function_table"
-)
-
 // MaxInvokeDepth bounds invoke_ calls nested in one another. Each level is
 // a host call re-entering the guest, which costs the host memory (on
 // wazero a call context with its own stack, and the Go stack under it):
@@ -68,50 +53,12 @@ var (
 	// ErrInvokeDepth: invoke_ calls nested deeper than MaxInvokeDepth.
 	ErrInvokeDepth = fmt.Errorf("engine: invoke_: calls nested deeper than %d", MaxInvokeDepth)
 	// ErrEHExports: a module importing invoke_ lacks an export it needs.
-	ErrEHExports = errors.New("engine: a module using invoke_ must export " + StackPointerExport + ", " + SetThrewExport + " and " + TableExport +
+	ErrEHExports = errors.New("engine: a module using invoke_ must export " + backend.StackPointerExport + ", " + backend.SetThrewExport + " and " + backend.TableExport +
 		" (link with -Wl,--export=__stack_pointer -Wl,--export-table and scripts/build-cxx-eh.sh's libc++abi)")
 	// errUnwind is the panic value of a wazero unwind: only the invoke_
 	// that catches it sees it.
 	errUnwind = errors.New("engine: guest unwinding to its invoke_")
 )
-
-// EHImport tells whether module.name is one of the exception runtime's
-// imports that the host serves.
-func EHImport(module, name string) bool {
-	return module == invokeModule && strings.HasPrefix(name, invokePrefix) && len(name) > len(invokePrefix) ||
-		module == unwindModule && name == unwindName
-}
-
-// EHFunc is one exception import to serve, with its type.
-type EHFunc struct {
-	Module, Name    string
-	Params, Results []wasi.ValueType
-	// Unwind is airlock_eh.unwind; otherwise it is an invoke_, which calls
-	// a function of type Params[1:] -> Results.
-	Unwind bool
-}
-
-// EHFuncs picks the exception imports out of a module's function imports
-// and checks their types: an invoke_ takes an i32 slot first and has at
-// most one result; unwind takes nothing and returns an i32.
-func EHFuncs(imports []EHFunc) ([]EHFunc, error) {
-	var out []EHFunc
-	for _, f := range imports {
-		if !EHImport(f.Module, f.Name) {
-			continue
-		}
-		if f.Module == unwindModule {
-			if len(f.Params) != 0 || len(f.Results) != 1 || f.Results[0] != wasi.I32 {
-				return nil, fmt.Errorf("engine: %s.%s must be () -> i32", f.Module, f.Name)
-			}
-			f.Unwind = true
-		} else if len(f.Params) == 0 || f.Params[0] != wasi.I32 || len(f.Results) > 1 {
-			return nil, fmt.Errorf("engine: %s.%s must take an i32 table slot first and return at most one value", f.Module, f.Name)
-		}
-		out = append(out, f)
-	}
-	return out, nil
-}
 
 // ehState is a run's part of the exception protocol: integers only.
 type ehState struct {
@@ -121,7 +68,7 @@ type ehState struct {
 }
 
 // InvokeEnter counts an invoke_ in, or refuses one past MaxInvokeDepth.
-func (r *RunState) InvokeEnter() error {
+func (r *runState) InvokeEnter() error {
 	if r.eh.depth >= MaxInvokeDepth {
 		return ErrInvokeDepth
 	}
@@ -130,12 +77,12 @@ func (r *RunState) InvokeEnter() error {
 }
 
 // InvokeLeave counts an invoke_ out, however it ended.
-func (r *RunState) InvokeLeave() { r.eh.depth-- }
+func (r *runState) InvokeLeave() { r.eh.depth-- }
 
 // StartUnwind is unwind's question: true, and the unwind is recorded, when
 // an invoke_ is there to catch it; false when none is (the guest then
 // terminates on its own).
-func (r *RunState) StartUnwind() bool {
+func (r *runState) StartUnwind() bool {
 	if r.eh.depth == 0 {
 		return false
 	}
@@ -146,7 +93,7 @@ func (r *RunState) StartUnwind() bool {
 // TakeUnwind tells an invoke_ whose call failed whether the failure is
 // the guest's unwind (and clears it), rather than a trap, an exit or an
 // interruption, which it passes on.
-func (r *RunState) TakeUnwind() bool {
+func (r *runState) TakeUnwind() bool {
 	u := r.eh.unwinding
 	r.eh.unwinding = false
 	return u

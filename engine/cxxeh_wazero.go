@@ -9,6 +9,7 @@ import (
 	"github.com/tetratelabs/wazero/api"
 	"github.com/tetratelabs/wazero/experimental/table"
 
+	"github.com/airlock-sandbox/airlock/engine/internal/backend"
 	"github.com/airlock-sandbox/airlock/wasi"
 )
 
@@ -19,12 +20,12 @@ import (
 // registerEH serves compiled's exception imports, if it has any, as host
 // modules of r (one runtime per module, so they fit its types exactly).
 func registerEH(ctx context.Context, r wazero.Runtime, compiled wazero.CompiledModule) error {
-	var imports []EHFunc
+	var imports []backend.EHFunc
 	for _, def := range compiled.ImportedFunctions() {
 		mod, name, _ := def.Import()
-		imports = append(imports, EHFunc{Module: mod, Name: name, Params: wasiTypes(def.ParamTypes()), Results: wasiTypes(def.ResultTypes())})
+		imports = append(imports, backend.EHFunc{Module: mod, Name: name, Params: wasiTypes(def.ParamTypes()), Results: wasiTypes(def.ResultTypes())})
 	}
-	funcs, err := EHFuncs(imports)
+	funcs, err := backend.EHFuncs(imports)
 	if err != nil || len(funcs) == 0 {
 		return err
 	}
@@ -87,7 +88,7 @@ func wzInvoke(ty *wzInvokeType) api.GoModuleFunc {
 			panic(err)
 		}
 		defer r.InvokeLeave()
-		sp, ok := mod.ExportedGlobal(StackPointerExport).(api.MutableGlobal)
+		sp, ok := mod.ExportedGlobal(backend.StackPointerExport).(api.MutableGlobal)
 		if !ok {
 			panic(ErrEHExports)
 		}
@@ -215,7 +216,7 @@ func (c *wzEHCache) give(slot uint32, ty *wzInvokeType, f api.Function) {
 
 func (c *wzEHCache) setThrew(mod api.Module) api.Function {
 	if c.set == nil {
-		c.set = mod.ExportedFunction(SetThrewExport)
+		c.set = mod.ExportedFunction(backend.SetThrewExport)
 		if c.set == nil {
 			panic(ErrEHExports)
 		}

@@ -37,7 +37,7 @@ func TestInvokeReturnsOnly32Bits(t *testing.T) {
 	}
 	i32 := api.ValueTypeI32
 	invoke := wzInvoke(&wzInvokeType{name: "invoke_iii", params: []api.ValueType{i32, i32}, results: []api.ValueType{i32}})
-	ctx = context.WithValue(ctx, runKey{}, &RunState{})
+	ctx = context.WithValue(ctx, runKey{}, &runState{})
 	const dirt = 0x0080_0000 << 32 // what the slots' upper halves held
 	stack := []uint64{dirt | 0, dirt | 5, dirt | 7}
 	invoke(ctx, mod, stack)

@@ -19,6 +19,7 @@ import (
 	"io"
 	"sync"
 
+	"github.com/airlock-sandbox/airlock/engine/internal/backend"
 	"github.com/airlock-sandbox/airlock/wasi"
 )
 
@@ -75,7 +76,7 @@ type Options struct {
 // that loads the same bytes with the same cache directory.
 type Compiled struct {
 	key    string
-	code   Code // the engine's (wazero.go, package wasmtime)
+	code   backend.Code // the engine's (wazero.go, package wasmtime)
 	minMem uint64
 	refs   int
 	snap   *resumable // set by LoadResumable (snapshot.go)
@@ -116,11 +117,11 @@ func load(ctx context.Context, src source, opts Options) (*Compiled, error) {
 		m.refs++
 		return m, nil
 	}
-	var c Code
+	var c backend.Code
 	if name == EngineWazero {
 		c, err = loadWazero(ctx, src, opts)
 	} else {
-		c, err = loadWasmtime(ctx, src.digest, src.bytes, opts)
+		c, err = backend.Wasmtime(ctx, src.digest, src.bytes, backend.LoadOptions{CacheDir: opts.CacheDir, Unmetered: opts.Unmetered, Notice: opts.Notice})
 	}
 	if err != nil {
 		return nil, err
@@ -198,14 +199,14 @@ func (m *Compiled) Run(ctx context.Context, spec RunSpec) (Outcome, error) {
 	if err != nil {
 		return Outcome{MemoryLimitHit: true}, err
 	}
-	r := &RunState{ctx: ctx, wasi: spec.WASI}
-	inst, err := m.code.Start(ctx, r, spec, limit, nil)
+	r := &runState{ctx: ctx, wasi: spec.WASI}
+	inst, err := m.code.Start(ctx, r, spec.start(limit), nil)
 	if err != nil {
 		return Outcome{MemoryLimitHit: errors.Is(err, ErrBelowMinMemory)}, err
 	}
 	defer inst.Close()
 	err = inst.Call("_start")
-	return r.classify(m.code, inst, inst.Figures(), err)
+	return r.classify(m.code, inst, outcomeOf(inst.Figures()), err)
 }
 
 // exportsFunction tells whether the module exports a function by name.

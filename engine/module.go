@@ -17,6 +17,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/airlock-sandbox/airlock/engine/internal/backend"
 	"github.com/airlock-sandbox/airlock/internal/runout"
 	"github.com/airlock-sandbox/airlock/internal/testenv"
 	"github.com/airlock-sandbox/airlock/internal/wasmbin"
@@ -163,7 +164,7 @@ func checkModule(wasm []byte) error {
 	}
 	invokes := false
 	for _, im := range imports {
-		if EHImport(im.Module, im.Name) {
+		if backend.EHImport(im.Module, im.Name) {
 			invokes = true
 			continue
 		}
@@ -178,7 +179,7 @@ func checkModule(wasm []byte) error {
 	exported := func(name string, kind byte) bool {
 		return slices.ContainsFunc(exports, func(e wasmbin.Export) bool { return e.Name == name && e.Kind == kind })
 	}
-	if invokes && !(exported(StackPointerExport, wasmbin.KindGlobal) && exported(SetThrewExport, wasmbin.KindFunc) && exported(TableExport, wasmbin.KindTable)) {
+	if invokes && !(exported(backend.StackPointerExport, wasmbin.KindGlobal) && exported(backend.SetThrewExport, wasmbin.KindFunc) && exported(backend.TableExport, wasmbin.KindTable)) {
 		return fmt.Errorf("%w: %w", ErrModuleImports, ErrEHExports)
 	}
 	if !exported("_start", wasmbin.KindFunc) {

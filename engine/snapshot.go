@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/airlock-sandbox/airlock/engine/internal/backend"
 	"github.com/airlock-sandbox/airlock/internal/wasmbin"
 	"github.com/airlock-sandbox/airlock/wasi"
 )
@@ -299,7 +300,7 @@ func (p *pausePoint) at(buffers uint32) pauseAction {
 
 // unwind pauses the guest in the read it is in: room for asyncify's
 // buffer, then the unwind starts and the guest returns from _start.
-func (p *pausePoint) unwind(s *wasi.State, caller Instance) error {
+func (p *pausePoint) unwind(s *wasi.State, caller backend.Instance) error {
 	if err := onlyStdioOpen(s); err != nil {
 		return err
 	}
@@ -344,8 +345,8 @@ func (m *Compiled) Capture(ctx context.Context, spec RunSpec) (*Snapshot, error)
 		return nil, fmt.Errorf("engine: snapshot: %w", err)
 	}
 	p := &pausePoint{capture: true, pauseWhen: spec.PauseWhen}
-	r := &RunState{ctx: ctx, wasi: spec.WASI, pause: p}
-	inst, err := m.code.Start(ctx, r, spec, limit, nil)
+	r := &runState{ctx: ctx, wasi: spec.WASI, pause: p}
+	inst, err := m.code.Start(ctx, r, spec.start(limit), nil)
 	if err != nil {
 		return nil, fmt.Errorf("engine: snapshot: %w", err)
 	}
@@ -424,9 +425,9 @@ func (m *Compiled) Resume(ctx context.Context, img *Snapshot, spec RunSpec) (Out
 		return Outcome{MemoryLimitHit: true}, err
 	}
 	p := &pausePoint{buffer: img.unwindBuffer, pauseWhen: spec.PauseWhen, from: img}
-	r := &RunState{ctx: ctx, wasi: spec.WASI, pause: p}
+	r := &runState{ctx: ctx, wasi: spec.WASI, pause: p}
 	began := time.Now()
-	inst, err := m.code.Start(ctx, r, spec, limit, img)
+	inst, err := m.code.Start(ctx, r, spec.start(limit), img)
 	if err != nil {
 		return Outcome{MemoryLimitHit: errors.Is(err, ErrBelowMinMemory)}, err
 	}
@@ -447,7 +448,7 @@ func (m *Compiled) Resume(ctx context.Context, img *Snapshot, spec RunSpec) (Out
 	if err == nil && p.paused {
 		paused, err = m.paused(inst, p)
 	}
-	out := inst.Figures()
+	out := outcomeOf(inst.Figures())
 	out.Image = paused
 	out, err = r.classify(m.code, inst, out, err)
 	closing := time.Now()
@@ -462,7 +463,7 @@ func (m *Compiled) Resume(ctx context.Context, img *Snapshot, spec RunSpec) (Out
 }
 
 // pooled tells whether inst was made ahead (wazero_pool.go).
-func pooled(inst Instance) bool {
+func pooled(inst backend.Instance) bool {
 	p, ok := inst.(interface{ Pooled() bool })
 	return ok && p.Pooled()
 }
@@ -487,7 +488,7 @@ type Phases struct {
 
 // paused takes the instance's state as an Snapshot, once the guest has
 // returned from its entry or from an unwind (which it finishes).
-func (m *Compiled) paused(inst Instance, p *pausePoint) (*Snapshot, error) {
+func (m *Compiled) paused(inst backend.Instance, p *pausePoint) (*Snapshot, error) {
 	if !p.entered {
 		if err := inst.Call("asyncify_stop_unwind"); err != nil {
 			return nil, fmt.Errorf("engine: snapshot: stop unwind: %w", err)
@@ -574,7 +575,7 @@ func (m *Compiled) Enters() bool { return m.snap != nil && len(m.snap.entry) > 0
 // return (the guest neither exited nor trapped) is a pause in a run that
 // pauses (spec.PauseWhen, which is not asked), else an error: a run from
 // an entry point ends by exiting.
-func (m *Compiled) enter(inst Instance, img *Snapshot, p *pausePoint, spec RunSpec) error {
+func (m *Compiled) enter(inst backend.Instance, img *Snapshot, p *pausePoint, spec RunSpec) error {
 	if len(m.snap.entry) == 0 {
 		return ErrNoEntry
 	}
@@ -611,7 +612,7 @@ func (m *Compiled) enter(inst Instance, img *Snapshot, p *pausePoint, spec RunSp
 
 // callResult calls an export of inst and gives back its i32 result, 0
 // where the instance cannot tell it.
-func callResult(inst Instance, name string, args ...uint32) (uint32, error) {
+func callResult(inst backend.Instance, name string, args ...uint32) (uint32, error) {
 	if rc, ok := inst.(interface {
 		CallResult(string, ...uint32) (uint32, error)
 	}); ok {
@@ -630,17 +631,17 @@ func onlyStdioOpen(s *wasi.State) error {
 }
 
 // rewind puts img's state into a new instance (its memory, once grown,
-// is the image's: see Code.Start) and starts asyncify's rewind.
-func (m *Compiled) rewind(inst Instance, img *Snapshot, ws *wasi.State) error {
+// is the image's: see backend.Code.Start) and starts asyncify's rewind.
+func (m *Compiled) rewind(inst backend.Instance, img *Snapshot, ws *wasi.State) error {
 	if err := m.restore(inst, img, ws); err != nil {
 		return err
 	}
 	return inst.Call("asyncify_start_rewind", img.unwindBuffer)
 }
 
-// restore puts img's memory (see Code.Start) and globals into a new
+// restore puts img's memory (see backend.Code.Start) and globals into a new
 // instance, and fills its fresh range from ws's random source.
-func (m *Compiled) restore(inst Instance, img *Snapshot, ws *wasi.State) error {
+func (m *Compiled) restore(inst backend.Instance, img *Snapshot, ws *wasi.State) error {
 	pages := uint32(img.Len() / PageSize)
 	if cur := uint32(len(inst.Memory()) / PageSize); cur < pages {
 		if _, ok := inst.Grow(pages - cur); !ok {

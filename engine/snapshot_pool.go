@@ -4,7 +4,7 @@ import (
 	"runtime"
 	"sync"
 
-	"github.com/airlock-sandbox/airlock/engine/internal/snaphook"
+	"github.com/airlock-sandbox/airlock/engine/internal/backend"
 )
 
 // Restoring an image into a run's memory, measured on a 2-core VM (13 MB
@@ -264,8 +264,9 @@ func reserveImage(img *Snapshot, key regionKey) ([]byte, func([]byte)) {
 }
 
 func init() {
-	snaphook.Region = func(s any, size uint64, guarded bool) ([]byte, func([]byte)) {
-		return snapshotRegion(s.(*Snapshot), size, guarded)
+	backend.Region = func(img backend.Image, size uint64, guarded bool) ([]byte, func([]byte)) {
+		return snapshotRegion(img.(*Snapshot), size, guarded)
 	}
-	snaphook.New = func(memory []byte) any { return newSnapshot(memory, nil, 0) }
+	backend.Fill = func(img backend.Image, mem []byte) { img.(*Snapshot).fill(mem) }
+	backend.NewImage = func(memory []byte) backend.Image { return newSnapshot(memory, nil, 0) }
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/tetratelabs/wazero/experimental"
 	"github.com/tetratelabs/wazero/sys"
 
+	"github.com/airlock-sandbox/airlock/engine/internal/backend"
 	"github.com/airlock-sandbox/airlock/internal/wasmbin"
 	"github.com/airlock-sandbox/airlock/wasi"
 )
@@ -52,7 +53,7 @@ type wzCode struct {
 	closed bool
 }
 
-func loadWazero(ctx context.Context, src source, opts Options) (Code, error) {
+func loadWazero(ctx context.Context, src source, opts Options) (backend.Code, error) {
 	// Stopping a guest at its deadline: our own loop budget when the module
 	// can take it (see interrupt.go), else wazero's check, which calls into
 	// the runtime at every loop back-edge and costs 2-5x on loop-heavy code
@@ -228,7 +229,7 @@ func registerWASI(ctx context.Context, r wazero.Runtime) error {
 
 // trapWazero ends the guest's call with a host function's error: wazero unwinds
 // the guest and returns the panic value, wrapped, from the guest call.
-func (r *RunState) trapWazero(err error) {
+func (r *runState) trapWazero(err error) {
 	r.hostErr = err
 	panic(&hostTrap{err})
 }
@@ -241,7 +242,9 @@ func valueTypes(ts []wasi.ValueType) []api.ValueType {
 	return out
 }
 
-func (c *wzCode) Start(ctx context.Context, r *RunState, spec RunSpec, limit uint64, img *Snapshot) (Instance, error) {
+func (c *wzCode) Start(ctx context.Context, r backend.Run, spec backend.Spec, image backend.Image) (backend.Instance, error) {
+	img, _ := image.(*Snapshot)
+	limit := spec.Limit
 	if !spec.Unpooled {
 		if p := c.instancePool(img, limit); p != nil {
 			if mod, limits := p.take(); mod != nil {
@@ -369,9 +372,9 @@ func (i wzCaller) call(name string, args []uint32) (uint32, error) {
 	return uint32(results[0]), nil
 }
 
-func (wzCaller) Figures() Outcome    { return Outcome{} }
-func (wzCaller) FuelExhausted() bool { return false } // wazero does not meter
-func (wzCaller) Close()              {}
+func (wzCaller) Figures() backend.Figures { return backend.Figures{} }
+func (wzCaller) FuelExhausted() bool      { return false } // wazero does not meter
+func (wzCaller) Close()                   {}
 
 // wzInstance is an instance a run started.
 type wzInstance struct {
@@ -400,8 +403,8 @@ func (i *wzInstance) CallResult(name string, args ...uint32) (uint32, error) {
 	return ret, err
 }
 
-func (i *wzInstance) Figures() Outcome {
-	return Outcome{PeakMemory: i.limits.peak.Load(), MemoryLimitHit: i.limits.hit.Load()}
+func (i *wzInstance) Figures() backend.Figures {
+	return backend.Figures{PeakMemory: i.limits.peak.Load(), MemoryLimitHit: i.limits.hit.Load()}
 }
 
 func (i *wzInstance) Close() { i.mod.Close(context.Background()) }

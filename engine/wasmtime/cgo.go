@@ -13,7 +13,7 @@ package wasmtime
 //     enforces the run's memory cap itself, so the run learns that the guest
 //     asked for more (MemoryLimitHit) and how far memory grew, which
 //     wasmtime's store limiter keeps to itself; and it makes the memory in
-//     the pooled region Go offers (snaphook.Region, wasmtime.go's
+//     the pooled region Go offers (backend.Region, wasmtime.go's
 //     offerRegion), which already reads as the snapshot image, rather
 //     than mapping a reservation per run.
 
@@ -67,7 +67,7 @@ typedef struct {
 	size_t   capacity;  // bytes usable without moving
 	size_t   mapped;    // the whole mapping, guard included
 	size_t   wanted;    // the reservation and guard wasmtime asked for
-	// A region Go took for the run (snaphook.Region): the image's
+	// A region Go took for the run (backend.Region): the image's
 	// memory, then inaccessible pages. The memory is made in it when it is
 	// large enough; pooled then says so, and Go takes it back after the
 	// store is closed instead of it being unmapped.

@@ -8,6 +8,7 @@ import (
 	wasmtime "github.com/bytecodealliance/wasmtime-go/v39"
 
 	"github.com/airlock-sandbox/airlock/engine"
+	"github.com/airlock-sandbox/airlock/engine/internal/backend"
 	"github.com/airlock-sandbox/airlock/wasi"
 )
 
@@ -17,15 +18,15 @@ import (
 
 // defineEH adds mod's exception imports, if it has any, to the linker.
 func defineEH(l *wasmtime.Linker, mod *wasmtime.Module) error {
-	var imports []engine.EHFunc
+	var imports []backend.EHFunc
 	for _, im := range mod.Imports() {
 		ft := im.Type().FuncType()
 		if ft == nil || im.Name() == nil {
 			continue
 		}
-		imports = append(imports, engine.EHFunc{Module: im.Module(), Name: *im.Name(), Params: wtKinds(ft.Params()), Results: wtKinds(ft.Results())})
+		imports = append(imports, backend.EHFunc{Module: im.Module(), Name: *im.Name(), Params: wtKinds(ft.Params()), Results: wtKinds(ft.Results())})
 	}
-	funcs, err := engine.EHFuncs(imports)
+	funcs, err := backend.EHFuncs(imports)
 	if err != nil {
 		return err
 	}
@@ -148,9 +149,9 @@ func (i *wtInstance) ehExports(c *wasmtime.Caller) (*wtEH, error) {
 		name string
 		set  func(*wasmtime.Extern) bool
 	}{
-		{engine.StackPointerExport, func(x *wasmtime.Extern) bool { eh.sp = x.Global(); return eh.sp != nil }},
-		{engine.SetThrewExport, func(x *wasmtime.Extern) bool { eh.setThrew = x.Func(); return eh.setThrew != nil }},
-		{engine.TableExport, func(x *wasmtime.Extern) bool { eh.table = x.Table(); return eh.table != nil }},
+		{backend.StackPointerExport, func(x *wasmtime.Extern) bool { eh.sp = x.Global(); return eh.sp != nil }},
+		{backend.SetThrewExport, func(x *wasmtime.Extern) bool { eh.setThrew = x.Func(); return eh.setThrew != nil }},
+		{backend.TableExport, func(x *wasmtime.Extern) bool { eh.table = x.Table(); return eh.table != nil }},
 	} {
 		x := c.GetExport(e.name)
 		if x == nil {

@@ -9,7 +9,7 @@ import (
 	"unsafe"
 
 	"github.com/airlock-sandbox/airlock/engine"
-	"github.com/airlock-sandbox/airlock/engine/internal/snaphook"
+	"github.com/airlock-sandbox/airlock/engine/internal/backend"
 )
 
 // peekModule exports its memory (one page at first), load(addr) -> the
@@ -37,19 +37,20 @@ func peekModule() []byte {
 func TestPooledRegionTrapsPastItsMemory(t *testing.T) {
 	ctx := context.Background()
 	wasm := peekModule()
-	code, err := loadWasmtimeModule(ctx, "peek", func() ([]byte, error) { return wasm, nil }, engine.Options{})
+	code, err := loadWasmtimeModule(ctx, "peek", func() ([]byte, error) { return wasm, nil }, backend.LoadOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer code.Close(ctx)
 	const page = engine.PageSize
 	mem := bytes.Repeat([]byte{0x5a}, 2*page)
-	img := snaphook.New(mem).(*engine.Snapshot)
-	defer img.Close()
+	img := backend.NewImage(mem)
+	defer img.(*engine.Snapshot).Close()
 
 	start := func() *wtInstance {
 		t.Helper()
-		inst, err := code.Start(ctx, &engine.RunState{}, engine.RunSpec{}, 64<<20, img)
+		// No host function is called: the run state is not needed.
+		inst, err := code.Start(ctx, nil, backend.Spec{Limit: 64 << 20}, img)
 		if err != nil {
 			t.Fatal(err)
 		}

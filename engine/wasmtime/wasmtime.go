@@ -17,7 +17,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/airlock-sandbox/airlock/engine"
-	"github.com/airlock-sandbox/airlock/engine/internal/snaphook"
+	"github.com/airlock-sandbox/airlock/engine/internal/backend"
 	"github.com/airlock-sandbox/airlock/internal/atomicfile"
 	"github.com/airlock-sandbox/airlock/internal/filehash"
 	"github.com/airlock-sandbox/airlock/internal/wasmbin"
@@ -46,7 +46,7 @@ func wasmtimeConfig(metered bool) string {
 	return "fuel=" + fuel + ";epoch=1;memcreator=1;cow=0"
 }
 
-func init() { engine.SetWasmtime(loadWasmtimeModule) }
+func init() { backend.Wasmtime = loadWasmtimeModule }
 
 type wtCode struct {
 	engine  *wasmtime.Engine
@@ -61,7 +61,7 @@ type wtCode struct {
 	regionSize atomic.Uint64
 }
 
-func loadWasmtimeModule(ctx context.Context, digest string, read func() ([]byte, error), opts engine.Options) (engine.Code, error) {
+func loadWasmtimeModule(ctx context.Context, digest string, read func() ([]byte, error), opts backend.LoadOptions) (backend.Code, error) {
 	// DWARF would only decorate guest stack traces; the module's bytes are
 	// read only for a compile.
 	stripped := func() ([]byte, error) {
@@ -119,7 +119,7 @@ func loadWasmtimeModule(ctx context.Context, digest string, read func() ([]byte,
 // takes the sum a stamp remembers while the file is unchanged
 // (internal/filehash), and wasmtime maps the file rather than reading it:
 // a process then touches only the pages of code it runs.
-func compileCached(eng *wasmtime.Engine, digest string, read func() ([]byte, error), opts engine.Options) (*wasmtime.Module, error) {
+func compileCached(eng *wasmtime.Engine, digest string, read func() ([]byte, error), opts backend.LoadOptions) (*wasmtime.Module, error) {
 	path := ""
 	if opts.CacheDir != "" {
 		key := sha256.Sum256([]byte(digest + "\x00" + WasmtimeVersion + "\x00" + wasmtimeConfig(!opts.Unmetered)))
@@ -231,7 +231,7 @@ func callSafely(call func(context.Context, *wasi.State, []byte, []uint64) error,
 
 // trap ends the guest's call with a host function's error; the export
 // call that returns gives it back (wtInstance.Call).
-func trap(r *engine.RunState, err error) *wasmtime.Trap {
+func trap(r backend.Run, err error) *wasmtime.Trap {
 	r.Trapped(err)
 	return wasmtime.NewTrap(err.Error())
 }
@@ -254,8 +254,8 @@ func wtValTypes(ts []wasi.ValueType) []*wasmtime.ValType {
 }
 
 // start makes a store and instance for one run.
-func (m *wtCode) Start(ctx context.Context, r *engine.RunState, spec engine.RunSpec, limit uint64, img *engine.Snapshot) (engine.Instance, error) {
-	inst := &wtInstance{run: r, mem: newCRun(limit)}
+func (m *wtCode) Start(ctx context.Context, r backend.Run, spec backend.Spec, img backend.Image) (backend.Instance, error) {
+	inst := &wtInstance{run: r, mem: newCRun(spec.Limit)}
 	if img != nil {
 		inst.offerRegion(m.regionSize.Load(), img)
 	}
@@ -314,7 +314,7 @@ func (m *wtCode) Close(context.Context) error {
 
 // wtInstance is one run's store and instance, the store's data.
 type wtInstance struct {
-	run     *engine.RunState
+	run     backend.Run
 	mem     cRun
 	metered bool
 	fuel    uint64 // given at the start, when metered
@@ -330,19 +330,19 @@ type wtInstance struct {
 }
 
 // offerRegion takes a region of size bytes that reads as img's memory
-// (snaphook.Region: pooled and reset like wazero's, so a run faults on
+// (backend.Region: pooled and reset like wazero's, so a run faults on
 // few pages and maps nothing) and offers it for the instance's memory. The
 // code wasmtime compiled for a static memory checks no bounds: an access
 // past the memory's size must fault, so the region past the image is made
 // inaccessible here, and growing the memory opens it page by page
 // (airlock_grow_memory). A size of 0 (no memory made yet, so not known)
 // offers none.
-func (i *wtInstance) offerRegion(size uint64, img *engine.Snapshot) {
+func (i *wtInstance) offerRegion(size uint64, img backend.Image) {
 	n := img.Len()
 	if size <= uint64(n) {
 		return
 	}
-	buf, free := snaphook.Region(img, size, true)
+	buf, free := backend.Region(img, size, true)
 	if buf == nil {
 		return // the instance maps its own
 	}
@@ -375,7 +375,7 @@ func (i *wtInstance) setFuel(metered bool, limit uint64) error {
 
 // load grows the fresh instance's memory to img's size and fills it,
 // unless it is the offered region, which holds the image already.
-func (i *wtInstance) load(img *engine.Snapshot) error {
+func (i *wtInstance) load(img backend.Image) error {
 	pages := uint32(img.Len() / engine.PageSize)
 	if cur := uint32(len(i.Memory()) / engine.PageSize); cur < pages {
 		if _, ok := i.Grow(pages - cur); !ok {
@@ -383,7 +383,7 @@ func (i *wtInstance) load(img *engine.Snapshot) error {
 		}
 	}
 	if !i.mem.pooled() {
-		img.Fill(i.mem.memory())
+		backend.Fill(img, i.mem.memory())
 	}
 	return nil
 }
@@ -534,8 +534,8 @@ func i32Args(args []uint32) []any {
 }
 
 // Figures reads the run's figures; call it before close.
-func (i *wtInstance) Figures() engine.Outcome {
-	out := engine.Outcome{PeakMemory: i.mem.peak(), MemoryLimitHit: i.mem.hit()}
+func (i *wtInstance) Figures() backend.Figures {
+	out := backend.Figures{PeakMemory: i.mem.peak(), MemoryLimitHit: i.mem.hit()}
 	if !i.metered {
 		return out
 	}
@@ -595,9 +595,9 @@ func (w wtCaller) Call(name string, args ...uint32) error {
 	return plainError(err)
 }
 
-func (w wtCaller) Figures() engine.Outcome { return w.inst.Figures() }
-func (w wtCaller) FuelExhausted() bool     { return w.inst.FuelExhausted() }
-func (wtCaller) Close()                    {}
+func (w wtCaller) Figures() backend.Figures { return w.inst.Figures() }
+func (w wtCaller) FuelExhausted() bool      { return w.inst.FuelExhausted() }
+func (wtCaller) Close()                     {}
 
 // wtGlobalBits encodes a global's value as wazero does (api.EncodeI32, ...),
 // so images are the same on both engines.

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/airlock-sandbox/airlock/engine"
+	"github.com/airlock-sandbox/airlock/engine/internal/backend"
 	"github.com/airlock-sandbox/airlock/internal/wasmbin"
 	"github.com/airlock-sandbox/airlock/wasi"
 	"github.com/airlock-sandbox/airlock/wasi/memfs"
@@ -68,9 +69,9 @@ func InvokeModule(slot int32) []byte {
 		{ID: wasmbin.GlobalID, Body: vec(cat([]byte{0x7f, 1}, i32(stackTop), []byte{0x0b}), cat([]byte{0x7f, 1}, i32(0), []byte{0x0b}))},
 		{ID: wasmbin.ExportID, Body: wasmbin.EncodeExports([]wasmbin.Export{
 			{Name: "memory", Kind: wasmbin.KindMemory}, {Name: "_start", Kind: wasmbin.KindFunc, Index: start},
-			{Name: engine.StackPointerExport, Kind: wasmbin.KindGlobal, Index: stackPointer},
-			{Name: engine.SetThrewExport, Kind: wasmbin.KindFunc, Index: setThrew},
-			{Name: engine.TableExport, Kind: wasmbin.KindTable}})},
+			{Name: backend.StackPointerExport, Kind: wasmbin.KindGlobal, Index: stackPointer},
+			{Name: backend.SetThrewExport, Kind: wasmbin.KindFunc, Index: setThrew},
+			{Name: backend.TableExport, Kind: wasmbin.KindTable}})},
 		{ID: wasmbin.ElementID, Body: vec(cat([]byte{0}, i32(1), []byte{0x0b}, vec([]byte{double}, []byte{thrower})))},
 		{ID: wasmbin.CodeID, Body: vec(
 			fn([]byte{0}, 0x20, 0, 0x41, 2, 0x6c), // local.get 0; i32.const 2; i32.mul
