@@ -113,7 +113,7 @@ func planDefaults(art *python.Artifact, cacheDir string) (*defaultPlan, error) {
 	}
 	plan := &defaultPlan{}
 	for _, p := range pkglist.All() {
-		if !p.In(pkglist.SetDefault) || !p.Usable(has) {
+		if !p.Mounted(has) {
 			continue
 		}
 		file := fetchedFile(sums, p)
@@ -641,8 +641,12 @@ func (sb *Sandbox) Packages() []PackageStatus {
 		case p.From == pkglist.FromPlanned:
 			s.Status = "planned"
 		case p.From == pkglist.FromBuild:
-			s.Status = "built in"
-			if !has(p.Name) {
+			switch {
+			case has(p.Name):
+				s.Status = "built in"
+			case p.HasFallback() && mounted[distName(p.Name)] != "":
+				s.Status = "mounted" // its pure-Python fallback
+			default:
 				s.Status = "not in this build"
 			}
 		case p.In(pkglist.SetDefault) && !p.Usable(has):

@@ -20,7 +20,9 @@
 # A package whose only pure form is its sdist (tornado: its
 # compiled speedups are optional) is fetched as the sdist, checked
 # the same way, and its Python files repacked into NAME-VERSION-sdist.zip
-# with the sdist's PKG-INFO as the metadata; nothing of it is built.
+# with the sdist's PKG-INFO as the metadata; nothing of it is built. So is
+# a build's package listed in the default set (markupsafe): the fallback
+# mounted where python.wasm does not carry it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -60,7 +62,8 @@ for p in "${pins[@]}"; do
 	read -r name version from _ sha <<<"$p"
 	case "$from" in
 	wheel) printf '%s==%s --hash=sha256:%s\n' "$name" "$version" "$sha" >>"$tmp/wheels.txt" ;;
-	sdist) printf '%s==%s --hash=sha256:%s\n' "$name" "$version" "$sha" >>"$tmp/sdists.txt" ;;
+	# A build's package in a set is its pure fallback, from the sdist.
+	sdist | build) printf '%s==%s --hash=sha256:%s\n' "$name" "$version" "$sha" >>"$tmp/sdists.txt" ;;
 	*) echo "fetch-wheels: $name: set $set_name holds a package from $from, which is not fetched" >&2; exit 1 ;;
 	esac
 done
@@ -82,7 +85,7 @@ if [ -s "$tmp/sdists.txt" ]; then
 		{ tail -20 "$tmp/pip-sdist.log" >&2; exit 1; }
 	for p in "${pins[@]}"; do
 		read -r name version from imports sha <<<"$p"
-		[ "$from" = sdist ] || continue
+		case "$from" in sdist | build) ;; *) continue ;; esac
 		python3 scripts/sdist_zip.py "$tmp/sdists" "$name" "$version" "$imports" "$tmp/wheels/$name-$version-sdist.zip"
 	done
 fi

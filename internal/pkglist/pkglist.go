@@ -122,8 +122,13 @@ func (p Package) check() error {
 		if !versionRE.MatchString(p.Version) || !sha256RE.MatchString(p.SHA256) {
 			return fmt.Errorf("needs a version and a sha256")
 		}
-		if (p.From == FromBuild) != (len(p.Sets) == 0) {
-			return fmt.Errorf("the build's packages are in no set; fetched ones in at least one")
+		// A build's package in the default set has a pure fallback: its
+		// sdist's Python files, mounted where the build lacks it.
+		if p.From == FromBuild && len(p.Sets) > 0 && !slices.Equal(p.Sets, []string{SetDefault}) {
+			return fmt.Errorf("a build's package is in no set, or in the default set alone (its pure fallback)")
+		}
+		if p.From != FromBuild && len(p.Sets) == 0 {
+			return fmt.Errorf("a fetched package is in at least one set")
 		}
 		if p.From != FromBuild && p.Kind != KindPure {
 			return fmt.Errorf("only pure packages are fetched")
@@ -174,28 +179,40 @@ func Lookup(name string) (Package, bool) {
 }
 
 // Usable tells whether p can be imported on a build that has the
-// compiled packages has reports: the build's own when has says so, a
-// fetched one when has reports all it needs, a planned one never.
+// compiled packages has reports: the build's own when has says so or it
+// has a pure fallback, a fetched one when all it needs is usable, a
+// planned one never.
 func (p Package) Usable(has func(name string) bool) bool {
 	switch p.From {
 	case FromPlanned:
 		return false
 	case FromBuild:
-		return has(p.Name)
+		return has(p.Name) || p.HasFallback()
 	}
-	for _, n := range p.Needs {
-		if !has(n) {
-			return false
-		}
-	}
-	return true
+	return len(p.Missing(has)) == 0
 }
 
-// Missing is what of p's needs has does not report.
+// HasFallback tells whether p, a build's package, has a pure fallback:
+// its sdist's Python files (its compiled part is only a speedup),
+// mounted in the default set where the build lacks it.
+func (p Package) HasFallback() bool { return p.From == FromBuild && p.In(SetDefault) }
+
+// Mounted tells whether p's fetched files are mounted in a default run on
+// a build that has what has reports: a default package that is usable
+// there, and a build's package's fallback only where the build lacks it.
+func (p Package) Mounted(has func(name string) bool) bool {
+	if !p.In(SetDefault) || !p.Usable(has) {
+		return false
+	}
+	return p.From != FromBuild || !has(p.Name)
+}
+
+// Missing is what of p's needs a build that has what has reports lacks,
+// with no fallback mounted in its place.
 func (p Package) Missing(has func(name string) bool) []string {
 	var out []string
 	for _, n := range p.Needs {
-		if !has(n) {
+		if q, ok := Lookup(n); !has(n) && !(ok && q.HasFallback()) {
 			out = append(out, n)
 		}
 	}
@@ -216,6 +233,8 @@ func Markdown() string {
 		switch {
 		case p.From == FromPlanned:
 			status = "not yet: compiled, not built for WebAssembly"
+		case p.HasFallback():
+			status = "built into python.wasm (elsewhere its pure-Python fallback is mounted)"
 		case p.From == FromBuild:
 			status = "built into python.wasm"
 		case p.In(SetDefault) && slices.ContainsFunc(p.Needs, func(n string) bool { return !buildHas(n) }):

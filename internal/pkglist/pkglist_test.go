@@ -26,7 +26,8 @@ func TestParseRefuses(t *testing.T) {
 		"x 1.0 pure wheel default - x",                                  // 7 columns
 		"x 1.0 pure wheel nowhere - x " + strings.Repeat("a", 64),       // a set that is not one
 		"x 1.0 compiled wheel default - x " + strings.Repeat("a", 64),   // a fetched compiled one
-		"x 1.0 pure build default - x " + strings.Repeat("a", 64),       // the build's in a set
+		"x 1.0 pure build net - x " + strings.Repeat("a", 64),           // the build's in a set but default
+		"x 1.0 pure wheel - - x " + strings.Repeat("a", 64),             // a fetched one in no set
 		"x 1.0 pure wheel default - x abc",                              // no sha256
 		"x 1.0 pure wheel default nothere x " + strings.Repeat("a", 64), // needs what is not listed
 		"x - compiled planned - - x-y -",                                // not a module name
@@ -50,6 +51,15 @@ func TestUsable(t *testing.T) {
 	}
 	if got := p.Missing(none); len(got) != 1 || got[0] != "matplotlib" {
 		t.Errorf("Missing = %v", got)
+	}
+	// markupsafe is built in, or its pure fallback mounted: jinja2, which
+	// needs it, is usable either way, and only the fallback is mounted.
+	ms, _ := Lookup("markupsafe")
+	if !ms.HasFallback() || !ms.Usable(none) || !ms.Mounted(none) || ms.Mounted(all) {
+		t.Error("markupsafe's fallback is not mounted exactly where the build lacks it")
+	}
+	if j, _ := Lookup("jinja2"); !j.Usable(none) || !j.Mounted(none) || len(j.Missing(none)) != 0 {
+		t.Error("jinja2 is not usable on a build without compiled markupsafe")
 	}
 	if s, _ := Lookup("scipy"); s.Usable(all) {
 		t.Error("a planned package is usable")
