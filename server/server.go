@@ -215,7 +215,7 @@ func New(cfg Config) (*Server, error) {
 	}); err != nil {
 		return nil, err
 	}
-	clients, err := clientTokens(cfg)
+	clients, err := clientTokens("Config", cfg.Token, cfg.Clients)
 	if err != nil {
 		return nil, err
 	}
