@@ -254,6 +254,7 @@ func TestMCPHandlerClientsConfig(t *testing.T) {
 		{"same name", MCPHTTPConfig{Clients: []ClientToken{{"a", tokenA}, {"a", tokenB}}}, "given twice"},
 		{"default's name", MCPHTTPConfig{Token: tokenB, Clients: []ClientToken{{"default", tokenA}}}, "given twice"},
 		{"same token", MCPHTTPConfig{Clients: []ClientToken{{"a", tokenA}, {"b", tokenA}}}, "same token"},
+		{"white space", MCPHTTPConfig{Clients: []ClientToken{{"a", tokenA}, {"b", "two words-0123456789"}}}, `client "b"'s token holds white space`},
 	} {
 		_, err := NewMCPHandler(srv, c.cfg)
 		if err == nil || !strings.Contains(err.Error(), c.want) || strings.Contains(err.Error(), tokenA) {

@@ -2,9 +2,13 @@ package server
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
+	"strings"
 	"time"
+	"unicode"
 
 	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -43,11 +47,23 @@ type MCPHTTPConfig struct {
 //
 // # Errors
 // Clients that cannot be told apart: one without a name or token, a
-// name or a token given twice; errors name clients, never tokens.
+// name or a token given twice; a client's token with white space in it.
+// Errors name clients, never tokens.
 func NewMCPHandler(srv *mcp.Server, cfg MCPHTTPConfig) (http.Handler, error) {
 	clients, err := clientTokens("MCPHTTPConfig", cfg.Token, cfg.Clients)
 	if err != nil {
 		return nil, err
+	}
+	for _, c := range cfg.Clients {
+		// The SDK's middleware, which carries the client's name, takes
+		// "Bearer TOKEN" as two words: such a token would pass clientAuth
+		// and then be refused.
+		if strings.ContainsFunc(c.Token, unicode.IsSpace) {
+			return nil, fmt.Errorf("server: client %q's token holds white space", c.Name)
+		}
+	}
+	if clients != nil && strings.ContainsFunc(cfg.Token, unicode.IsSpace) {
+		return nil, errors.New(`server: the token of client "default" (MCPHTTPConfig.Token) holds white space`)
 	}
 	if cfg.MaxMessage <= 0 {
 		cfg.MaxMessage = DefaultMaxMessage
