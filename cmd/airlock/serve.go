@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"syscall"
 	"time"
 
@@ -332,6 +333,9 @@ func cmdMCP(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 		return 1, err
 	}
 	defer os.RemoveAll(spillDir)
+	// The soft limit NewMCP manages is process-wide: put back as found
+	// (a test runs the command in its own process).
+	defer debug.SetMemoryLimit(debug.SetMemoryLimit(-1))
 	srv, err := server.NewMCP(server.MCPConfig{Sandbox: sb, HostFuncs: fns, MaxLimits: f.sandbox.maxima.limits(), Concurrency: *f.parallel, ShareAcrossClients: *f.shared,
 		MemoryBudget: f.budget.n, SpillDir: spillDir, MaxSessionsPerClient: *f.perClient, MemoryPerClient: f.memClient.n,
 		// The operator's GOMEMLIMIT is theirs to keep.
