@@ -64,26 +64,27 @@ type tokenHash struct {
 	sum  [32]byte
 }
 
-// clientTokens checks Config.Clients (with Token as the client "default")
-// and returns their hashes: nil when clients are not told apart.
-func clientTokens(cfg Config) ([]tokenHash, error) {
-	if len(cfg.Clients) == 0 {
+// clientTokens checks config's Clients (with Token as the client
+// "default") and returns their hashes: nil when clients are not told
+// apart. config names the struct they came from, for its errors.
+func clientTokens(config, token string, clients []ClientToken) ([]tokenHash, error) {
+	if len(clients) == 0 {
 		return nil, nil
 	}
-	clients := cfg.Clients
-	if cfg.Token != "" {
-		clients = append([]ClientToken{{Name: "default", Token: cfg.Token}}, clients...)
+	given := len(clients) // their indexes in config's Clients end here
+	if token != "" {
+		clients = append([]ClientToken{{Name: "default", Token: token}}, clients...)
 	}
 	names, tokens := map[string]bool{}, map[string]bool{}
 	var out []tokenHash
 	for i, c := range clients {
 		switch {
 		case c.Name == "":
-			return nil, fmt.Errorf("server: Config.Clients[%d] has no name", i)
+			return nil, fmt.Errorf("server: %s.Clients[%d] has no name", config, i-(len(clients)-given))
 		case c.Token == "":
 			return nil, fmt.Errorf("server: client %q has an empty token", c.Name)
 		case names[c.Name]:
-			return nil, fmt.Errorf("server: client name %q is given twice (Config.Token is the client \"default\")", c.Name)
+			return nil, fmt.Errorf("server: client name %q is given twice (%s.Token is the client \"default\")", c.Name, config)
 		case tokens[c.Token]:
 			// Named by client, never by token: the error may be logged.
 			return nil, fmt.Errorf("server: client %q has the same token as another client", c.Name)

@@ -50,9 +50,13 @@ type MCPConfig struct {
 	KeepFor   time.Duration
 	// ShareAcrossClients lets every client of the server read any
 	// client's run resources and run in, or end, any client's sessions.
-	// By default each MCP session (one client's connection) sees only
-	// what it made, and another's is "not found": a URI or session id
-	// that leaks (a log, a shared transcript) then gives nothing away.
+	// By default each client sees only what it made, and another's is
+	// "not found": a URI or session id that leaks (a log, a shared
+	// transcript) then gives nothing away. A client is the one its
+	// request's bearer token names (MCPHTTPConfig.Clients, or any
+	// TokenInfo with a UserID the SDK passes on), all of its MCP sessions
+	// together; without one, each MCP session (one connection) is a
+	// client of its own.
 	ShareAcrossClients bool
 	// MemoryBudget bounds, in bytes, the memory sessions hold between
 	// calls and the memory limits of the runs in flight, as
@@ -69,11 +73,21 @@ type MCPConfig struct {
 	MemoryBudget int64
 	SpillDir     string
 	MemoryWait   time.Duration
-	// MaxSessionsPerClient caps the sessions one client (one MCP session)
-	// holds at once, spilled ones included ("error: too_many_sessions"),
-	// so that one cannot take the Sandbox's every slot; 0: no cap but
-	// the Sandbox's. Not applied with ShareAcrossClients.
+	// MaxSessionsPerClient caps the sessions one client (as
+	// ShareAcrossClients says) holds at once, spilled ones included
+	// ("error: too_many_sessions"), so that one cannot take the
+	// Sandbox's every slot; 0: no cap but the Sandbox's. MemoryPerClient
+	// caps, in bytes, what one client's sessions hold (spilled ones
+	// included) together with the memory limits of its runs in flight
+	// ("error: client_quota"); 0: none but MemoryBudget. Neither is
+	// applied with ShareAcrossClients.
 	MaxSessionsPerClient int
+	MemoryPerClient      int64
+	// ManageGoMemoryLimit lets the server set the Go runtime's soft
+	// memory limit (debug.SetMemoryLimit, process-wide) to what
+	// MemoryBudget leaves the heap, as Config.ManageGoMemoryLimit does
+	// for serve. airlock mcp sets it unless GOMEMLIMIT is set.
+	ManageGoMemoryLimit bool
 	// Logger receives spill events (default: none).
 	Logger *slog.Logger
 }
@@ -107,7 +121,7 @@ func newMCP(cfg MCPConfig) (*mcp.Server, *mcpServer, error) {
 	}
 	if err := notNegative("MCPConfig", []namedValue{
 		{"Concurrency", int64(cfg.Concurrency)}, {"MaxText", int64(cfg.MaxText)}, {"MaxSessionsPerClient", int64(cfg.MaxSessionsPerClient)},
-		{"KeepBytes", cfg.KeepBytes}, {"KeepRuns", int64(cfg.KeepRuns)}, {"KeepFor", int64(cfg.KeepFor)},
+		{"MemoryPerClient", cfg.MemoryPerClient}, {"KeepBytes", cfg.KeepBytes}, {"KeepRuns", int64(cfg.KeepRuns)}, {"KeepFor", int64(cfg.KeepFor)},
 	}); err != nil {
 		return nil, nil, err
 	}
@@ -141,11 +155,11 @@ func newMCP(cfg MCPConfig) (*mcp.Server, *mcpServer, error) {
 			case <-ctx.Done():
 				return nil, nil, ctx.Err()
 			}
-			return m.runPython(ctx, in, m.ownerOf(req.Session)), nil, nil
+			return m.runPython(ctx, in, m.ownerOf(req.Session, req.Extra)), nil, nil
 		})
 	mcp.AddTool(srv, &mcp.Tool{Name: "end_session", Description: "End a run_python session (its id from the result that started it), freeing its memory; later calls with that id fail."},
 		func(ctx context.Context, req *mcp.CallToolRequest, in EndSessionArgs) (*mcp.CallToolResult, any, error) {
-			sess, found := m.table.removeOwnedEntry(in.Session, m.ownerOf(req.Session))
+			sess, found := m.table.removeOwnedEntry(in.Session, m.ownerOf(req.Session, req.Extra))
 			if !found || sess != nil && sess.Err() != nil {
 				return toolError("error: not_found: no session %q (it may have expired or ended already)", in.Session), nil, nil
 			}
@@ -159,22 +173,38 @@ func newMCP(cfg MCPConfig) (*mcp.Server, *mcpServer, error) {
 		Description: fmt.Sprintf("A run_python call's whole stdout or stderr (item stdout, stderr) or a file it wrote (item files/PATH, PATH under /), "+
 			"as its result links them; kept for the last %d calls, up to %d MiB, for %s.", cfg.KeepRuns, cfg.KeepBytes>>20, cfg.KeepFor),
 	}, func(ctx context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
-		return m.store.read(ctx, req, m.ownerOf(req.Session))
+		return m.store.read(ctx, req, m.ownerOf(req.Session, req.Extra))
 	})
 	return srv, m, nil
 }
 
-// ownerOf is whose a run or session made through ss is: the MCP session
-// itself, so another client (another MCP session, over HTTP) cannot
-// reach it; nil (anyone's) when the operator shares them.
-func (m *mcpServer) ownerOf(ss *mcp.ServerSession) any {
+// ownerOf is whose a run or session made through ss is: the client
+// the request's bearer token names (extra's TokenInfo), else the MCP
+// session itself, so another client (another token, or another MCP
+// session over HTTP without them) cannot reach it; nil (anyone's) when
+// the operator shares them.
+func (m *mcpServer) ownerOf(ss *mcp.ServerSession, extra *mcp.RequestExtra) any {
 	switch {
 	case m.cfg.ShareAcrossClients:
 		return nil
+	case extra != nil && extra.TokenInfo != nil && extra.TokenInfo.UserID != "":
+		return mcpClient(extra.TokenInfo.UserID)
 	case ss == nil:
 		return new(byte) // no session to bind to: no one else's, and nobody's later
 	}
 	return ss
+}
+
+// mcpClient is an owner named by its bearer token (MCPHTTPConfig.Clients).
+type mcpClient string
+
+// ownerName names owner in a refusal: the client, or the MCP session
+// that stands for one.
+func ownerName(owner any) string {
+	if c, ok := owner.(mcpClient); ok {
+		return fmt.Sprintf("client %q", string(c))
+	}
+	return "this MCP session"
 }
 
 // EndSessionArgs are end_session's arguments.
@@ -268,9 +298,9 @@ func (m *mcpServer) runPython(ctx context.Context, in RunPythonArgs, owner any) 
 	limits.Timeout = timeout
 	req := airlock.Request{Code: in.Code, Filename: "main.py", Files: files, Limits: limits, RichOutput: true}
 	if in.Session == "" {
-		done, err := m.admit(ctx, limits.Memory, 0)
+		done, err := m.admit(ctx, owner, limits.Memory, 0)
 		if err != nil {
-			return toolError("%s", mcpBudgetError(err))
+			return toolError("%s", mcpBudgetError(err, owner))
 		}
 		res, _ := cfg.Sandbox.Run(ctx, req)
 		done()
@@ -282,7 +312,7 @@ func (m *mcpServer) runPython(ctx context.Context, in RunPythonArgs, owner any) 
 	var e *sessionEntry
 	var refused string
 	if in.Session == "new" {
-		e, refused = m.newSessionFor(ctx, owner)
+		e, refused = m.newSessionFor(ctx, owner, limits.Memory)
 	} else {
 		e, refused = m.claimFor(ctx, in.Session, owner)
 	}
@@ -290,10 +320,17 @@ func (m *mcpServer) runPython(ctx context.Context, in RunPythonArgs, owner any) 
 		return toolError("%s", refused)
 	}
 	sess := e.sess
-	done, err := m.admit(ctx, limits.Memory, e.held)
+	done, err := m.admit(ctx, owner, limits.Memory, e.held)
 	if err != nil {
 		m.table.unclaim(e)
-		return toolError("%s", mcpBudgetError(err))
+		if in.Session == "new" {
+			// Its id was never told: a session left behind would only
+			// hold memory, and count against the client, until it expired.
+			if s, _ := m.table.removeEntry(e.id); s != nil {
+				s.Close(ctx)
+			}
+		}
+		return toolError("%s", mcpBudgetError(err, owner))
 	}
 	res, _ := sess.Run(ctx, req)
 	done()

@@ -32,42 +32,74 @@ func (m *mcpServer) setupBudget() {
 		spilled: prometheus.NewCounter(prometheus.CounterOpts{Name: "airlock_mcp_sessions_spilled_total"}),
 		loaded:  prometheus.NewCounter(prometheus.CounterOpts{Name: "airlock_mcp_sessions_unspilled_total"}),
 	}
+	if m.cfg.ManageGoMemoryLimit {
+		m.table.manageHeap = true
+		m.table.heapLimit(0)
+	}
 }
 
-// mcpBudgetError is a refusal in MCP's form: a tool result flagged as an error
-// whose text starts "error: KIND:", as run_python's others do.
 // mcpAdmitQueue is how many MCP runs may wait for memory at once.
 const mcpAdmitQueue = 16
 
-// admit reserves a run's memory limit (need) within the budget, as the
-// HTTP server's runs do; alongside is what a called session holds.
-func (m *mcpServer) admit(ctx context.Context, need, alongside int64) (func(), error) {
+// admit reserves a run's memory limit (need) within owner's quota
+// (MemoryPerClient) and the budget, as the HTTP server's runs do;
+// alongside is what a called session holds.
+func (m *mcpServer) admit(ctx context.Context, owner any, need, alongside int64) (func(), error) {
+	// The client's own quota first: its runs wait for nobody else's.
+	if err := m.table.clientReserve(owner, need, m.cfg.MemoryPerClient, true); err != nil {
+		return nil, err
+	}
+	unclient := func() { m.table.clientUnreserve(owner, need) }
 	if m.table.spill == nil {
-		return func() {}, nil
+		return unclient, nil
 	}
 	wait := m.cfg.MemoryWait
 	if wait <= 0 {
 		wait = DefaultMemoryWait
 	}
-	return m.table.admitRun(ctx, need, alongside, wait, mcpAdmitQueue)
+	done, err := m.table.admitRun(ctx, need, alongside, wait, mcpAdmitQueue)
+	if err != nil {
+		unclient()
+		return nil, err
+	}
+	return m.table.heapRun(need, func() { done(); unclient() }), nil
 }
 
-func mcpBudgetError(err error) string {
+// mcpBudgetError is a refusal in MCP's form: a tool result flagged as an
+// error whose text starts "error: KIND:", as run_python's others do; a
+// client's quota names owner (ownerName) and says what frees it.
+func mcpBudgetError(err error, owner any) string {
 	var b *budgetError
-	if errors.As(err, &b) {
+	var q *quotaError
+	switch {
+	case errors.As(err, &q) && q.retry:
+		return fmt.Sprintf("error: client_quota: %v: %s holds %s of its %s memory quota (sessions and calls in flight) and this call needs %s; retry when its other calls end",
+			ErrClientQuota, ownerName(owner), mib(q.used), mib(q.quota), mib(q.need))
+	case errors.As(err, &q):
+		return fmt.Sprintf("error: client_quota: %v: %s holds %s of its %s memory quota in its sessions and this call needs %s; end a session it no longer needs (end_session), then retry",
+			ErrClientQuota, ownerName(owner), mib(q.used), mib(q.quota), mib(q.need))
+	case errors.As(err, &b):
 		return fmt.Sprintf("error: memory_budget: %v", err)
 	}
 	return fmt.Sprintf("error: %v", err)
 }
 
 // newSessionFor starts a session for owner, within the Sandbox's cap
-// (spilled sessions counted), owner's quota and the memory budget.
-func (m *mcpServer) newSessionFor(ctx context.Context, owner any) (*sessionEntry, string) {
+// (spilled sessions counted), owner's quotas and the memory budget;
+// need is its first call's memory limit, which owner's memory quota
+// must hold too.
+func (m *mcpServer) newSessionFor(ctx context.Context, owner any, need int64) (*sessionEntry, string) {
 	t := m.table
 	if m.cfg.MaxSessionsPerClient > 0 && owner != nil {
 		if n := t.countOwned(owner); n >= m.cfg.MaxSessionsPerClient {
-			return nil, fmt.Sprintf("error: too_many_sessions: this client holds %d sessions, the most one client may; end one (end_session) first", n)
+			return nil, fmt.Sprintf("error: too_many_sessions: %v: %s holds %d sessions, the most one client may; end one it no longer needs (end_session), then pass session \"new\" again",
+				ErrClientQuota, ownerName(owner), n)
 		}
+	}
+	// Checked, not reserved: the call reserves it (admit) once the
+	// session is made.
+	if err := t.clientReserve(owner, need, m.cfg.MemoryPerClient, false); err != nil {
+		return nil, mcpBudgetError(err, owner)
 	}
 	if t.spill != nil {
 		if max := m.cfg.Sandbox.MaxSessions(); t.count() >= max {
@@ -109,7 +141,7 @@ func (m *mcpServer) claimFor(ctx context.Context, id string, owner any) (*sessio
 		if errors.Is(err, airlock.ErrSessionClosed) {
 			return nil, notFound
 		}
-		return nil, mcpBudgetError(err)
+		return nil, mcpBudgetError(err, owner)
 	}
 	return e, ""
 }

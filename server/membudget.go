@@ -181,3 +181,36 @@ func residentBytes() (int64, error) {
 	}
 	return 0, errors.New("no VmRSS in /proc/self/status")
 }
+
+// heapRun lowers the Go runtime's soft memory limit by a run's memory
+// limit (need) while it runs, when the table manages it, and returns
+// done extended to give it back.
+func (t *sessions) heapRun(need int64, done func()) func() {
+	if !t.manageHeap {
+		return done
+	}
+	t.heapLimit(need)
+	return func() { done(); t.heapLimit(-need) }
+}
+
+// heapLimit sets the Go runtime's soft memory limit to the budget less
+// the memory limits of the runs in flight (delta: a run's starting or
+// ending), whose memory is mapped outside the heap, and what is counted
+// outside it (CountProcessMemory), and never under what sessions hold
+// plus minHeapRoom: a limit below the live heap makes the collector run
+// without end.
+func (t *sessions) heapLimit(delta int64) {
+	t.limitMu.Lock()
+	defer t.limitMu.Unlock()
+	budget := t.spill.budget
+	runs := t.runsReserved.Add(delta)
+	outside := runs + t.fixed.Load() + t.idleRegions.Load()
+	sessions := t.held() - outside // what sessions hold, in the heap
+	limit := max(budget-outside, sessions+max(minHeapRoom, budget/8))
+	debug.SetMemoryLimit(limit)
+}
+
+// minHeapRoom is the least room for the heap's own work (results, request
+// bodies, a session being loaded, the collector's slack) the soft limit
+// leaves beside the sessions: an eighth of the budget, at least this.
+const minHeapRoom = 64 << 20

@@ -24,7 +24,6 @@ import (
 	"log/slog"
 	"net/http"
 	"runtime"
-	"runtime/debug"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -167,9 +166,6 @@ type Server struct {
 	// served and running count runs for GET /v1/status, as airlock_runs_total
 	// and airlock_runs_in_flight do for /metrics.
 	served, running atomic.Int64
-	// runsReserved is the memory limits of the runs in flight (admit).
-	runsReserved atomic.Int64
-	limitMu      sync.Mutex // orders heapLimit's settings
 
 	runs       *prometheus.CounterVec
 	rejected   *prometheus.CounterVec
@@ -219,7 +215,7 @@ func New(cfg Config) (*Server, error) {
 	}); err != nil {
 		return nil, err
 	}
-	clients, err := clientTokens(cfg)
+	clients, err := clientTokens("Config", cfg.Token, cfg.Clients)
 	if err != nil {
 		return nil, err
 	}
@@ -365,7 +361,8 @@ func New(cfg Config) (*Server, error) {
 				mib(room), mib(most))))
 		}
 		if s.cfg.ManageGoMemoryLimit {
-			s.heapLimit(0)
+			s.sessions.manageHeap = true
+			s.sessions.heapLimit(0)
 		}
 	}
 
@@ -790,32 +787,8 @@ func (s *Server) admit(ctx context.Context, req airlock.Request, alongside int64
 		return nil, err
 	}
 	done = func(unbudget func()) func() { return func() { unbudget(); unclient() } }(done)
-	if !s.cfg.ManageGoMemoryLimit {
-		return done, nil
-	}
-	s.heapLimit(need)
-	return func() { done(); s.heapLimit(-need) }, nil
+	return s.sessions.heapRun(need, done), nil
 }
-
-// heapLimit sets the Go runtime's soft memory limit to the budget less
-// the memory limits of the runs in flight (delta: a run's starting or
-// ending) and what is counted outside the heap (CountProcessMemory), and
-// never under what sessions hold plus minHeapRoom: a limit
-// below the live heap makes the collector run without end.
-func (s *Server) heapLimit(delta int64) {
-	s.limitMu.Lock()
-	defer s.limitMu.Unlock()
-	runs := s.runsReserved.Add(delta)
-	outside := runs + s.sessions.fixed.Load() + s.sessions.idleRegions.Load()
-	sessions := s.sessions.held() - outside // what sessions hold, in the heap
-	limit := max(s.cfg.MemoryBudget-outside, sessions+max(minHeapRoom, s.cfg.MemoryBudget/8))
-	debug.SetMemoryLimit(limit)
-}
-
-// minHeapRoom is the least room for the heap's own work (results, request
-// bodies, a session being loaded, the collector's slack) the soft limit
-// leaves beside the sessions: an eighth of the budget, at least this.
-const minHeapRoom = 64 << 20
 
 // responseWriteTimeout bounds each write of an answer: a client that stops
 // reading must not keep its handler, and a graceful drain, waiting.

@@ -65,6 +65,12 @@ type sessions struct {
 	// dropIdle drops the engine's idle regions and counts them again
 	// (set with CountProcessMemory).
 	dropIdle func()
+	// manageHeap keeps the Go runtime's soft memory limit within the
+	// budget (heapLimit; Config.ManageGoMemoryLimit); runsReserved is the
+	// memory limits of the runs in flight, limitMu orders the settings.
+	manageHeap   bool
+	runsReserved atomic.Int64
+	limitMu      sync.Mutex
 }
 
 type sessionEntry struct {

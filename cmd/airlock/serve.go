@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"syscall"
 	"time"
 
@@ -263,7 +264,9 @@ type mcpFlags struct {
 	noAuth     *bool
 	shared     *bool
 	budget     sizeFlag
+	tokensFile *string
 	perClient  *int
+	memClient  sizeFlag
 }
 
 func (f *mcpFlags) register(fs *flag.FlagSet) {
@@ -275,7 +278,9 @@ func (f *mcpFlags) register(fs *flag.FlagSet) {
 	f.maxMessage = sizeFlag{server.DefaultMaxMessage}
 	fs.Var(&f.maxMessage, "max-message", "largest message (one line) a client may send; longer ones are refused")
 	fs.Var(&f.budget, "memory-budget", "memory the sessions may hold between calls, e.g. 2GiB; past it idle ones move to disk until their next call (default 0: 60% of the container's memory.max, else GOMEMLIMIT, else physical memory)")
-	f.perClient = fs.Int("max-sessions-per-client", -1, "sessions one client (one MCP session) may hold at once, spilled ones included; 0: no cap but --max-sessions (default: a quarter of --max-sessions with --http, none over stdio)")
+	f.tokensFile = fs.String("tokens-file", "", "with --http: file of client tokens, a line each: NAME TOKEN (# comments), as serve's; each client's sessions and run resources are its own, shared by all its MCP sessions, within --max-sessions-per-client and --memory-per-client ($AIRLOCK_TOKEN, if set, is one more, named default)")
+	f.perClient = fs.Int("max-sessions-per-client", -1, "sessions one client may hold at once, spilled ones included (a client: a token of --tokens-file, all its MCP sessions together; without one, one MCP session); 0: no cap but --max-sessions (default: a quarter of --max-sessions with --http, none over stdio)")
+	fs.Var(&f.memClient, "memory-per-client", "memory one client's sessions and calls in flight may hold, e.g. 1GiB (a client as for --max-sessions-per-client; default 0: no quota but --memory-budget)")
 }
 
 func cmdMCP(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) (int, error) {
@@ -290,8 +295,19 @@ func cmdMCP(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 	if stop, code, err := flagResult(fs, stderr, parseFlags(fs, args)); stop {
 		return code, err
 	}
+	if *f.tokensFile != "" && *f.httpAddr == "" {
+		return exitUsage, usageError{"--tokens-file is for --http: over stdio there is one client"}
+	}
+	clients, err := readTokensFile(*f.tokensFile)
+	if err != nil {
+		return exitUsage, err
+	}
 	if *f.httpAddr != "" {
-		if err := checkListenAuth("--http", *f.httpAddr, os.Getenv("AIRLOCK_TOKEN"), *f.noAuth); err != nil {
+		anyToken := os.Getenv("AIRLOCK_TOKEN")
+		if anyToken == "" && len(clients) > 0 {
+			anyToken = clients[0].Token
+		}
+		if err := checkListenAuth("--http", *f.httpAddr, anyToken, *f.noAuth); err != nil {
 			return exitUsage, err
 		}
 	}
@@ -317,13 +333,18 @@ func cmdMCP(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 		return 1, err
 	}
 	defer os.RemoveAll(spillDir)
+	// The soft limit NewMCP manages is process-wide: put back as found
+	// (a test runs the command in its own process).
+	defer debug.SetMemoryLimit(debug.SetMemoryLimit(-1))
 	srv, err := server.NewMCP(server.MCPConfig{Sandbox: sb, HostFuncs: fns, MaxLimits: f.sandbox.maxima.limits(), Concurrency: *f.parallel, ShareAcrossClients: *f.shared,
-		MemoryBudget: f.budget.n, SpillDir: spillDir, MaxSessionsPerClient: *f.perClient})
+		MemoryBudget: f.budget.n, SpillDir: spillDir, MaxSessionsPerClient: *f.perClient, MemoryPerClient: f.memClient.n,
+		// The operator's GOMEMLIMIT is theirs to keep.
+		ManageGoMemoryLimit: os.Getenv("GOMEMLIMIT") == ""})
 	if err != nil {
 		return exitUsage, err
 	}
 	if *f.httpAddr != "" {
-		return serveMCPHTTP(ctx, srv, *f.httpAddr, f.maxMessage.n, stderr)
+		return serveMCPHTTP(ctx, srv, *f.httpAddr, f.maxMessage.n, clients, stderr)
 	}
 	// Not the SDK's IOTransport: one bad line there ends the server, and
 	// the calls in flight with it.
@@ -336,11 +357,17 @@ func cmdMCP(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 
 // serveMCPHTTP serves srv at http://addr/mcp until a signal, then lets
 // the calls in flight finish (up to a minute).
-func serveMCPHTTP(ctx context.Context, srv *mcp.Server, addr string, maxMessage int64, stderr io.Writer) (int, error) {
+func serveMCPHTTP(ctx context.Context, srv *mcp.Server, addr string, maxMessage int64, clients []server.ClientToken, stderr io.Writer) (int, error) {
 	logger := slog.New(slog.NewTextHandler(stderr, nil))
 	token := os.Getenv("AIRLOCK_TOKEN")
+	h, err := server.NewMCPHandler(srv, server.MCPHTTPConfig{Token: token, Clients: clients, MaxMessage: maxMessage, Logger: logger})
+	if err != nil {
+		// Named by client, never by token: a tokens file that names a
+		// client twice, or gives two the same token.
+		return exitUsage, usageError{fmt.Sprintf("--tokens-file: %v", err)}
+	}
 	mux := http.NewServeMux()
-	mux.Handle("/mcp", server.MCPHandler(srv, server.MCPHTTPConfig{Token: token, MaxMessage: maxMessage, Logger: logger}))
+	mux.Handle("/mcp", h)
 	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute,
 		MaxHeaderBytes: 64 << 10, ErrorLog: slog.NewLogLogger(logger.Handler(), slog.LevelWarn)}
 	ln, err := net.Listen("tcp", addr)
@@ -349,7 +376,8 @@ func serveMCPHTTP(ctx context.Context, srv *mcp.Server, addr string, maxMessage 
 	}
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	logger.Info("serving MCP", slog.String("url", "http://"+ln.Addr().String()+"/mcp"), slog.Bool("auth", token != ""))
+	logger.Info("serving MCP", slog.String("url", "http://"+ln.Addr().String()+"/mcp"), slog.Bool("auth", token != "" || len(clients) > 0),
+		slog.Any("clients", clientNames(clients)))
 	errc := make(chan error, 1)
 	go func() { errc <- hs.Serve(ln) }()
 	select {

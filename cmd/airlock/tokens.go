@@ -9,9 +9,9 @@ import (
 	"github.com/airlock-sandbox/airlock/server"
 )
 
-// readTokensFile reads serve's --tokens-file: a client a line, NAME TOKEN,
-// blank lines and # comments skipped. Errors name the line and the
-// client, never a token.
+// readTokensFile reads the --tokens-file of serve and mcp --http: a
+// client a line, NAME TOKEN, blank lines and # comments skipped. Errors
+// name the line and the client, never a token.
 func readTokensFile(path string) ([]server.ClientToken, error) {
 	if path == "" {
 		return nil, nil
