@@ -29,6 +29,9 @@ type runState struct {
 	eh      ehState // C++ exceptions' invoke_ (cxxeh.go)
 }
 
+// runState is what an engine's host functions reach of a run.
+var _ backend.Run = (*runState)(nil)
+
 type runKey struct{}
 
 // runFrom is the run whose host call ctx is (wazero), or nil.

@@ -28,6 +28,12 @@ import (
 // holds its own compiler state.
 const compileWorkers = 4
 
+var (
+	_ backend.Code     = (*wzCode)(nil)
+	_ backend.Instance = (*wzInstance)(nil)
+	_ backend.Instance = wzCaller{}
+)
+
 type wzCode struct {
 	runtime  wazero.Runtime
 	compiled wazero.CompiledModule

@@ -48,6 +48,12 @@ func wasmtimeConfig(metered bool) string {
 
 func init() { backend.Wasmtime = loadWasmtimeModule }
 
+var (
+	_ backend.Code     = (*wtCode)(nil)
+	_ backend.Instance = (*wtInstance)(nil)
+	_ backend.Instance = wtCaller{}
+)
+
 type wtCode struct {
 	engine  *wasmtime.Engine
 	linker  *wasmtime.Linker
