@@ -549,3 +549,47 @@ func TestAdmitRunQueue(t *testing.T) {
 		t.Fatalf("%d bytes still reserved after every run ended", held)
 	}
 }
+
+// A call whose memory limit can never fit beside its spilled session is
+// refused (507) before the session is loaded for it: the load would only
+// move other sessions out, and with the budget full it answered 429, a
+// retry that could never succeed.
+func TestMemoryBudgetRefusesBeforeLoading(t *testing.T) {
+	// Two ~81 MiB sessions and a 128 MiB call do not fit in 260 MiB, so
+	// the second's calls move the first to disk; a 256 MiB call (the
+	// default limit) beside the first (~81 MiB) never fits.
+	const budget = 260 << 20
+	url, s, _ := start(t, Config{MemoryBudget: budget, SpillDir: t.TempDir(), Concurrency: 1, MaxLimits: airlock.DefaultLimits()})
+	ctx := context.Background()
+	c := &Client{URL: url}
+	small := RunLimits{Memory: 128 << 20}
+	var ids []string
+	for i := range 2 {
+		id, err := c.NewSession(ctx, SessionRequest{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res, err := c.RunSession(ctx, id, SessionRunRequest{Code: fmt.Sprintf(holdCode, id), Limits: small}); err != nil || res.ExitCode != 0 {
+			t.Fatalf("session %d: %v %+v", i, err, res)
+		}
+		ids = append(ids, id)
+	}
+	if _, err := c.RunSession(ctx, ids[1], SessionRunRequest{Code: "y = 1", Limits: small}); err != nil {
+		t.Fatal(err)
+	}
+	if !s.sessions.spilledNow(ids[0]) {
+		t.Fatalf("the first session is not spilled; sessions hold %d MiB of the %d MiB budget", s.sessions.held()>>20, budget>>20)
+	}
+	var apiErr *APIError
+	_, err := c.RunSession(ctx, ids[0], SessionRunRequest{Code: "print(tag)"})
+	if !errors.As(err, &apiErr) || apiErr.Status != http.StatusInsufficientStorage || apiErr.Kind != "memory_budget" {
+		t.Fatalf("a call that never fits beside its spilled session: %v, want 507 memory_budget", err)
+	}
+	if !s.sessions.spilledNow(ids[0]) {
+		t.Error("the spilled session was loaded for a call refused as never fitting")
+	}
+	// Within the budget, the same session comes back with its state.
+	if res, err := c.RunSession(ctx, ids[0], SessionRunRequest{Code: "print(tag)", Limits: small}); err != nil || res.Stdout != ids[0]+"\n" {
+		t.Fatalf("the spilled session with a call that fits: %v %+v", err, res)
+	}
+}

@@ -765,10 +765,7 @@ func (s *Server) execute(w http.ResponseWriter, r *http.Request, req airlock.Req
 // run (admitRun); alongside is what a called session holds meanwhile.
 // None to reserve without a budget.
 func (s *Server) admit(ctx context.Context, req airlock.Request, alongside int64) (func(), error) {
-	need := req.Limits.Memory
-	if need == 0 {
-		need = s.cfg.Sandbox.Limits().Memory
-	}
+	need := s.memoryLimit(req)
 	// The client's own quota first: its runs wait for nobody else's.
 	var owner any
 	if c := clientOf(ctx); c != "" {
@@ -788,6 +785,15 @@ func (s *Server) admit(ctx context.Context, req airlock.Request, alongside int64
 	}
 	done = func(unbudget func()) func() { return func() { unbudget(); unclient() } }(done)
 	return s.sessions.heapRun(need, done), nil
+}
+
+// memoryLimit is the memory limit req runs with: its own, or the
+// Sandbox's default.
+func (s *Server) memoryLimit(req airlock.Request) int64 {
+	if req.Limits.Memory != 0 {
+		return req.Limits.Memory
+	}
+	return s.cfg.Sandbox.Limits().Memory
 }
 
 // responseWriteTimeout bounds each write of an answer: a client that stops

@@ -477,6 +477,15 @@ func (s *Server) handleSessionRun(w http.ResponseWriter, r *http.Request) {
 	// that lists sessions once it has the result sees the call done.
 	var release sync.Once
 	defer release.Do(func() { s.sessions.unclaim(e) })
+	// A call that can never fit beside its session is refused before a
+	// spilled session is loaded for it: the load would only take room
+	// (and, the budget full, answer 429 for what no retry makes fit).
+	if s.sessions.spill != nil {
+		if err := s.sessions.neverFits(s.memoryLimit(req), e.held); err != nil {
+			s.writeAnswer(w, s.budgetAnswer(err))
+			return
+		}
+	}
 	if err := s.sessions.bringBack(r.Context(), e); err != nil {
 		s.cfg.Logger.Warn("session", slog.String("id", id), slog.String("event", "load"), slog.String("error", err.Error()))
 		if errors.Is(err, airlock.ErrSessionClosed) {

@@ -168,6 +168,21 @@ func (t *sessions) freedLocked() <-chan struct{} {
 	return t.freed
 }
 
+// neverFits is the *budgetError (never) for a run whose memory limit
+// (need) and the session it calls (alongside, 0 for a plain run) pass all
+// the budget can ever give: no wait or spill makes room for it.
+func (t *sessions) neverFits(need, alongside int64) error {
+	room := t.room()
+	if need+alongside <= room {
+		return nil
+	}
+	if alongside > 0 {
+		return &budgetError{need: need + alongside, budget: room, never: true,
+			what: fmt.Sprintf("the session (%s) with its call's memory limit (%s)", mib(alongside), mib(need))}
+	}
+	return &budgetError{need: need, budget: room, never: true, what: "the run's memory limit"}
+}
+
 // admitRun reserves a run's memory cap (need) within the budget, beside
 // what the sessions hold: idle sessions are spilled to make room, and
 // while runs and calls in flight hold it the run waits up to wait, with
@@ -177,12 +192,8 @@ func (t *sessions) freedLocked() <-chan struct{} {
 // done gives the room back.
 func (t *sessions) admitRun(ctx context.Context, need, alongside int64, wait time.Duration, maxWaiting int) (done func(), err error) {
 	const what = "the run's memory limit"
-	if room := t.room(); need+alongside > room {
-		if alongside > 0 {
-			return nil, &budgetError{need: need + alongside, budget: room, never: true,
-				what: fmt.Sprintf("the session (%s) with its call's memory limit (%s)", mib(alongside), mib(need))}
-		}
-		return nil, &budgetError{need: need, budget: room, never: true, what: what}
+	if err := t.neverFits(need, alongside); err != nil {
+		return nil, err
 	}
 	done = func() { t.unreserve(need) }
 	err = t.reserve(need, nil)
