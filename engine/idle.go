@@ -64,14 +64,7 @@ func (img *Snapshot) DropIdleRegions() int {
 	img.poolMu.Unlock()
 	n := 0
 	for _, p := range pools {
-		p.mu.Lock()
-		free := p.free
-		p.free = nil
-		p.mu.Unlock()
-		for _, buf := range free {
-			unreserve(buf)
-		}
-		n += len(free)
+		n += p.drop()
 	}
 	return n
 }

@@ -177,6 +177,11 @@ func (p *regionPool) close() {
 	p.closed = true
 	p.mu.Unlock()
 	p.growing.Wait() // each puts its region, which closed unmaps
+	p.drop()
+}
+
+// drop unmaps the pool's idle regions and says how many there were.
+func (p *regionPool) drop() int {
 	p.mu.Lock()
 	free := p.free
 	p.free = nil
@@ -184,6 +189,7 @@ func (p *regionPool) close() {
 	for _, buf := range free {
 		unreserve(buf)
 	}
+	return len(free)
 }
 
 // snapshotRegion reserves size bytes that read as img's memory (a delta
