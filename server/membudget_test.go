@@ -1,7 +1,6 @@
 package server
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -37,26 +36,14 @@ func capped() airlock.Limits {
 	return l
 }
 
-// vmRSS is this process's resident memory (/proc/self/status).
+// vmRSS is this process's resident memory (residentBytes).
 func vmRSS(t *testing.T) int64 {
 	t.Helper()
-	f, err := os.Open("/proc/self/status")
+	n, err := residentBytes()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		if rest, ok := strings.CutPrefix(sc.Text(), "VmRSS:"); ok {
-			kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
-			if err != nil {
-				t.Fatal(err)
-			}
-			return kb << 10
-		}
-	}
-	t.Fatal("no VmRSS in /proc/self/status")
-	return 0
+	return n
 }
 
 // Past the budget, the least recently used idle sessions move to disk
