@@ -27,24 +27,32 @@ func TestPooledRegionsAreReset(t *testing.T) {
 	})
 }
 
+// untilPooled runs run (a run that takes a region and gives it back)
+// until p keeps an idle region: the first runs map their own while the
+// pool prepares one. False if none comes within 10 s.
+func untilPooled(p *regionPool, run func()) bool {
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		run()
+		p.mu.Lock()
+		ready := len(p.free)
+		p.mu.Unlock()
+		if ready > 0 {
+			return true
+		}
+	}
+	return false
+}
+
 func testPoolReset(t *testing.T, img *Snapshot, size int) {
 	p := img.poolFor(regionKey{size: uint64(size)})
-	for deadline := time.Now().Add(10 * time.Second); ; {
+	if !untilPooled(p, func() {
 		buf, free := reserveImage(img, regionKey{size: uint64(size)})
 		for i := range buf {
 			buf[i] = 0xee
 		}
 		free(buf)
-		p.mu.Lock()
-		ready := len(p.free)
-		p.mu.Unlock()
-		if ready > 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Skip("no pooled region was prepared (no mmap here?)")
-		}
-		time.Sleep(10 * time.Millisecond)
+	}) {
+		t.Skip("no pooled region was prepared (no mmap here?)")
 	}
 	for range 3 {
 		buf, free := reserveImage(img, regionKey{size: uint64(size)})

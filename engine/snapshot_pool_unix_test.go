@@ -5,7 +5,6 @@ package engine
 import (
 	"bytes"
 	"testing"
-	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -33,20 +32,9 @@ func TestGuardedRegionTakesALongerDelta(t *testing.T) {
 		}
 		free(buf[:n])
 	}
-	// The first runs map their own regions while the pool prepares one;
-	// go on until a run has given a pooled region back, its tail closed.
-	pool := base.poolFor(regionKey{size, true})
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-		runOnBase()
-		pool.mu.Lock()
-		ready := len(pool.free)
-		pool.mu.Unlock()
-		if ready > 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("no pooled region was prepared")
-		}
+	// Until a run has given a pooled region back, its tail closed.
+	if !untilPooled(base.poolFor(regionKey{size, true}), runOnBase) {
+		t.Fatal("no pooled region was prepared")
 	}
 
 	longer := bytes.Clone(base.memory)
