@@ -45,13 +45,7 @@ func TestServeTokensFile(t *testing.T) {
 	if _, err := (&client.Client{URL: url}).Run(ctx, wire.RunRequest{Code: "1"}); !errors.As(err, &apiErr) || apiErr.Status != 401 {
 		t.Fatalf("a run without a token: %v", err)
 	}
-	log := logs.String()
-	if !strings.Contains(log, "alpha") || !strings.Contains(log, "bravo") {
-		t.Errorf("the log does not name the clients: %s", log)
-	}
-	if strings.Contains(log, tokA) || strings.Contains(log, tokB) {
-		t.Errorf("the log shows a token: %s", log)
-	}
+	logNamesClientsNotTokens(t, logs.String(), tokA, tokB)
 	for _, c := range []struct{ content, want string }{
 		{"alpha " + tokA + " extra\n", "want NAME TOKEN"},
 		{"alpha short-secret\n", "shorter than 16"},
@@ -147,13 +141,7 @@ func TestMCPTokensFile(t *testing.T) {
 	if text, isErr := run(b, "new", "pass"); isErr {
 		t.Fatalf("bravo's session: %s", text)
 	}
-	log := logs.String()
-	if !strings.Contains(log, "alpha") || !strings.Contains(log, "bravo") {
-		t.Errorf("the log does not name the clients: %s", log)
-	}
-	if strings.Contains(log, tokA) || strings.Contains(log, tokB) {
-		t.Errorf("the log shows a token: %s", log)
-	}
+	logNamesClientsNotTokens(t, logs.String(), tokA, tokB)
 
 	for _, c := range []struct {
 		args []string
@@ -176,6 +164,20 @@ func TestMCPTokensFile(t *testing.T) {
 		}
 		if strings.Contains(string(out), "short-secret") || strings.Contains(string(out), tokA) || strings.Contains(string(out), tokB) {
 			t.Errorf("mcp %v: the error shows a token: %s", c.args, out)
+		}
+	}
+}
+
+// logNamesClientsNotTokens checks a server's log names the clients alpha
+// and bravo and shows none of their tokens.
+func logNamesClientsNotTokens(t *testing.T, log string, tokens ...string) {
+	t.Helper()
+	if !strings.Contains(log, "alpha") || !strings.Contains(log, "bravo") {
+		t.Errorf("the log does not name the clients: %s", log)
+	}
+	for _, tok := range tokens {
+		if strings.Contains(log, tok) {
+			t.Errorf("the log shows a token: %s", log)
 		}
 	}
 }
