@@ -314,7 +314,7 @@ func (m *mcpServer) runPython(ctx context.Context, in RunPythonArgs, owner any) 
 	if in.Session == "new" {
 		e, refused = m.newSessionFor(ctx, owner, limits.Memory)
 	} else {
-		e, refused = m.claimFor(ctx, in.Session, owner)
+		e, refused = m.claimFor(ctx, in.Session, owner, limits.Memory)
 	}
 	if refused != "" {
 		return toolError("%s", refused)

@@ -118,9 +118,10 @@ func (m *mcpServer) newSessionFor(ctx context.Context, owner any, need int64) (*
 	return e, ""
 }
 
-// claimFor claims owner's session id for a call, loading it back if it
-// was spilled: "" and the entry, or the error text to answer with.
-func (m *mcpServer) claimFor(ctx context.Context, id string, owner any) (*sessionEntry, string) {
+// claimFor claims owner's session id for a call whose memory limit is
+// need, loading it back if it was spilled: "" and the entry, or the
+// error text to answer with.
+func (m *mcpServer) claimFor(ctx context.Context, id string, owner any, need int64) (*sessionEntry, string) {
 	t := m.table
 	notFound := fmt.Sprintf("error: not_found: no session %q (it may have expired); pass session \"new\" to start one", id)
 	e, err := t.claim(id)
@@ -135,6 +136,15 @@ func (m *mcpServer) claimFor(ctx context.Context, id string, owner any) (*sessio
 	case e.owner != nil && e.owner != owner:
 		t.unclaim(e)
 		return nil, notFound
+	}
+	// A call that can never fit beside its session is refused before a
+	// spilled session is loaded for it, as serve's are: the load would
+	// only move other sessions out for a call admit then refuses.
+	if t.spill != nil {
+		if err := t.neverFits(need, e.held); err != nil {
+			t.unclaim(e)
+			return nil, mcpBudgetError(err, owner)
+		}
 	}
 	if err := t.bringBack(ctx, e); err != nil {
 		t.unclaim(e)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http/httptest"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -151,5 +152,54 @@ func TestMCPSessionsPerClient(t *testing.T) {
 	}
 	if text, isErr := mcpCall(t, a, map[string]any{"session": "new", "code": "pass"}); isErr {
 		t.Fatalf("after ending one: %s", text)
+	}
+}
+
+// A call that can never fit beside its spilled session is refused with
+// memory_budget before the session is loaded for it, as serve's are: the
+// load would only move other sessions out for a call refused anyway.
+func TestMCPMemoryBudgetRefusesBeforeLoading(t *testing.T) {
+	// A session holding ~112 MiB with a 144 MiB call passes 240 MiB; a
+	// second session's call moves it to disk.
+	const budget = 240 << 20
+	spill := t.TempDir()
+	limits := airlock.DefaultLimits()
+	limits.Memory = 144 << 20
+	srv, m, err := newMCP(MCPConfig{Sandbox: sb, MemoryBudget: budget, SpillDir: spill, MaxLimits: limits})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := mcpHTTPClientsOf(t, srv, 1)[0]
+	text, isErr := mcpCall(t, c, map[string]any{"session": "new", "code": "y = bytearray(112 << 20)\ny[::4096] = b'\\x01' * len(range(0, len(y), 4096))"})
+	if isErr {
+		t.Fatalf("the big session's first call: %s", text)
+	}
+	big := sessionOf(t, text)
+	if text, isErr := mcpCall(t, c, map[string]any{"session": "new", "code": fmt.Sprintf(holdCode, "other")}); isErr {
+		t.Fatalf("the second session: %s", text)
+	}
+	if !m.table.spilledNow(big) {
+		t.Fatalf("the big session is not spilled; sessions hold %d MiB of the %d MiB budget", m.table.held()>>20, budget>>20)
+	}
+	files, _ := filepath.Glob(filepath.Join(spill, "*", "session-*"))
+	if len(files) != 1 {
+		t.Fatalf("spilled files %q, want the big session's", files)
+	}
+	text, isErr = mcpCall(t, c, map[string]any{"session": big, "code": "print(len(y))"})
+	if !isErr || !strings.Contains(text, "error: memory_budget") || !strings.Contains(text, "more than the whole budget") {
+		t.Fatalf("a call that never fits beside its spilled session: %s", text)
+	}
+	if !m.table.spilledNow(big) {
+		t.Error("the spilled session was loaded for a call refused as never fitting")
+	}
+	if _, err := os.Stat(files[0]); err != nil {
+		t.Errorf("the spilled session's file: %v", err)
+	}
+	// Still a session of its client: end_session ends it, file and all.
+	if _, err := c.CallTool(context.Background(), &mcp.CallToolParams{Name: "end_session", Arguments: map[string]any{"session": big}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(files[0]); !os.IsNotExist(err) {
+		t.Errorf("the ended session's file: %v", err)
 	}
 }
