@@ -286,18 +286,18 @@ func (sb *Sandbox) IdleMemory() IdleMemory {
 	return out
 }
 
-// DropIdleMemory gives back the memory regions the Sandbox keeps reset
-// for its next runs (IdleMemory's regions, but the instances made
-// ahead): a server near its memory budget drops them before it moves
-// sessions out. Later runs make them again. It returns how many it
-// dropped.
+// DropIdleMemory gives back the memory the Sandbox keeps for its next
+// runs (IdleMemory's: reset regions and instances made ahead, each of
+// which holds one): a server near its memory budget drops it before it
+// moves sessions out. Later runs make them again. It returns how many
+// regions it dropped.
 func (sb *Sandbox) DropIdleMemory() int {
 	if sb.snap == nil {
 		return 0
 	}
 	n := 0
 	for _, b := range sb.snap.images() {
-		n += b.img.DropIdleRegions()
+		n += sb.snap.module.DropIdleMemory(b.img)
 	}
 	return n
 }

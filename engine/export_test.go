@@ -65,3 +65,12 @@ func IdleRegions(m *Compiled, img *Snapshot) [][]byte { return m.idleRegions(img
 
 // PrivateBytes is privateBytes, for the idle memory tests.
 func PrivateBytes(regions [][]byte) ([]int64, bool) { return privateBytes(regions) }
+
+// ReadyInstances is how many instances m has made ahead from img (wazero).
+func ReadyInstances(m *Compiled, img *Snapshot) int {
+	c, ok := m.code.(*wzCode)
+	if !ok {
+		return 0
+	}
+	return len(c.readyMemories(img))
+}

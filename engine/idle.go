@@ -69,6 +69,23 @@ func (img *Snapshot) DropIdleRegions() int {
 	return n
 }
 
+// DropIdleMemory gives back what is kept between runs resumed from img
+// (idleRegions) for a process near its memory budget: on wazero the
+// instances made ahead from it, whose regions their closes reset into
+// img's pools, and then those pools' regions. The instances are made
+// ahead again as runs start (Resume takes one and the pool refills) and
+// the regions as runs end. It returns how many regions were dropped, an
+// instance's counted once.
+func (m *Compiled) DropIdleMemory(img *Snapshot) int {
+	pooled := img.DropIdleRegions()
+	instances := 0
+	if c, ok := m.code.(*wzCode); ok {
+		instances = c.dropReady(img)
+	}
+	img.DropIdleRegions() // the instances' regions, reset into the pools
+	return pooled + instances
+}
+
 // IdleMemory reports the memory regions kept between runs resumed from img
 // (idleRegions): how many, and the bytes each holds of its own rather than
 // shares with the snapshot, or nil where the kernel does not say.

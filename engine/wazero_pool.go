@@ -138,6 +138,31 @@ func (p *instancePool) close() {
 	}
 }
 
+// dropReady closes the instances made ahead from img and says how many:
+// its pools stay, and refill when a run next takes from them.
+func (c *wzCode) dropReady(img *Snapshot) int {
+	c.poolMu.Lock()
+	var pools []*instancePool
+	for key, p := range c.pools {
+		if key.img == img {
+			pools = append(pools, p)
+		}
+	}
+	c.poolMu.Unlock()
+	n := 0
+	for _, p := range pools {
+		p.mu.Lock()
+		ready := p.ready
+		p.ready = nil
+		p.mu.Unlock()
+		for _, r := range ready {
+			r.mod.Close(context.Background())
+		}
+		n += len(ready)
+	}
+	return n
+}
+
 // closePools closes every pool, before the runtime they instantiate in.
 func (c *wzCode) closePools() {
 	c.poolMu.Lock()

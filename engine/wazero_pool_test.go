@@ -153,6 +153,56 @@ func TestIdleRegionsPrivateMemory(t *testing.T) {
 	}
 }
 
+// DropIdleMemory gives back everything idleRegions counts, the instances
+// made ahead as well as the pools' regions: a server that counts both
+// within its memory budget and drops them before moving sessions out
+// found, after runs one at a time, all of it in instances made ahead
+// (each run's region refilled one), and dropping the regions alone freed
+// nothing. A later run makes them again.
+func TestDropIdleMemory(t *testing.T) {
+	m := resumable(t)
+	ctx := context.Background()
+	img := captureLoop(t, m)
+	run := func() {
+		t.Helper()
+		var out bytes.Buffer
+		if o, err := m.Resume(ctx, img, engine.RunSpec{WASI: resumed([]byte("x = bytearray(8 << 20)"), &out), MemoryLimit: 256 << 20}); err != nil || o.ExitCode != 0 {
+			t.Fatalf("%v %+v %q", err, o, out.String())
+		}
+	}
+	// Until instances are made ahead and the regions stop changing: a
+	// fill or a region prepared in the background lands in its own time.
+	settled, last, same := false, -1, 0
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline) && !settled; time.Sleep(20 * time.Millisecond) {
+		if engine.ReadyInstances(m, img) == 0 {
+			run()
+			continue
+		}
+		n := len(engine.IdleRegions(m, img))
+		if n == last {
+			same++
+		} else {
+			last, same = n, 0
+		}
+		settled = same >= 5
+	}
+	if !settled {
+		t.Fatal("no instance was made ahead, or the idle regions kept changing, within 10 s")
+	}
+	before, ready := len(engine.IdleRegions(m, img)), engine.ReadyInstances(m, img)
+	dropped := m.DropIdleMemory(img)
+	if left := engine.IdleRegions(m, img); len(left) != 0 || dropped != before {
+		t.Fatalf("%d idle regions (%d in instances made ahead); dropped %d, %d left (%d in instances made ahead)",
+			before, ready, dropped, len(left), engine.ReadyInstances(m, img))
+	}
+	run()
+	for deadline := time.Now().Add(10 * time.Second); len(engine.IdleRegions(m, img)) == 0; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("no region or instance was made again after a run")
+		}
+	}
+}
+
 // A region a run wrote much of the image in is trimmed when it comes back
 // from the next, light run: later runs do not pay for copying back what
 // one heavy run wrote.
