@@ -1,13 +1,17 @@
 package python
 
 import (
+	"archive/zip"
+	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
+	"path"
 	"path/filepath"
+	"strings"
 	"sync"
 
 	"github.com/airlock-sandbox/airlock/internal/filehash"
@@ -218,6 +222,48 @@ func stdlibLayer(sha string, zip []byte) (*memfs.Layer, error) {
 	if err := l.AddFileSum(OwnStdlibAt, zip, [32]byte(sum)); err != nil {
 		return nil, fmt.Errorf("python: own build's stdlib: %w", err)
 	}
+	if err := addSharedData(l, zip); err != nil {
+		return nil, fmt.Errorf("python: own build's stdlib: %w", err)
+	}
 	stdlibLayers[sha] = l
 	return l, nil
+}
+
+// OwnSharedData is the folder of the stdlib zip whose files the guest also
+// sees as real files under OwnHome (OwnHome/share/...): data that packages
+// open by path, which zipimport cannot serve (matplotlib's mpl-data).
+const OwnSharedData = "share/"
+
+// addSharedData adds the zip's OwnSharedData files to l at their path
+// under OwnHome, as slices of zip itself: the packer stores them
+// uncompressed, so they cost no memory of their own.
+func addSharedData(l *memfs.Layer, data []byte) error {
+	r, err := zip.NewReader(bytes.NewReader(data), int64(len(data)))
+	if err != nil {
+		return err
+	}
+	for _, f := range r.File {
+		if !strings.HasPrefix(f.Name, OwnSharedData) || strings.HasSuffix(f.Name, "/") {
+			continue
+		}
+		if f.Method != zip.Store || f.CompressedSize64 != f.UncompressedSize64 {
+			return fmt.Errorf("%s is compressed; the packer stores the files of %s uncompressed", f.Name, OwnSharedData)
+		}
+		off, err := f.DataOffset()
+		if err != nil {
+			return fmt.Errorf("%s: %w", f.Name, err)
+		}
+		end := off + int64(f.CompressedSize64)
+		if off < 0 || end > int64(len(data)) {
+			return fmt.Errorf("%s: its data is outside the zip", f.Name)
+		}
+		p := OwnHome + "/" + f.Name
+		if path.Clean(p) != p {
+			return fmt.Errorf("%s: not a clean path", f.Name)
+		}
+		if err := l.AddFile(p, data[off:end:end]); err != nil {
+			return err
+		}
+	}
+	return nil
 }
