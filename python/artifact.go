@@ -154,8 +154,17 @@ var importable = sync.OnceValue(func() []string {
 // distributions are the third-party distributions a build may carry, by
 // their index names: an install from a package index counts them as
 // present (they cannot be replaced by a wheel).
+// Every listed package counts, not only those from the build: the record
+// pins only what python.wasm's stdlib zip packs, which can include a
+// default-layer wheel a stage needs (packaging, for matplotlib).
 var distributions = sync.OnceValue(func() []string {
-	return builtNames(func(pkglist.Package) bool { return true })
+	var out []string
+	for _, p := range pkglist.All() {
+		if p.From != pkglist.FromPlanned {
+			out = append(out, p.Name)
+		}
+	}
+	return out
 })
 
 // builtNames names packages.txt's packages built into python.wasm that

@@ -71,8 +71,52 @@ LXML_SHA256=07f185a5757e24bef8ebfe1eeeae4ea903f0a168b647f2b9bd1c88193ca0c412
 LIBYAML_VER=0.2.5-2
 LIBXML2_VER=2.12.7+dfsg+really2.9.14-2.1+deb13u3
 LIBXSLT_VER=1.1.35-1.2+deb13u3
+# Charts (scripts/charts/build-charts.sh), statically linked after pandas:
+# FreeType, qhull and libjpeg-turbo from Debian (their orig tarballs pinned
+# here too: the archive serves them, not every .dsc beside them), then
+# kiwisolver, contourpy, matplotlib and Pillow from their sdists, with
+# pybind11's and cppy's headers (wheels, build tools only). matplotlib
+# 3.10 is the newest without 3.11's libraqm/HarfBuzz/SheenBidi text stack.
+# Their pure-Python dependencies are wheels packed into the stdlib zip
+# (packaging is a default-layer wheel as well, the same file).
+FONTTOOLS_VER=4.68.0
+FONTTOOLS_SHA256=d76f8fdcb6936f5e1045a0c9dd721a4bf11112e60d1e243bfa1d39f06a8b3104
+CYCLER_VER=0.12.1
+CYCLER_SHA256=85cef7cff222d8644161529808465972e51340599459b8ac3ccbac5a854e0d30
+PYPARSING_VER=3.3.3
+PYPARSING_SHA256=ece8c00a69cf01b45d0b1dedabb469c90d8caf996d4fda40f147627a122849a4
+PACKAGING_VER=26.4
+PACKAGING_SHA256=81383611a09c1bc0b08b76e0fd5829d7c6824c65b27a6aee339da133f4233ea2
+FREETYPE_VER=2.13.3+dfsg-1+deb13u2
+FREETYPE_ORIG_SHA256=686ec73cbf6783b245dd068a09ce807b729ac0f8a46dd70f7867923c32fdf4de
+QHULL_VER=2020.2-6
+QHULL_ORIG_SHA256=b5c2d7eb833278881b952c8a52d20179eab87766b00b865000469a45c1838b7e
+LIBJPEG_VER=1:2.1.5-4
+LIBJPEG_ORIG_SHA256=254f3642b04e309fee775123133c6464181addc150499561020312ec61c1bf7c
+MPL_VER=3.10.9
+MPL_SHA256=fd66508e8c6877d98e586654b608a0456db8d7e8a546eb1e2600efd957302358
+KIWI_VER=1.5.1
+KIWI_SHA256=f1303ef2eec81262a4b708c3e858afe58d7c75ad91c1c05266eda7673369859a
+CONTOURPY_VER=1.3.3
+CONTOURPY_SHA256=083e12155b210502d0bca491432bb04d56dc3432f95a979b429f2848c3dbe880
+PILLOW_VER=13.0.0
+PILLOW_SHA256=cdcd1ba258178f7356d74170c9a81ba4eab6a5d55748bc402a5a2a6fe6be3510
+PYBIND11_VER=3.1.0
+PYBIND11_SHA256=b8488090f8acffbcb6b5d6a85571a6827a0a2981ffb75e5a0b27b87c4a6b7dd0
+CPPY_VER=1.3.1
+CPPY_SHA256=7ca132b6ef6187384738804bd3a453d4eab7e3274df6dcd35e5d92aae3404717
+# matplotlib's font list (scripts/charts/fontlist.py) is made natively, by
+# the same matplotlib's x86-64 wheel and what it imports; nothing of these
+# is in python.wasm.
+FONTLIST_WHEELS="matplotlib-3.10.9-cp313-cp313-manylinux2014_x86_64.manylinux_2_17_x86_64.whl:8f3bcac1ca5ed000a6f4337d47ba67dfddf37ed6a46c15fd7f014997f7bf865f
+numpy-2.5.5-cp313-cp313-manylinux_2_27_x86_64.manylinux_2_28_x86_64.whl:824025655df929268bfe6b47ed91a00d14209a6f760847cf150be446829e1ce4
+pillow-13.0.0-cp313-cp313-manylinux_2_27_x86_64.manylinux_2_28_x86_64.whl:5f56499c1a74d2b862beb0c33b8016f99d095858455df9d21583bbbc1c15b582
+kiwisolver-1.5.1-cp313-cp313-manylinux2014_x86_64.manylinux_2_17_x86_64.whl:74ad5c3dad54a4641b4c28cd15ded70899d04459c6c7aeacafea716be97cce6d
+cycler-0.12.1-py3-none-any.whl:85cef7cff222d8644161529808465972e51340599459b8ac3ccbac5a854e0d30
+pyparsing-3.3.3-py3-none-any.whl:ece8c00a69cf01b45d0b1dedabb469c90d8caf996d4fda40f147627a122849a4
+packaging-26.4-py3-none-any.whl:81383611a09c1bc0b08b76e0fd5829d7c6824c65b27a6aee339da133f4233ea2"
 TOOLS="clang-19 lld-19 llvm-19 wasi-libc libclang-rt-19-dev-wasm32 python3.13 make pkg-config xz-utils dpkg-dev tcl gcc libc6-dev binaryen patch
-	libclang-rt-19-dev zlib1g-dev libsqlite3-dev libbz2-dev liblzma-dev ninja-build libc++-19-dev-wasm32 libc++abi-19-dev-wasm32"
+	libclang-rt-19-dev zlib1g-dev libsqlite3-dev libbz2-dev liblzma-dev ninja-build libc++-19-dev-wasm32 libc++abi-19-dev-wasm32 cmake"
 # Debian's runtime library is installed under the wasm32-wasi name, so the
 # target is spelled that way (wasm32-wasip1 fails to link); no --sysroot,
 # Debian's clang finds /usr/include/wasm32-wasi by itself.
@@ -115,11 +159,12 @@ mkdir -p "$BUILD"
 # (pins and flags included), the stdlib packer and the patches.
 numpy_inputs() { find scripts/numpy scripts/numpy-patches -type f ! -path '*/__pycache__/*' | LC_ALL=C sort; }
 pandas_inputs() { find scripts/pandas scripts/pandas-patches -type f ! -path '*/__pycache__/*' | LC_ALL=C sort; }
+charts_inputs() { find scripts/charts -type f ! -path '*/__pycache__/*' | LC_ALL=C sort; }
 # The C++ exception runtime's library sources (not its test programs).
 cxxeh_inputs() { echo scripts/build-cxx-eh.sh; find scripts/cxx-eh -type f | LC_ALL=C sort; }
 parsers_inputs() { find scripts/parsers -type f ! -path '*/__pycache__/*' | LC_ALL=C sort; }
-KEY=$(cat scripts/build-python.sh scripts/stdlib_zip.py scripts/pgo_train.py scripts/stdlib-patches/*.patch scripts/cpython-patches/*.patch scripts/pandas-py-patches/*.patch \
-	$(numpy_inputs) $(pandas_inputs) $(cxxeh_inputs) $(parsers_inputs) | sha256sum | cut -c1-64)
+KEY=$(cat scripts/build-python.sh scripts/stdlib_zip.py scripts/pgo_train.py scripts/stdlib-patches/*.patch scripts/cpython-patches/*.patch scripts/pandas-py-patches/*.patch scripts/charts-py-patches/*.patch \
+	$(numpy_inputs) $(pandas_inputs) $(cxxeh_inputs) $(parsers_inputs) $(charts_inputs) | sha256sum | cut -c1-64)
 if [ -f "$OUT/build.json" ] && grep -q "\"key\": \"$KEY\"" "$OUT/build.json" &&
 	(cd "$OUT" && sha256sum --quiet -c SHA256SUMS) 2>/dev/null; then
 	echo "build-python: up to date: $OUT (key ${KEY:0:12})"
@@ -382,18 +427,91 @@ STAGE_WASM=/work/parsers/python.wasm
 STAGE_BUILDS+=" /work/parsers/build"
 STAGE_PKGS+=" /work/parsers/pkg"
 
+# Charts: FreeType, qhull, libjpeg-turbo, kiwisolver, contourpy,
+# matplotlib, Pillow (scripts/charts/build-charts.sh).
+CHARTS_KEY=$(printf '%s\n' "$STAGE_KEY" "$FREETYPE_VER" "$FREETYPE_ORIG_SHA256" "$QHULL_VER" "$QHULL_ORIG_SHA256" \
+	"$LIBJPEG_VER" "$LIBJPEG_ORIG_SHA256" "$MPL_VER" "$MPL_SHA256" "$KIWI_VER" "$KIWI_SHA256" "$CONTOURPY_VER" \
+	"$CONTOURPY_SHA256" "$PILLOW_VER" "$PILLOW_SHA256" "$PYBIND11_VER" "$PYBIND11_SHA256" "$CPPY_VER" "$CPPY_SHA256" |
+	cat - $(charts_inputs) | sha256sum | cut -c1-64)
+CHDL="$BUILD/charts-sources"
+if [ "$(cat "$ROOT/work/ch/.build-key" 2>/dev/null)" = "$CHARTS_KEY" ] && [ -f "$ROOT/work/ch/python.wasm" ]; then
+	log "charts build up to date (key ${CHARTS_KEY:0:12})"
+else
+	log "FreeType, qhull, libjpeg-turbo (apt-get source --download-only)"
+	rm -rf "$ROOT/chsrc" && mkdir -p "$ROOT/chsrc"
+	# apt checks each file it fetches against the signed index; it also
+	# fails when the archive lacks a file beside the orig tarball (a .dsc),
+	# so what decides is the orig tarballs' pinned sha256.
+	chroot "$ROOT" sh -c "cd /chsrc && apt-get source -qq --download-only freetype=$FREETYPE_VER qhull=$QHULL_VER \
+		libjpeg-turbo=$LIBJPEG_VER" >"$BUILD/charts-source.log" 2>&1 || true
+	(cd "$ROOT/chsrc" && sha256sum -c --quiet - <<-EOF
+		$FREETYPE_ORIG_SHA256  freetype_${FREETYPE_VER%-*}.orig.tar.xz
+		$QHULL_ORIG_SHA256  qhull_${QHULL_VER%-*}.orig.tar.gz
+		$LIBJPEG_ORIG_SHA256  libjpeg-turbo_$(echo "${LIBJPEG_VER#*:}" | sed 's/-[^-]*$//').orig.tar.gz
+	EOF
+	) || { tail -20 "$BUILD/charts-source.log" >&2; exit 1; }
+	log "matplotlib, kiwisolver, contourpy, Pillow sdists; pybind11, cppy (pip download --require-hashes)"
+	rm -rf "$CHDL" && mkdir -p "$CHDL"
+	printf '%s==%s --hash=sha256:%s\n' matplotlib "$MPL_VER" "$MPL_SHA256" kiwisolver "$KIWI_VER" "$KIWI_SHA256" \
+		contourpy "$CONTOURPY_VER" "$CONTOURPY_SHA256" pillow "$PILLOW_VER" "$PILLOW_SHA256" >"$BUILD/charts-requirements.txt"
+	printf '%s==%s --hash=sha256:%s\n' pybind11 "$PYBIND11_VER" "$PYBIND11_SHA256" cppy "$CPPY_VER" "$CPPY_SHA256" >"$BUILD/charts-tools-requirements.txt"
+	# kiwisolver's and Pillow's backend is setuptools: its stand-in
+	# (scripts/charts/fetch) reads their PKG-INFO as numpy's does.
+	PYTHONDONTWRITEBYTECODE=1 PYTHONPATH="$PWD/scripts/charts/fetch:$PWD/scripts/numpy/fetch" python3 -m pip download --quiet --no-deps \
+		--no-build-isolation --no-binary :all: --python-version 3.13 -d "$CHDL" --require-hashes -r "$BUILD/charts-requirements.txt" \
+		>"$BUILD/pip-charts.log" 2>&1 || { tail -20 "$BUILD/pip-charts.log" >&2; exit 1; }
+	python3 -m pip download --quiet --no-deps --only-binary :all: -d "$CHDL" --require-hashes -r "$BUILD/charts-tools-requirements.txt" \
+		>>"$BUILD/pip-charts.log" 2>&1 || { tail -20 "$BUILD/pip-charts.log" >&2; exit 1; }
+	rm -rf "$ROOT/work/ch" && mkdir -p "$ROOT/work/ch/sdist" "$ROOT/work/ch/tools"
+	for p in matplotlib-$MPL_VER kiwisolver-$KIWI_VER contourpy-$CONTOURPY_VER pillow-$PILLOW_VER; do
+		mkdir -p "$ROOT/work/ch/sdist/${p%-*}" && tar -xzf "$CHDL/$p.tar.gz" -C "$ROOT/work/ch/sdist/${p%-*}" --strip-components=1
+	done
+	python3 -m zipfile -e "$CHDL/pybind11-$PYBIND11_VER-py3-none-any.whl" "$ROOT/work/ch/tools"
+	python3 -m zipfile -e "$CHDL/cppy-$CPPY_VER-py3-none-any.whl" "$ROOT/work/ch/tools"
+	rm -rf "$ROOT/numpy" "$ROOT/pandas" "$ROOT/charts" && cp -a scripts/numpy "$ROOT/numpy" && rm -rf "$ROOT/numpy/fetch" &&
+		cp -a scripts/pandas "$ROOT/pandas" && cp -a scripts/charts "$ROOT/charts" && rm -rf "$ROOT/charts/fetch"
+	log "building the chart stack for wasm32-wasi and relinking python.wasm with it"
+	chroot "$ROOT" env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root LANG=C.UTF-8 SOURCE_DATE_EPOCH="$SOURCE_DATE_EPOCH" \
+		WASM_FEATURES="$WASM_FEATURES" CXXEH_FLAGS="$CXXEH_FLAGS" CXXEH_SJLJ_FLAGS="$(cxxeh_flag sjlj_cflags)" \
+		CXXEH_LDFLAGS="$CXXEH_LDFLAGS" CXXEH_LIBDIR=/cxx-eh/lib JOBS="$JOBS" STAGE_BUILDS="$STAGE_BUILDS" bash /charts/build-charts.sh
+	echo "$CHARTS_KEY" >"$ROOT/work/ch/.build-key"
+fi
+STAGE_KEY=$CHARTS_KEY
+STAGE_WASM=/work/ch/python.wasm
+STAGE_BUILDS="$STAGE_BUILDS /work/ch/build-contourpy /work/ch/build-matplotlib"
+# pack.sh makes /work/chpkg from the stage's /work/ch/pkg: patched
+# (scripts/charts-py-patches), mpl-data under share/ with its font list.
+STAGE_PKGS="$STAGE_PKGS /work/chpkg"
+
 # --- 4. outputs: wasm-opt'd python.wasm, the stdlib zip, build.json
 # With the host's pip: it is set up for this host's network (proxy, CA
 # certificates), which the chroot is not.
-log "tzdata $TZDATA_VER, python-dateutil $DATEUTIL_VER (pip download --require-hashes)"
+log "tzdata $TZDATA_VER, python-dateutil $DATEUTIL_VER, matplotlib's pure dependencies (pip download --require-hashes)"
 WHEELS="$BUILD/wheels"
 rm -rf "$WHEELS" "$ROOT/extra" && mkdir -p "$WHEELS"
-printf 'tzdata==%s --hash=sha256:%s\npython-dateutil==%s --hash=sha256:%s\n' "$TZDATA_VER" "$TZDATA_SHA256" \
-	"$DATEUTIL_VER" "$DATEUTIL_SHA256" >"$BUILD/tzdata-requirements.txt"
-python3 -m pip download --quiet --no-deps --only-binary=:all: -d "$WHEELS" \
+printf '%s==%s --hash=sha256:%s\n' tzdata "$TZDATA_VER" "$TZDATA_SHA256" python-dateutil "$DATEUTIL_VER" "$DATEUTIL_SHA256" \
+	fonttools "$FONTTOOLS_VER" "$FONTTOOLS_SHA256" cycler "$CYCLER_VER" "$CYCLER_SHA256" pyparsing "$PYPARSING_VER" "$PYPARSING_SHA256" \
+	packaging "$PACKAGING_VER" "$PACKAGING_SHA256" >"$BUILD/tzdata-requirements.txt"
+# --platform any: fonttools' pure wheel, not its compiled ones.
+python3 -m pip download --quiet --no-deps --only-binary=:all: --python-version 3.13 --platform any -d "$WHEELS" \
 	--require-hashes -r "$BUILD/tzdata-requirements.txt" >"$BUILD/pip.log" 2>&1 || { tail -20 "$BUILD/pip.log" >&2; exit 1; }
-python3 -m zipfile -e "$WHEELS/tzdata-$TZDATA_VER-py2.py3-none-any.whl" "$ROOT/extra"
-python3 -m zipfile -e "$WHEELS/python_dateutil-$DATEUTIL_VER-py3-none-any.whl" "$ROOT/extra"
+for w in "$WHEELS"/*.whl; do python3 -m zipfile -e "$w" "$ROOT/extra"; done
+# fonttools' man page for its command-line tool, installed outside the package.
+rm -rf "$ROOT"/extra/*.data
+log "matplotlib's font list (pip download --require-hashes of its native wheels)"
+FLWHEELS="$BUILD/fontlist-wheels"
+rm -rf "$FLWHEELS" "$ROOT/fontlist" && mkdir -p "$FLWHEELS" "$ROOT/fontlist/site"
+for w in $FONTLIST_WHEELS; do
+	n=${w%%-*} rest=${w#*-}
+	printf '%s==%s --hash=sha256:%s\n' "$n" "${rest%%-*}" "${w##*:}"
+done >"$BUILD/fontlist-requirements.txt"
+python3 -m pip download --quiet --no-deps --only-binary :all: --python-version 3.13 --implementation cp --abi cp313 \
+	--platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 -d "$FLWHEELS" --require-hashes \
+	-r "$BUILD/fontlist-requirements.txt" >"$BUILD/pip-fontlist.log" 2>&1 || { tail -20 "$BUILD/pip-fontlist.log" >&2; exit 1; }
+for w in "$FLWHEELS"/*.whl "$WHEELS/python_dateutil-$DATEUTIL_VER-py3-none-any.whl"; do python3 -m zipfile -e "$w" "$ROOT/fontlist/site"; done
+cp scripts/charts/fontlist.py "$ROOT/fontlist/"
+chroot "$ROOT" env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root LANG=C.UTF-8 PYTHONPATH=/fontlist/site PYTHONDONTWRITEBYTECODE=1 \
+	python3.13 /fontlist/fontlist.py /fontlist/fontlist.json
 log "wasm-opt $WASM_OPT_FLAGS and the stdlib zip"
 cat >"$ROOT/pack.sh" <<'EOS'
 set -euo pipefail
@@ -408,10 +526,17 @@ for p in /stdlib-patches/*.patch; do patch -s -p1 -d $W/lib <"$p"; done
 # copy of the stage's output, as the stdlib's do: one never rebuilds C.
 rm -rf $W/pdpkg && cp -a $W/pd/pkg $W/pdpkg
 for p in /pandas-py-patches/*.patch; do patch -s -p1 -d $W/pdpkg <"$p"; done
+# The chart stage's, the same way; matplotlib's data files go under
+# share/ (the patch says why), with the font list made above.
+rm -rf $W/chpkg && cp -a $W/ch/pkg $W/chpkg
+for p in /charts-py-patches/*.patch; do patch -s -p1 -d $W/chpkg <"$p"; done
+mkdir -p $W/chpkg/share/matplotlib && mv $W/chpkg/matplotlib/mpl-data $W/chpkg/share/matplotlib/mpl-data
+cp /fontlist/fontlist.json $W/chpkg/share/matplotlib/mpl-data/fontlist-v390.json
 python3.13 /stdlib_zip.py $W/lib/Lib $W/pybuild $W/out/python313.zip /extra $W/np/pkg $W/pdpkg $STAGE_PKGS
 EOS
 cp scripts/stdlib_zip.py "$ROOT/stdlib_zip.py"
-rm -rf "$ROOT/stdlib-patches" "$ROOT/pandas-py-patches" && cp -a scripts/stdlib-patches "$ROOT/stdlib-patches" && cp -a scripts/pandas-py-patches "$ROOT/pandas-py-patches"
+rm -rf "$ROOT/stdlib-patches" "$ROOT/pandas-py-patches" "$ROOT/charts-py-patches" && cp -a scripts/stdlib-patches "$ROOT/stdlib-patches" &&
+	cp -a scripts/pandas-py-patches "$ROOT/pandas-py-patches" && cp -a scripts/charts-py-patches "$ROOT/charts-py-patches"
 chroot "$ROOT" env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root LANG=C.UTF-8 \
 	WASM_OPT_FLAGS="$WASM_OPT_FLAGS" PY_PKG="$PY_PKG" STAGE_WASM="$STAGE_WASM" STAGE_PKGS="$STAGE_PKGS" bash /pack.sh
 
@@ -420,7 +545,7 @@ chroot "$ROOT" env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root LANG=C.UTF-8
 rm -rf "$OUT.part" && mkdir -p "$OUT.part"
 cp "$ROOT/work/out/python.wasm" "$ROOT/work/out/python313.zip" "$OUT.part/"
 (cd "$OUT.part" && sha256sum python.wasm python313.zip >SHA256SUMS)
-sources=$(cd "$ROOT$SRC" && for f in * "$WHEELS"/* "$NPDL"/* "$PDDL"/* "$PSDL"/*; do if [ -f "$f" ]; then printf '    "%s": "%s",\n' "$(basename "$f")" "$(sha256sum "$f" | cut -c1-64)"; fi; done | sed '$ s/,$//')
+sources=$(cd "$ROOT$SRC" && for f in * "$WHEELS"/* "$NPDL"/* "$PDDL"/* "$PSDL"/* "$CHDL"/* "$ROOT"/chsrc/*.orig.tar.*; do if [ -f "$f" ]; then printf '    "%s": "%s",\n' "$(basename "$f")" "$(sha256sum "$f" | cut -c1-64)"; fi; done | sed '$ s/,$//')
 tools=$(chroot "$ROOT" dpkg-query -W -f '    "${Package}": "${Version}",\n' clang-19 lld-19 llvm-19 wasi-libc libclang-rt-19-dev-wasm32 libclang-rt-19-dev python3.13 binaryen | sed '$ s/,$//')
 cat >"$OUT.part/build.json" <<EOF
 {
@@ -444,7 +569,20 @@ cat >"$OUT.part/build.json" <<EOF
     "lxml": "$LXML_VER",
     "libyaml": "$LIBYAML_VER",
     "libxml2": "$LIBXML2_VER",
-    "libxslt": "$LIBXSLT_VER"
+    "libxslt": "$LIBXSLT_VER",
+    "freetype": "$FREETYPE_VER",
+    "qhull": "$QHULL_VER",
+    "libjpeg-turbo": "$LIBJPEG_VER",
+    "matplotlib": "$MPL_VER",
+    "kiwisolver": "$KIWI_VER",
+    "contourpy": "$CONTOURPY_VER",
+    "pillow": "$PILLOW_VER",
+    "pybind11": "$PYBIND11_VER",
+    "cppy": "$CPPY_VER",
+    "fonttools": "$FONTTOOLS_VER",
+    "cycler": "$CYCLER_VER",
+    "pyparsing": "$PYPARSING_VER",
+    "packaging": "$PACKAGING_VER"
   },
   "toolchain": {
 $tools
@@ -458,6 +596,9 @@ $tools
   "pandas_patches": [$(cd scripts && for p in pandas-patches/*.patch pandas-py-patches/*.patch; do printf '"%s", ' "$p"; done | sed 's/, $//')],
   "sources_sha256": {
 $sources
+  },
+  "fontlist_wheels_sha256": {
+$(for w in $FONTLIST_WHEELS; do printf '    "%s": "%s",\n' "${w%%:*}" "${w##*:}"; done | sed '$ s/,$//')
   },
   "python_wasm_sha256": "$(sha256sum "$OUT.part/python.wasm" | cut -c1-64)",
   "stdlib_zip_sha256": "$(sha256sum "$OUT.part/python313.zip" | cut -c1-64)",

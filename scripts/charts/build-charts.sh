@@ -1,0 +1,201 @@
+# The chart stack for wasm32-wasi, statically linked into python.wasm after
+# pandas: FreeType, qhull and libjpeg-turbo (Debian's sources), then
+# kiwisolver, contourpy, matplotlib (Agg) and Pillow (their sdists). Run
+# inside build-python.sh's chroot, as the stage after pandas:
+#   /chsrc              the Debian orig tarballs build-python.sh fetched
+#   /work/ch/sdist/NAME the sdists, unpacked (and patched) by build-python.sh
+#   /work/ch/tools      pybind11 and cppy (their pinned wheels, unpacked)
+#   /work/np, /work/pd  numpy's and pandas' stages (headers, archives)
+#   /charts, /numpy, /pandas  scripts/charts, scripts/numpy, scripts/pandas
+#   STAGE_BUILDS        the meson builds linked so far (numpy's, pandas')
+# Writes /work/ch/python.wasm and /work/ch/pkg (the packages' Python files
+# and data, for the stdlib zip).
+set -euo pipefail
+W=/work
+N=$W/np
+C=$W/ch
+D=$C/deps
+S=$C/sdist
+rm -rf $C/build-* $C/bin $C/native-bin $C/npstub $C/install $C/pkg $C/link $C/pkgconfig $C/python.wasm $D $C/obj
+mkdir -p $C/bin $C/native-bin $C/link $C/npstub/numpy $C/pkgconfig $D/lib $D/include $C/obj
+log() { echo "build-charts: [$SECONDS s] $*"; }
+
+NPSITE=$(find $N/install -type d -name numpy -path '*-packages/numpy' | head -1)
+NPSITE=${NPSITE%/numpy}
+ln -s /numpy/cc-wrapper.sh $C/bin/cc
+ln -s /numpy/cc-wrapper.sh $C/bin/c++
+cat >$C/npstub/numpy/__init__.py <<PY
+def get_include():
+    return "$NPSITE/numpy/_core/include"
+PY
+# matplotlib's project() asks `python3 -m setuptools_scm` for its version;
+# from an sdist that is PKG-INFO's, which the stand-in prints.
+mkdir -p $C/npstub/setuptools_scm
+cat >$C/npstub/setuptools_scm/__main__.py <<'PY'
+import email.parser
+with open("PKG-INFO", encoding="utf-8") as f:
+    print(email.parser.Parser().parse(f, headersonly=True)["Version"])
+PY
+touch $C/npstub/setuptools_scm/__init__.py
+# contourpy records meson-python's version in its build-config module;
+# there is none here (meson runs directly), which this metadata says.
+mkdir -p $C/npstub/meson_python-0.dist-info
+printf 'Metadata-Version: 2.1\nName: meson-python\nVersion: 0+none\n' >$C/npstub/meson_python-0.dist-info/METADATA
+cat >$C/bin/python <<SH
+#!/bin/sh
+_PYTHON_SYSCONFIGDATA_NAME=_sysconfigdata__wasi_wasm32-wasi PYTHONPATH=$C/npstub:$W/pybuild/build/lib.wasi-wasm32-3.13\${PYTHONPATH:+:\$PYTHONPATH} exec python3.13 "\$@"
+SH
+cat >$C/native-bin/python3 <<SH
+#!/bin/sh
+PYTHONPATH=$C/npstub exec python3.13 "\$@"
+SH
+chmod +x $C/bin/python $C/native-bin/python3
+export PATH=$C/native-bin:$PATH
+
+WASI_DEFS="-D_WASI_EMULATED_SIGNAL -D_WASI_EMULATED_PROCESS_CLOCKS -D_WASI_EMULATED_MMAN -D_WASI_EMULATED_GETPID"
+# FreeType, qhull, libjpeg's error handler in Pillow report errors with
+# setjmp/longjmp: compiled with the exception runtime's setjmp lowering
+# and its setjmp.h (wasi-libc's refuses to compile without the proposal).
+# A function that calls setjmp pays a host round trip per call it makes;
+# others pay nothing.
+SJLJ="$CXXEH_SJLJ_FLAGS -isystem /cxx-eh/include"
+DEPFLAGS="-O2 $WASM_FEATURES $WASI_DEFS $SJLJ"
+# pybind11 (matplotlib, contourpy) and kiwisolver throw C++ exceptions that
+# their handlers turn into Python exceptions: all of their C++ is
+# compiled with the runtime's lowering (and setjmp's, as qhull's and
+# FreeType's longjmps pass no C++ frame but the flags must agree).
+CARGS="$WASM_FEATURES $WASI_DEFS $SJLJ"
+CXXARGS="$WASM_FEATURES $WASI_DEFS $CXXEH_FLAGS -isystem /cxx-eh/include -include /charts/single_thread.h"
+qlist() { local out="" a; for a in "$@"; do out="$out'$a', "; done; echo "[${out%, }]"; }
+MESON="python3.13 $N/src/vendored-meson/meson/meson.py"
+# CPython's pkg-config files, with the staged headers' paths (cross.ini
+# says why there is no sys_root).
+for pc in python-3.13.pc python3.pc; do
+	sed "s#^prefix=.*#prefix=$N/pyroot/usr/local#" $N/pyroot/usr/local/lib/pkgconfig/$pc >$C/pkgconfig/$pc
+done
+
+log "FreeType"
+mkdir -p $C/freetype && tar -xf /chsrc/freetype_*.orig.tar.xz -C $C/freetype --strip-components=1
+(cd $C/freetype && $MESON setup $C/build-freetype --cross-file /charts/cross.ini --buildtype=release --prefix=$D \
+	-Ddefault_library=static -Dbrotli=disabled -Dbzip2=disabled -Dharfbuzz=disabled -Dpng=disabled \
+	-Dzlib=none -Dmmap=disabled -Dtests=disabled -Dc_args="$(qlist $DEPFLAGS)" >$C/freetype-setup.log 2>&1) ||
+	{ tail -30 $C/freetype-setup.log; exit 1; }
+ninja -C $C/build-freetype -j$JOBS >$C/freetype.log 2>&1 && ninja -C $C/build-freetype install >>$C/freetype.log 2>&1 ||
+	{ grep -B5 -A20 -m3 -E 'error:|FAILED' $C/freetype.log | head -60; exit 1; }
+# Libs as the archive's path: the compiler wrapper records archives and
+# -l flags for the final link, not -L folders.
+sed "s#^Libs:.*#Libs: $D/lib/libfreetype.a#" $(find $D -name freetype2.pc) >$C/pkgconfig/freetype2.pc
+
+log "qhull (libqhull_r)"
+mkdir -p $C/qhull && tar -xzf /chsrc/qhull_*.orig.tar.gz -C $C/qhull --strip-components=1
+mkdir -p $C/obj/qhull $D/include/libqhull_r
+for f in $C/qhull/src/libqhull_r/*.c; do
+	clang-19 --target=wasm32-wasi $DEPFLAGS -c "$f" -o $C/obj/qhull/$(basename "${f%.c}").o
+done
+llvm-ar-19 qcs $D/lib/libqhull_r.a $C/obj/qhull/*.o
+cp $C/qhull/src/libqhull_r/*.h $D/include/libqhull_r/
+cat >$C/pkgconfig/qhull_r.pc <<PC
+prefix=$D
+Name: qhull_r
+Description: qhull 2020.2, reentrant
+Version: 8.0.2
+Cflags: -I\${prefix}/include
+Libs: \${prefix}/lib/libqhull_r.a
+PC
+
+log "libjpeg-turbo"
+mkdir -p $C/jpeg && tar -xzf /chsrc/libjpeg-turbo_*.orig.tar.gz -C $C/jpeg --strip-components=1
+cat >$C/wasi.cmake <<CM
+set(CMAKE_SYSTEM_NAME Generic)
+set(CMAKE_SYSTEM_PROCESSOR wasm32)
+set(CMAKE_C_COMPILER clang-19)
+set(CMAKE_C_COMPILER_TARGET wasm32-wasi)
+set(CMAKE_AR llvm-ar-19)
+set(CMAKE_RANLIB llvm-ranlib-19)
+set(CMAKE_TRY_COMPILE_TARGET_TYPE STATIC_LIBRARY)
+CM
+(cd $C/jpeg && cmake -S . -B $C/build-jpeg -DCMAKE_TOOLCHAIN_FILE=$C/wasi.cmake -DCMAKE_BUILD_TYPE=Release \
+	-DCMAKE_C_FLAGS="$DEPFLAGS" -DCMAKE_INSTALL_PREFIX=$D -DENABLE_SHARED=0 -DENABLE_STATIC=1 -DWITH_SIMD=0 \
+	-DWITH_TURBOJPEG=0 -DWITH_JAVA=0 -DWITH_CRT_DLL=0 >$C/jpeg-setup.log 2>&1) || { tail -30 $C/jpeg-setup.log; exit 1; }
+make -s -C $C/build-jpeg -j$JOBS jpeg-static >$C/jpeg.log 2>&1 || { grep -B5 -A20 -m3 -E 'error:|Error' $C/jpeg.log | head -60; exit 1; }
+cp $C/build-jpeg/libjpeg.a $D/lib/
+cp $C/jpeg/jpeglib.h $C/jpeg/jmorecfg.h $C/jpeg/jerror.h $C/build-jpeg/jconfig.h $D/include/
+
+# Meson builds (contourpy, matplotlib): pybind11's pkg-config file.
+sed "s#^prefix=.*#prefix=$C/tools/pybind11#" "$(find $C/tools -name pybind11.pc | head -1)" >$C/pkgconfig/pybind11.pc
+
+log "contourpy"
+(cd $S/contourpy && $MESON setup $C/build-contourpy --cross-file /charts/cross.ini --buildtype=release -Db_ndebug=true \
+	-Dwerror=false -Dcpp_args="$(qlist $CXXARGS)" >$C/contourpy-setup.log 2>&1) ||
+	{ tail -30 $C/contourpy-setup.log; exit 1; }
+ninja -C $C/build-contourpy -j$JOBS >$C/contourpy.log 2>&1 || { grep -B5 -A20 -m3 -E 'error:|FAILED' $C/contourpy.log | head -80; exit 1; }
+$MESON install -C $C/build-contourpy --destdir $C/install >>$C/contourpy.log 2>&1 || { tail -20 $C/contourpy.log; exit 1; }
+
+log "matplotlib"
+# Link-time optimisation is off: the lowering runs in the compiler's
+# backend, which LTO would move to the final link, without its flags.
+# Narrowing: the Agg buffer's shape puts unsigned sizes into ssize_t,
+# 32 bits here (sizes are far below 2**31).
+(cd $S/matplotlib && $MESON setup $C/build-matplotlib --cross-file /charts/cross.ini --buildtype=release -Db_ndebug=true \
+	-Db_lto=false -Dsystem-freetype=true -Dsystem-qhull=true -Dmacosx=false -DrcParams-backend=Agg \
+	-Dc_args="$(qlist $CARGS)" -Dcpp_args="$(qlist $CXXARGS -Wno-c++11-narrowing)" >$C/matplotlib-setup.log 2>&1) ||
+	{ tail -30 $C/matplotlib-setup.log; exit 1; }
+ninja -C $C/build-matplotlib -j$JOBS >$C/matplotlib.log 2>&1 || { grep -B5 -A20 -m3 -E 'error:|FAILED' $C/matplotlib.log | head -80; exit 1; }
+$MESON install -C $C/build-matplotlib --destdir $C/install >>$C/matplotlib.log 2>&1 || { tail -20 $C/matplotlib.log; exit 1; }
+
+# kiwisolver and Pillow: setuptools builds, whose extensions are lists of
+# sources; compiled here directly, each module an archive as the wrapper
+# makes them.
+PYINC="-I$N/pyroot/usr/local/include/python3.13"
+HANDMADE=$C/link/handmade.json
+handmade=()
+archive() { # dotted-name objdir libs...
+	local name=$1 dir=$2 a=$C/obj/$1.a
+	shift 2
+	llvm-ar-19 qcs $a $dir/*.o
+	local libs="" l
+	for l in "$@"; do libs="$libs\"$l\", "; done
+	handmade+=("[\"$name\", \"$a\", [${libs%, }]]")
+}
+
+log "kiwisolver"
+mkdir -p $C/obj/kiwi
+for f in $S/kiwisolver/py/src/*.cpp; do
+	clang++-19 --target=wasm32-wasi -O2 -std=c++17 $CXXARGS $PYINC -I$S/kiwisolver -I$C/tools/cppy/include \
+		-c "$f" -o $C/obj/kiwi/$(basename "${f%.cpp}").o
+done
+archive kiwisolver._cext $C/obj/kiwi
+
+log "Pillow"
+P=$S/pillow/src
+PILVER=$(sed -n 's/^__version__ = "\(.*\)"/\1/p' $P/PIL/_version.py)
+PILFLAGS="-O2 $CARGS $PYINC -I$D/include -I$W/deps/include -I$P/libImaging -DHAVE_LIBJPEG -DHAVE_LIBZ -DPILLOW_VERSION=\"$PILVER\""
+mkdir -p $C/obj/imaging $C/obj/imagingft $C/obj/imagingmath $C/obj/imagingmorph
+for f in $P/_imaging.c $P/decode.c $P/encode.c $P/map.c $P/display.c $P/outline.c $P/path.c $P/libImaging/*.c; do
+	clang-19 --target=wasm32-wasi $PILFLAGS -c "$f" -o $C/obj/imaging/$(basename "${f%.c}").o
+done
+clang-19 --target=wasm32-wasi $PILFLAGS -I$D/include/freetype2 -c $P/_imagingft.c -o $C/obj/imagingft/_imagingft.o
+clang-19 --target=wasm32-wasi $PILFLAGS -c $P/_imagingmath.c -o $C/obj/imagingmath/_imagingmath.o
+clang-19 --target=wasm32-wasi $PILFLAGS -c $P/_imagingmorph.c -o $C/obj/imagingmorph/_imagingmorph.o
+archive PIL._imaging $C/obj/imaging $D/lib/libjpeg.a $W/deps/lib/libz.a
+archive PIL._imagingft $C/obj/imagingft $D/lib/libfreetype.a
+archive PIL._imagingmath $C/obj/imagingmath
+archive PIL._imagingmorph $C/obj/imagingmorph
+(IFS=,; echo "[${handmade[*]}]") >$HANDMADE
+
+# The Python side: matplotlib (with mpl_toolkits and pylab), contourpy
+# from their meson installs; kiwisolver's and Pillow's from their sources.
+log "Python files"
+mkdir -p $C/pkg
+site=$(find $C/install -type d -name matplotlib -path '*-packages/matplotlib' | head -1)
+site=${site%/matplotlib}
+cp -a $site/matplotlib $site/mpl_toolkits $site/pylab.py $site/contourpy $C/pkg/
+cp -a $S/kiwisolver/py/kiwisolver $C/pkg/kiwisolver
+cp -a $P/PIL $C/pkg/PIL
+find $C/pkg -name '*.so' -o -name '*.so.libs' -o -name '*.a' -o -name '*.h' -o -name '*.pyi' -o -name '*.pxd' -o -name '*.pc' -o -name '*.c' -o -name '*.cpp' -o -name 'py.typed' | xargs rm -f
+find $C/pkg -depth -type d -empty -delete
+
+log "linking python.wasm"
+python3.13 /charts/link.py $W/pybuild $C/link $HANDMADE $STAGE_BUILDS $C/build-contourpy $C/build-matplotlib
+make -s -C $W/pybuild -f Makefile -f $C/link/link.mk builtins-link
+log "done"

@@ -1,0 +1,1 @@
+"""A stand-in for setuptools while pip only downloads sdists (build_meta.py says why)."""
