@@ -19,8 +19,10 @@ PayloadTooLargeError, TooManyCallsError and DeadlineError.
 
 display sends obj to the host in every form it has, richest first
 (_repr_png_, _repr_svg_, _repr_html_ as a pandas DataFrame has, ...,
-then its repr): where the host collects rich output (HTTP, MCP) it comes
-back with the result, elsewhere its repr is printed.
+then its repr; a matplotlib figure as PNG): where the host collects rich
+output (HTTP, MCP) it comes back with the result, elsewhere its repr is
+printed. There, plt.show() and a figure left as the last expression come
+back as PNG too.
 
     airlock.install("requests", "attrs>=23")  # from the host's package index
 
@@ -276,10 +278,26 @@ _REPRS = (
 )
 
 
+def _figure_png(obj):
+    """A matplotlib Figure's PNG, as a notebook's inline backend draws it
+    (tight bounding box); None for any other object. matplotlib is not
+    imported here: an object can only be a Figure once it was."""
+    module = sys.modules.get("matplotlib.figure")
+    if module is None or not isinstance(obj, module.Figure):
+        return None
+    import io
+    buf = io.BytesIO()
+    obj.savefig(buf, format="png", bbox_inches="tight")
+    return buf.getvalue()
+
+
 def _forms(obj):
     """obj's forms as [(mime, bytes)], richest first, one per type."""
     forms = {}
-    if isinstance(obj, (bytes, bytearray)) and bytes(obj[:8]) == b"\x89PNG\r\n\x1a\n":
+    figure = _figure_png(obj)
+    if figure is not None:
+        forms["image/png"] = figure
+    elif isinstance(obj, (bytes, bytearray)) and bytes(obj[:8]) == b"\x89PNG\r\n\x1a\n":
         forms["image/png"] = bytes(obj)
     elif not isinstance(obj, type):
         for attr, mime in _REPRS:
@@ -333,6 +351,24 @@ def display(*objs):
     for obj in objs:
         if not _send_display(obj, "display"):
             print(repr(obj))
+
+
+def _show_figures():
+    """pyplot.show() in the sandbox (the build's matplotlib calls this
+    first): where the host collects rich output, every open figure becomes
+    a display, in the order the figures were made, and is closed, as a
+    notebook's inline backend does. False where it does not: matplotlib's
+    own show() then runs."""
+    if not os.path.exists(DISPLAY_DEVICE):
+        return False
+    from matplotlib._pylab_helpers import Gcf
+    managers = sorted(Gcf.get_all_fig_managers(), key=lambda m: m.num)
+    try:
+        for manager in managers:
+            _send_display(manager.canvas.figure, "display")
+    finally:
+        Gcf.destroy_all()
+    return True
 
 
 def _show_value(value):

@@ -1,0 +1,276 @@
+package airlock_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"image/png"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/airlock-sandbox/airlock"
+	"github.com/airlock-sandbox/airlock/python"
+)
+
+// matplotlib, Pillow, kiwisolver and contourpy are linked into the own
+// build (scripts/charts/build-charts.sh): FreeType, qhull and libjpeg
+// with the setjmp lowering, the pybind11 C++ with the exception runtime's
+// (docs/cxx-exceptions.md). The suite runs this on wazero, and on
+// wasmtime in its child with -tags airlock_wasmtime.
+
+// chartsProgram draws what an agent is asked for (a 1,000-point line
+// chart with a legend, a histogram grid, an SVG, a PDF, a contour plot
+// and a triangulation, laid out by kiwisolver), makes a Pillow thumbnail
+// and a JPEG of the PNG, and then makes C++ throw through each pybind11
+// or C++ module, many times over, expecting the Python exception each is
+// meant to become.
+const chartsProgram = `
+import io, sys
+import matplotlib
+import matplotlib.pyplot as plt
+import numpy as np
+from PIL import Image
+print("backend", matplotlib.get_backend(), matplotlib.__version__)
+print("data", matplotlib.get_data_path())
+
+x = np.linspace(0, 10, 1000)
+fig, ax = plt.subplots(figsize=(6.4, 4.8), dpi=100)
+ax.plot(x, np.sin(x), label="sin")
+ax.plot(x, np.cos(x), "--", label="cos")
+ax.set_title("1,000 points"); ax.set_xlabel("x"); ax.legend(loc="upper right")
+fig.savefig("line.png")
+plt.close(fig)
+png = open("line.png", "rb").read()
+print("png", png[:8] == b"\x89PNG\r\n\x1a\n", len(png) > 20000)
+
+im = Image.open("line.png")
+print("pillow", im.format, im.size, im.mode)
+im.thumbnail((160, 160))
+im.save("thumb.png")
+im.convert("RGB").save("thumb.jpg", quality=85)
+print("thumb", Image.open("thumb.png").size, Image.open("thumb.jpg").format, Image.open("thumb.jpg").size)
+
+rng = np.random.default_rng(0)
+fig, axs = plt.subplots(2, 2, figsize=(6, 6), layout="constrained")
+for i, a in enumerate(axs.flat):
+    a.hist(rng.normal(i, 1, 500), bins=20, color="C%d" % i)
+    a.set_title("mean %d" % i)
+fig.savefig("hist.png")
+plt.close(fig)
+print("hist", Image.open("hist.png").size)
+
+fig, ax = plt.subplots()
+ax.plot([1, 2, 3], [1, 4, 9], marker="o")
+ax.set_title(r"squares $\alpha^2$")
+fig.savefig("chart.svg")
+fig.savefig("chart.pdf")
+plt.close(fig)
+svg = open("chart.svg").read()
+pdf = open("chart.pdf", "rb").read()
+print("svg", svg.startswith("<?xml") and "<svg" in svg and svg.rstrip().endswith("</svg>"))
+print("pdf", pdf[:5] == b"%PDF-", pdf.rstrip().endswith(b"%%EOF"))
+
+X, Y = np.meshgrid(np.linspace(-2, 2, 60), np.linspace(-2, 2, 60))
+fig, (a1, a2) = plt.subplots(1, 2, layout="constrained")
+cs = a1.contourf(X, Y, np.exp(-X**2 - Y**2), levels=6)
+fig.colorbar(cs, ax=a1)
+import matplotlib.tri as mtri
+tri = mtri.Triangulation(rng.random(40), rng.random(40))
+a2.triplot(tri)
+buf = io.BytesIO()
+fig.savefig(buf, format="png")
+plt.close(fig)
+print("contour", len(cs.levels), "tri", len(tri.triangles) > 40, buf.getvalue()[:4] == b"\x89PNG")
+
+import kiwisolver as kiwi
+from matplotlib import _path, ft2font
+import contourpy
+font = matplotlib.font_manager.findfont("DejaVu Sans")
+counts = {}
+def expect(label, exc, fn):
+    try:
+        fn()
+    except exc as e:
+        counts[label] = counts.get(label, 0) + 1
+        return str(e)
+    raise AssertionError(label + ": no exception")
+for _ in range(200):
+    v = kiwi.Variable("v")
+    s = kiwi.Solver()
+    s.addConstraint(v >= 1)
+    c = v <= 0
+    expect("kiwi.UnsatisfiableConstraint", kiwi.UnsatisfiableConstraint, lambda: s.addConstraint(c))
+    s.addConstraint(c | "weak")
+    expect("kiwi.DuplicateConstraint", kiwi.DuplicateConstraint, lambda: s.addConstraint(c | "weak"))
+    expect("_path ValueError", ValueError, lambda: _path.affine_transform(np.zeros((2, 2, 2)), np.eye(3)))
+    expect("ft2font ValueError", ValueError, lambda: ft2font.FT2Font(font, hinting_factor=0))
+    expect("ft2font FileNotFoundError", FileNotFoundError, lambda: ft2font.FT2Font("/no/such/font.ttf"))
+    expect("contourpy ValueError", ValueError, lambda: contourpy.contour_generator(z=np.zeros((1, 1))))
+print(sorted(counts.items()))
+s = kiwi.Solver(); v = kiwi.Variable("v")
+s.addConstraint(v == 3); s.updateVariables()
+print("after", v.value(), ft2font.FT2Font(font).family_name, _path.affine_transform(np.ones((1, 2)), np.eye(3)).tolist())
+`
+
+var chartsWant = []string{
+	"backend agg 3.10.9",
+	"data /usr/local/share/matplotlib/mpl-data",
+	"png True True",
+	"pillow PNG (640, 480) RGBA",
+	"thumb (160, 120) JPEG (160, 120)",
+	"hist (600, 600)",
+	"svg True",
+	"pdf True True",
+	"contour 8 tri True True",
+	"[('_path ValueError', 200), ('contourpy ValueError', 200), ('ft2font FileNotFoundError', 200), ('ft2font ValueError', 200), " +
+		"('kiwi.DuplicateConstraint', 200), ('kiwi.UnsatisfiableConstraint', 200)]",
+	"after 3.0 DejaVu Sans [[1.0, 1.0]]",
+}
+
+// chartsSandbox is s, skipping where its build has no matplotlib (the
+// npm fallback, a build made before the chart stage).
+func chartsSandbox(t testing.TB, s *airlock.Sandbox) *airlock.Sandbox {
+	t.Helper()
+	if !strings.Contains(strings.Join(s.Info().Libraries, " "), "matplotlib") {
+		t.Skipf("this build has no matplotlib built in (libraries: %v)", s.Info().Libraries)
+	}
+	return s
+}
+
+func TestChartsEndToEnd(t *testing.T) {
+	s := chartsSandbox(t, freshSandbox(t))
+	res, err := s.Run(context.Background(), airlock.Request{Code: chartsProgram})
+	if err != nil || res.ExitCode != 0 {
+		t.Fatalf("run failed: err=%v exit=%d\nstdout:\n%s\nstderr:\n%s", err, res.ExitCode, res.Stdout, res.Stderr)
+	}
+	if got, want := strings.TrimSpace(string(res.Stdout)), strings.Join(chartsWant, "\n"); got != want {
+		t.Fatalf("stdout:\n%s\nwant:\n%s\nstderr:\n%s", got, want, res.Stderr)
+	}
+	// No warning on the way (a font-cache rebuild, a temporary config
+	// folder, a missing font): stderr is empty.
+	if len(res.Stderr) != 0 {
+		t.Errorf("stderr:\n%s", res.Stderr)
+	}
+	files := map[string][]byte{}
+	for _, f := range res.Files {
+		files[f.Path[strings.LastIndex(f.Path, "/")+1:]] = f.Data
+	}
+	for name, size := range map[string][2]int{"line.png": {640, 480}, "thumb.png": {160, 120}, "hist.png": {600, 600}} {
+		cfg, err := png.DecodeConfig(bytes.NewReader(files[name]))
+		if err != nil || cfg.Width != size[0] || cfg.Height != size[1] {
+			t.Errorf("%s in Result.Files: %v, %dx%d, want a %dx%d PNG", name, err, cfg.Width, cfg.Height, size[0], size[1])
+		}
+	}
+	if !bytes.HasPrefix(files["chart.pdf"], []byte("%PDF-")) || !bytes.Contains(files["chart.svg"], []byte("<svg")) {
+		t.Errorf("chart.pdf or chart.svg missing from Result.Files (%d, %d bytes)", len(files["chart.pdf"]), len(files["chart.svg"]))
+	}
+}
+
+// chartsLineProgram is the benchmark's run: import pyplot, draw the
+// 1,000-point line chart with a legend and save it as PNG, timing the
+// import and the chart inside the guest ("NAME SECONDS" lines).
+const chartsLineProgram = `
+import time
+t0 = time.perf_counter()
+import matplotlib.pyplot as plt
+t1 = time.perf_counter()
+import io
+import numpy as np
+x = np.linspace(0, 10, 1000)
+fig, ax = plt.subplots()
+ax.plot(x, np.sin(x), label="sin")
+ax.plot(x, np.cos(x), label="cos")
+ax.legend()
+buf = io.BytesIO()
+fig.savefig(buf, format="png")
+t2 = time.perf_counter()
+assert buf.getvalue()[:8] == b"\x89PNG\r\n\x1a\n"
+print("import", t1 - t0)
+print("chart", t2 - t1)
+`
+
+// BenchmarkChartsLine runs chartsLineProgram b.N times on the own build
+// as a default Sandbox runs it (a new instance from the snapshot image),
+// on $AIRLOCK_ENGINE's engine, and reports the medians: the whole run as
+// the host sees it, and the import and the chart inside.
+func BenchmarkChartsLine(b *testing.B) {
+	own, err := airlock.New(context.Background(), airlock.WithPython(python.SelectOwn))
+	if err != nil {
+		b.Fatal(err)
+	}
+	s := chartsSandbox(b, own)
+	var wall, imp, chart []float64
+	for range b.N {
+		start := time.Now()
+		res, err := s.Run(context.Background(), airlock.Request{Code: chartsLineProgram})
+		if err != nil || res.ExitCode != 0 {
+			b.Fatalf("err %v, exit %d, stderr %s", err, res.ExitCode, res.Stderr)
+		}
+		wall = append(wall, time.Since(start).Seconds())
+		var ti, tc float64
+		if _, err := fmt.Sscanf(string(res.Stdout), "import %g\nchart %g\n", &ti, &tc); err != nil {
+			b.Fatalf("stdout %q: %v", res.Stdout, err)
+		}
+		imp, chart = append(imp, ti), append(chart, tc)
+	}
+	for name, v := range map[string][]float64{"run": wall, "import": imp, "chart": chart} {
+		slices.Sort(v)
+		b.ReportMetric(v[len(v)/2], name+"-s")
+	}
+}
+
+// Charts come back as a notebook shows them (Request.RichOutput): each
+// plt.show() turns the open figures into PNG displays, in the order they
+// were made, and closes them; a figure left as the last expression is
+// the run's value, as PNG.
+func TestChartsAsDisplays(t *testing.T) {
+	s := chartsSandbox(t, ownSandbox(t))
+	code := `
+import matplotlib.pyplot as plt
+plt.figure()
+plt.plot([1, 2, 3])
+plt.figure(figsize=(3, 2))
+plt.bar([1, 2], [3, 4])
+plt.show()
+print("open after show:", plt.get_fignums())
+fig, ax = plt.subplots(figsize=(2, 2))
+ax.plot([3, 2, 1])
+plt.show()
+last, ax = plt.subplots(figsize=(4, 1))
+last
+`
+	res, err := s.Run(context.Background(), airlock.Request{Code: code, RichOutput: true})
+	if err != nil || res.ExitCode != 0 {
+		t.Fatalf("err=%v exit=%d\nstderr:\n%s", err, res.ExitCode, res.Stderr)
+	}
+	if string(res.Stdout) != "open after show: []\n" || len(res.Stderr) != 0 {
+		t.Errorf("stdout %q, stderr %q", res.Stdout, res.Stderr)
+	}
+	want := []struct {
+		value bool
+		text  string
+	}{
+		{false, "<Figure size 640x480 with 1 Axes>"},
+		{false, "<Figure size 300x200 with 1 Axes>"},
+		{false, "<Figure size 200x200 with 1 Axes>"},
+		{true, "<Figure size 400x100 with 1 Axes>"},
+	}
+	if len(res.Displays) != len(want) {
+		t.Fatalf("%d displays, want %d: %+v", len(res.Displays), len(want), res.Displays)
+	}
+	for i, d := range res.Displays {
+		if d.Value != want[i].value || d.Text() != want[i].text || len(d.Items) != 2 || d.Items[0].MIME != "image/png" {
+			t.Errorf("display %d: value %v, text %q, %d items (first %q); want value %v, %q as image/png and text/plain",
+				i, d.Value, d.Text(), len(d.Items), d.Items[0].MIME, want[i].value, want[i].text)
+			continue
+		}
+		if cfg, err := png.DecodeConfig(bytes.NewReader(d.Items[0].Data)); err != nil || cfg.Width < 50 || cfg.Height < 20 {
+			t.Errorf("display %d: PNG %v, %dx%d", i, err, cfg.Width, cfg.Height)
+		}
+	}
+	if res.Value != want[3].text {
+		t.Errorf("Value %q, want the figure's text %q", res.Value, want[3].text)
+	}
+}
