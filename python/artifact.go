@@ -146,33 +146,28 @@ func (a *Artifact) Layers() []*memfs.Layer {
 // importable are the third-party packages a build may carry that code
 // imports (the record's other pins are build inputs: CPython's sources,
 // its C libraries, Cython), in the list's order: packages.txt's compiled
-// packages built into python.wasm.
+// packages. The build's record decides which this build has: an opt-in
+// stage's packages (the chart stage's, listed as planned while it is off
+// by default) count where the build carries them.
 var importable = sync.OnceValue(func() []string {
-	return builtNames(func(p pkglist.Package) bool { return p.Kind == pkglist.KindCompiled })
+	return listedNames(func(p pkglist.Package) bool { return p.Kind == pkglist.KindCompiled })
 })
 
 // distributions are the third-party distributions a build may carry, by
 // their index names: an install from a package index counts them as
-// present (they cannot be replaced by a wheel).
-// Every listed package counts, not only those from the build: the record
-// pins only what python.wasm's stdlib zip packs, which can include a
-// default-layer wheel a stage needs (packaging, for matplotlib).
+// present (they cannot be replaced by a wheel). Every listed package, as
+// the record decides here too: it pins what the stdlib zip packs, which
+// can include a default-layer wheel a stage needs (packaging, for
+// matplotlib).
 var distributions = sync.OnceValue(func() []string {
-	var out []string
-	for _, p := range pkglist.All() {
-		if p.From != pkglist.FromPlanned {
-			out = append(out, p.Name)
-		}
-	}
-	return out
+	return listedNames(func(pkglist.Package) bool { return true })
 })
 
-// builtNames names packages.txt's packages built into python.wasm that
-// keep says to.
-func builtNames(keep func(pkglist.Package) bool) []string {
+// listedNames names packages.txt's packages that keep says to.
+func listedNames(keep func(pkglist.Package) bool) []string {
 	var out []string
 	for _, p := range pkglist.All() {
-		if p.From == pkglist.FromBuild && keep(p) {
+		if keep(p) {
 			out = append(out, p.Name)
 		}
 	}
