@@ -39,6 +39,17 @@ def pyc(source: bytes, path: str) -> bytes:
     return bytes(data)
 
 
+def namespace_dirs(modules) -> list:
+    """The folders that hold modules but no __init__.py: namespace packages
+    (matplotlib's mpl_toolkits). zipimport finds one only by its directory
+    entry, which the zip has for no folder otherwise."""
+    dirs = set()
+    for rel in modules:
+        parts = rel.split("/")[:-1]
+        dirs.update("/".join(parts[:i]) for i in range(1, len(parts) + 1))
+    return sorted(d for d in dirs if d + "/__init__.py" not in modules)
+
+
 def main(lib: str, build: str, out: str, *extras: str) -> None:
     entries = {}
     data = {}
@@ -72,6 +83,10 @@ def main(lib: str, build: str, out: str, *extras: str) -> None:
     if extras and not data:
         sys.exit("stdlib_zip: no data files under " + " ".join(extras))
     with zipfile.ZipFile(out, "w", zipfile.ZIP_STORED) as zf:
+        for rel in namespace_dirs(entries):
+            info = zipfile.ZipInfo(rel + "/", DATE)
+            info.external_attr = (0o40755 << 16) | 0x10
+            zf.writestr(info, b"")
         for rel in sorted(entries):
             with open(entries[rel], "rb") as f:
                 source = f.read()
