@@ -11,15 +11,16 @@
 # sources first; numpy (scripts/numpy/) is cross-built after CPython,
 # pandas (scripts/pandas/) after numpy, PyYAML, MarkupSafe, regex and lxml
 # (scripts/parsers/) after pandas, and all are linked into python.wasm;
-# with AIRLOCK_BUILD_CHARTS=1 the chart stack too (scripts/charts/, not
-# working yet: see BUILD_CHARTS below). Needs root (debootstrap, chroot)
-# and ~4 GB of disk.
+# with AIRLOCK_BUILD_CHARTS=1 the chart stack too (scripts/charts/,
+# opt-in: see BUILD_CHARTS below). Needs root (debootstrap, chroot) and
+# ~4 GB of disk.
 #
 # Takes ~11 minutes on 2 cores for CPython (~13 the first time, making the
 # chroot), ~3 more for numpy, ~5 for pandas (8-9 min of CPU: 14-29 min of
 # wall time while other builds loaded the machine) and 2-6 for wasm-opt of
 # the 27 MB module (~10 min of wall time more for the parsers stage, 2-3
-# of CPU, on a loaded machine); a second call whose
+# of CPU, on a loaded machine; ~4 min more for the chart stage, ~8 of
+# CPU, and a 36 MB module); a second call whose
 # inputs (this script, the pins, the flags, the patches, the PGO training
 # program, scripts/numpy/, scripts/pandas/, scripts/parsers/) are unchanged returns in
 # seconds; a change to numpy's step alone redoes only numpy, pandas, the
@@ -79,10 +80,9 @@ LIBXSLT_VER=1.1.35-1.2+deb13u3
 # kiwisolver, contourpy, matplotlib and Pillow from their sdists, with
 # pybind11's and cppy's headers (wheels, build tools only). matplotlib
 # 3.10 is the newest without 3.11's libraqm/HarfBuzz/SheenBidi text stack.
-# The stage is opt-in (AIRLOCK_BUILD_CHARTS=1): it builds and links, and
-# the interpreter starts, kiwisolver and Pillow import, but importing any
-# pybind11 module (contourpy, matplotlib) ends the host process with a
-# SIGSEGV inside wazero's compiled code (docs/packages.md).
+# The stage is opt-in (AIRLOCK_BUILD_CHARTS=1) until CI builds and tests
+# it on both engines: it adds ~4 MB to python.wasm, ~24 MB to the stdlib
+# zip (mpl-data's fonts) and its build time (docs/packages.md).
 BUILD_CHARTS=${AIRLOCK_BUILD_CHARTS:-0}
 # Their pure-Python dependencies are wheels packed into the stdlib zip
 # (packaging is a default-layer wheel as well, the same file).
