@@ -102,12 +102,13 @@ for _ in range(200):
     s.addConstraint(v >= 1)
     c = v <= 0
     expect("kiwi.UnsatisfiableConstraint", kiwi.UnsatisfiableConstraint, lambda: s.addConstraint(c))
-    s.addConstraint(c | "weak")
-    expect("kiwi.DuplicateConstraint", kiwi.DuplicateConstraint, lambda: s.addConstraint(c | "weak"))
+    weak = c | "weak"  # a new constraint: only this one again is a duplicate
+    s.addConstraint(weak)
+    expect("kiwi.DuplicateConstraint", kiwi.DuplicateConstraint, lambda: s.addConstraint(weak))
     expect("_path ValueError", ValueError, lambda: _path.affine_transform(np.zeros((2, 2, 2)), np.eye(3)))
     expect("ft2font ValueError", ValueError, lambda: ft2font.FT2Font(font, hinting_factor=0))
     expect("ft2font FileNotFoundError", FileNotFoundError, lambda: ft2font.FT2Font("/no/such/font.ttf"))
-    expect("contourpy ValueError", ValueError, lambda: contourpy.contour_generator(z=np.zeros((1, 1))))
+    expect("contourpy ValueError", ValueError, lambda: contourpy.contour_generator(z=np.arange(16.0).reshape(4, 4)).filled(2.0, 1.0))
 print(sorted(counts.items()))
 s = kiwi.Solver(); v = kiwi.Variable("v")
 s.addConstraint(v == 3); s.updateVariables()
@@ -115,7 +116,7 @@ print("after", v.value(), ft2font.FT2Font(font).family_name, _path.affine_transf
 `
 
 var chartsWant = []string{
-	"backend agg 3.10.9",
+	"backend Agg 3.10.9",
 	"data /usr/local/share/matplotlib/mpl-data",
 	"png True True",
 	"pillow PNG (640, 480) RGBA",
