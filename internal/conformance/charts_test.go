@@ -142,7 +142,10 @@ func chartsSandbox(t testing.TB, s *airlock.Sandbox) *airlock.Sandbox {
 
 func TestChartsEndToEnd(t *testing.T) {
 	s := chartsSandbox(t, freshSandbox(t))
-	res, err := s.Run(context.Background(), airlock.Request{Code: chartsProgram})
+	// Six charts and 1,200 C++ throws: several seconds on wazero, more on
+	// wasmtime, where each invoke_ round trip costs more, past the 10 s
+	// default on a loaded machine.
+	res, err := s.Run(context.Background(), airlock.Request{Code: chartsProgram, Limits: airlock.Limits{Timeout: 2 * time.Minute}})
 	if err != nil || res.ExitCode != 0 {
 		t.Fatalf("run failed: err=%v exit=%d\nstdout:\n%s\nstderr:\n%s", err, res.ExitCode, res.Stdout, res.Stderr)
 	}
