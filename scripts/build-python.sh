@@ -170,8 +170,11 @@ charts_inputs() { find scripts/charts -type f ! -path '*/__pycache__/*' | LC_ALL
 # The C++ exception runtime's library sources (not its test programs).
 cxxeh_inputs() { echo scripts/build-cxx-eh.sh; find scripts/cxx-eh -type f | LC_ALL=C sort; }
 parsers_inputs() { find scripts/parsers -type f ! -path '*/__pycache__/*' | LC_ALL=C sort; }
-KEY=$(cat scripts/build-python.sh scripts/stdlib_zip.py scripts/pgo_train.py scripts/stdlib-patches/*.patch scripts/cpython-patches/*.patch scripts/pandas-py-patches/*.patch scripts/charts-py-patches/*.patch \
-	$(numpy_inputs) $(pandas_inputs) $(cxxeh_inputs) $(parsers_inputs) $(charts_inputs) | sha256sum | cut -c1-64)
+# The opt-in chart stage counts too: with and without it are two builds,
+# and one cache must not take either for the other.
+KEY=$({ [ "$BUILD_CHARTS" != 1 ] || echo "charts stage"; cat scripts/build-python.sh scripts/stdlib_zip.py scripts/pgo_train.py \
+	scripts/stdlib-patches/*.patch scripts/cpython-patches/*.patch scripts/pandas-py-patches/*.patch scripts/charts-py-patches/*.patch \
+	$(numpy_inputs) $(pandas_inputs) $(cxxeh_inputs) $(parsers_inputs) $(charts_inputs); } | sha256sum | cut -c1-64)
 if [ -f "$OUT/build.json" ] && grep -q "\"key\": \"$KEY\"" "$OUT/build.json" &&
 	(cd "$OUT" && sha256sum --quiet -c SHA256SUMS) 2>/dev/null; then
 	echo "build-python: up to date: $OUT (key ${KEY:0:12})"
@@ -499,7 +502,7 @@ fi
 # --- 4. outputs: wasm-opt'd python.wasm, the stdlib zip, build.json
 # With the host's pip: it is set up for this host's network (proxy, CA
 # certificates), which the chroot is not.
-log "tzdata $TZDATA_VER, python-dateutil $DATEUTIL_VER, matplotlib's pure dependencies (pip download --require-hashes)"
+log "tzdata $TZDATA_VER, python-dateutil $DATEUTIL_VER$([ "$BUILD_CHARTS" != 1 ] || echo ", matplotlib's pure dependencies") (pip download --require-hashes)"
 WHEELS="$BUILD/wheels"
 rm -rf "$WHEELS" "$ROOT/extra" && mkdir -p "$WHEELS"
 printf '%s==%s --hash=sha256:%s\n' tzdata "$TZDATA_VER" "$TZDATA_SHA256" python-dateutil "$DATEUTIL_VER" "$DATEUTIL_SHA256" >"$BUILD/tzdata-requirements.txt"
