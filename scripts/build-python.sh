@@ -527,8 +527,11 @@ python3 -m pip download --quiet --no-deps --only-binary :all: --python-version 3
 	-r "$BUILD/fontlist-requirements.txt" >"$BUILD/pip-fontlist.log" 2>&1 || { tail -20 "$BUILD/pip-fontlist.log" >&2; exit 1; }
 for w in "$FLWHEELS"/*.whl "$WHEELS/python_dateutil-$DATEUTIL_VER-py3-none-any.whl"; do python3 -m zipfile -e "$w" "$ROOT/fontlist/site"; done
 cp scripts/charts/fontlist.py "$ROOT/fontlist/"
+# A fixed hash seed: the list is in the order of the set matplotlib finds
+# the fonts in, which is the seed's, so two builds wrote different lists
+# (and stdlib zips) from the same inputs.
 chroot "$ROOT" env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root LANG=C.UTF-8 PYTHONPATH=/fontlist/site PYTHONDONTWRITEBYTECODE=1 \
-	python3.13 /fontlist/fontlist.py /fontlist/fontlist.json
+	PYTHONHASHSEED=0 python3.13 /fontlist/fontlist.py /fontlist/fontlist.json
 fi
 log "wasm-opt $WASM_OPT_FLAGS and the stdlib zip"
 cat >"$ROOT/pack.sh" <<'EOS'
