@@ -19,8 +19,8 @@
 # chroot), ~3 more for numpy, ~5 for pandas (8-9 min of CPU: 14-29 min of
 # wall time while other builds loaded the machine) and 2-6 for wasm-opt of
 # the 27 MB module (~10 min of wall time more for the parsers stage, 2-3
-# of CPU, on a loaded machine; ~4 min more for the chart stage, ~8 of
-# CPU, and a 36 MB module); a second call whose
+# of CPU, on a loaded machine; 2.5-4 min more for the chart stage, ~8
+# of CPU with the outputs' step, and a 36 MB module); a second call whose
 # inputs (this script, the pins, the flags, the patches, the PGO training
 # program, scripts/numpy/, scripts/pandas/, scripts/parsers/) are unchanged returns in
 # seconds; a change to numpy's step alone redoes only numpy, pandas, the
