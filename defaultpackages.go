@@ -638,10 +638,6 @@ func (sb *Sandbox) Packages() []PackageStatus {
 	for _, p := range pkglist.All() {
 		s := PackageStatus{Name: p.Name, Version: p.Version, Kind: p.Kind, SHA256: p.SHA256}
 		switch {
-		case p.From == pkglist.FromPlanned && has(p.Name):
-			// An opt-in build stage's (AIRLOCK_BUILD_CHARTS=1): the
-			// version is the build's.
-			s.Status, s.Version = "built in", sb.artifact.Distributions()[p.Name]
 		case p.From == pkglist.FromPlanned:
 			s.Status = "planned"
 		case p.From == pkglist.FromBuild:

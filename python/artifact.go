@@ -146,11 +146,9 @@ func (a *Artifact) Layers() []*memfs.Layer {
 // importable are the third-party packages a build may carry that code
 // imports (the record's other pins are build inputs: CPython's sources,
 // its C libraries, Cython), in the list's order: packages.txt's compiled
-// packages. The build's record decides which this build has: an opt-in
-// stage's packages (the chart stage's, listed as planned while it is off
-// by default) count where the build carries them.
+// packages built into python.wasm.
 var importable = sync.OnceValue(func() []string {
-	return listedNames(func(p pkglist.Package) bool { return p.Kind == pkglist.KindCompiled })
+	return listedNames(func(p pkglist.Package) bool { return p.From == pkglist.FromBuild && p.Kind == pkglist.KindCompiled })
 })
 
 // distributions are the third-party distributions a build may carry, by

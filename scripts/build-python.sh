@@ -10,10 +10,9 @@
 # matter. zlib, bzip2, xz and sqlite3 are cross-built from their Debian
 # sources first; numpy (scripts/numpy/) is cross-built after CPython,
 # pandas (scripts/pandas/) after numpy, PyYAML, MarkupSafe, regex and lxml
-# (scripts/parsers/) after pandas, and all are linked into python.wasm;
-# with AIRLOCK_BUILD_CHARTS=1 the chart stack too (scripts/charts/,
-# opt-in: see BUILD_CHARTS below). Needs root (debootstrap, chroot) and
-# ~4 GB of disk.
+# (scripts/parsers/) after pandas, the chart stack (scripts/charts/:
+# matplotlib, Pillow) after them, and all are linked into python.wasm.
+# Needs root (debootstrap, chroot) and ~4 GB of disk.
 #
 # Takes ~11 minutes on 2 cores for CPython (~13 the first time, making the
 # chroot), ~3 more for numpy, ~5 for pandas (8-9 min of CPU: 14-29 min of
@@ -22,7 +21,7 @@
 # of CPU, on a loaded machine; 2.5-4 min more for the chart stage, ~8
 # of CPU with the outputs' step, and a 36 MB module); a second call whose
 # inputs (this script, the pins, the flags, the patches, the PGO training
-# program, scripts/numpy/, scripts/pandas/, scripts/parsers/) are unchanged returns in
+# program, scripts/numpy/, scripts/pandas/, scripts/parsers/, scripts/charts/) are unchanged returns in
 # seconds; a change to numpy's step alone redoes only numpy, pandas, the
 # link and the outputs, a change to pandas' only pandas, the link and the
 # outputs.
@@ -80,10 +79,8 @@ LIBXSLT_VER=1.1.35-1.2+deb13u3
 # kiwisolver, contourpy, matplotlib and Pillow from their sdists, with
 # pybind11's and cppy's headers (wheels, build tools only). matplotlib
 # 3.10 is the newest without 3.11's libraqm/HarfBuzz/SheenBidi text stack.
-# The stage is opt-in (AIRLOCK_BUILD_CHARTS=1) until CI builds and tests
-# it on both engines: it adds ~4 MB to python.wasm, ~24 MB to the stdlib
-# zip (mpl-data's fonts) and its build time (docs/packages.md).
-BUILD_CHARTS=${AIRLOCK_BUILD_CHARTS:-0}
+# The stage adds ~4 MB to python.wasm, ~24 MB to the stdlib zip
+# (mpl-data's fonts) and its build time (docs/packages.md).
 # Their pure-Python dependencies are wheels packed into the stdlib zip
 # (packaging is a default-layer wheel as well, the same file).
 FONTTOOLS_VER=4.68.0
@@ -170,9 +167,7 @@ charts_inputs() { find scripts/charts -type f ! -path '*/__pycache__/*' | LC_ALL
 # The C++ exception runtime's library sources (not its test programs).
 cxxeh_inputs() { echo scripts/build-cxx-eh.sh; find scripts/cxx-eh -type f | LC_ALL=C sort; }
 parsers_inputs() { find scripts/parsers -type f ! -path '*/__pycache__/*' | LC_ALL=C sort; }
-# The opt-in chart stage counts too: with and without it are two builds,
-# and one cache must not take either for the other.
-KEY=$({ [ "$BUILD_CHARTS" != 1 ] || echo "charts stage"; cat scripts/build-python.sh scripts/stdlib_zip.py scripts/pgo_train.py \
+KEY=$({ cat scripts/build-python.sh scripts/stdlib_zip.py scripts/pgo_train.py \
 	scripts/stdlib-patches/*.patch scripts/cpython-patches/*.patch scripts/pandas-py-patches/*.patch scripts/charts-py-patches/*.patch \
 	$(numpy_inputs) $(pandas_inputs) $(cxxeh_inputs) $(parsers_inputs) $(charts_inputs); } | sha256sum | cut -c1-64)
 if [ -f "$OUT/build.json" ] && grep -q "\"key\": \"$KEY\"" "$OUT/build.json" &&
@@ -437,7 +432,6 @@ STAGE_WASM=/work/parsers/python.wasm
 STAGE_BUILDS+=" /work/parsers/build"
 STAGE_PKGS+=" /work/parsers/pkg"
 
-if [ "$BUILD_CHARTS" = 1 ]; then
 # Charts: FreeType, qhull, libjpeg-turbo, kiwisolver, contourpy,
 # matplotlib, Pillow (scripts/charts/build-charts.sh).
 CHARTS_KEY=$(printf '%s\n' "$STAGE_KEY" "$FREETYPE_VER" "$FREETYPE_ORIG_SHA256" "$QHULL_VER" "$QHULL_ORIG_SHA256" \
@@ -497,16 +491,15 @@ STAGE_BUILDS="$STAGE_BUILDS /work/ch/build-contourpy /work/ch/build-matplotlib"
 # pack.sh makes /work/chpkg from the stage's /work/ch/pkg: patched
 # (scripts/charts-py-patches), mpl-data under share/ with its font list.
 STAGE_PKGS="$STAGE_PKGS /work/chpkg"
-fi
 
 # --- 4. outputs: wasm-opt'd python.wasm, the stdlib zip, build.json
 # With the host's pip: it is set up for this host's network (proxy, CA
 # certificates), which the chroot is not.
-log "tzdata $TZDATA_VER, python-dateutil $DATEUTIL_VER$([ "$BUILD_CHARTS" != 1 ] || echo ", matplotlib's pure dependencies") (pip download --require-hashes)"
+log "tzdata $TZDATA_VER, python-dateutil $DATEUTIL_VER, matplotlib's pure dependencies (pip download --require-hashes)"
 WHEELS="$BUILD/wheels"
 rm -rf "$WHEELS" "$ROOT/extra" && mkdir -p "$WHEELS"
 printf '%s==%s --hash=sha256:%s\n' tzdata "$TZDATA_VER" "$TZDATA_SHA256" python-dateutil "$DATEUTIL_VER" "$DATEUTIL_SHA256" >"$BUILD/tzdata-requirements.txt"
-[ "$BUILD_CHARTS" != 1 ] || printf '%s==%s --hash=sha256:%s\n' fonttools "$FONTTOOLS_VER" "$FONTTOOLS_SHA256" cycler "$CYCLER_VER" "$CYCLER_SHA256" \
+printf '%s==%s --hash=sha256:%s\n' fonttools "$FONTTOOLS_VER" "$FONTTOOLS_SHA256" cycler "$CYCLER_VER" "$CYCLER_SHA256" \
 	pyparsing "$PYPARSING_VER" "$PYPARSING_SHA256" packaging "$PACKAGING_VER" "$PACKAGING_SHA256" >>"$BUILD/tzdata-requirements.txt"
 # --platform any: fonttools' pure wheel, not its compiled ones.
 python3 -m pip download --quiet --no-deps --only-binary=:all: --python-version 3.13 --platform any -d "$WHEELS" \
@@ -515,7 +508,6 @@ for w in "$WHEELS"/*.whl; do python3 -m zipfile -e "$w" "$ROOT/extra"; done
 # fonttools' man page for its command-line tool, installed outside the package.
 rm -rf "$ROOT"/extra/*.data
 FLWHEELS="$BUILD/fontlist-wheels"
-if [ "$BUILD_CHARTS" = 1 ]; then
 log "matplotlib's font list (pip download --require-hashes of its native wheels)"
 rm -rf "$FLWHEELS" "$ROOT/fontlist" && mkdir -p "$FLWHEELS" "$ROOT/fontlist/site"
 for w in $FONTLIST_WHEELS; do
@@ -532,7 +524,6 @@ cp scripts/charts/fontlist.py "$ROOT/fontlist/"
 # (and stdlib zips) from the same inputs.
 chroot "$ROOT" env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root LANG=C.UTF-8 PYTHONPATH=/fontlist/site PYTHONDONTWRITEBYTECODE=1 \
 	PYTHONHASHSEED=0 python3.13 /fontlist/fontlist.py /fontlist/fontlist.json
-fi
 log "wasm-opt $WASM_OPT_FLAGS and the stdlib zip"
 cat >"$ROOT/pack.sh" <<'EOS'
 set -euo pipefail
@@ -548,15 +539,11 @@ for p in /stdlib-patches/*.patch; do patch -s -p1 -d $W/lib <"$p"; done
 rm -rf $W/pdpkg && cp -a $W/pd/pkg $W/pdpkg
 for p in /pandas-py-patches/*.patch; do patch -s -p1 -d $W/pdpkg <"$p"; done
 # The chart stage's, the same way; matplotlib's data files go under
-# share/ (the patch says why), with the font list made above; only when
-# the chain has the stage (other stages' folders are in STAGE_PKGS too).
-rm -rf $W/chpkg
-if [[ " $STAGE_PKGS " == *" $W/chpkg "* ]]; then
-	cp -a $W/ch/pkg $W/chpkg
-	for p in /charts-py-patches/*.patch; do patch -s -p1 -d $W/chpkg <"$p"; done
-	mkdir -p $W/chpkg/share/matplotlib && mv $W/chpkg/matplotlib/mpl-data $W/chpkg/share/matplotlib/mpl-data
-	cp /fontlist/fontlist.json $W/chpkg/share/matplotlib/mpl-data/fontlist-v390.json
-fi
+# share/ (the patch says why), with the font list made above.
+rm -rf $W/chpkg && cp -a $W/ch/pkg $W/chpkg
+for p in /charts-py-patches/*.patch; do patch -s -p1 -d $W/chpkg <"$p"; done
+mkdir -p $W/chpkg/share/matplotlib && mv $W/chpkg/matplotlib/mpl-data $W/chpkg/share/matplotlib/mpl-data
+cp /fontlist/fontlist.json $W/chpkg/share/matplotlib/mpl-data/fontlist-v390.json
 python3.13 /stdlib_zip.py $W/lib/Lib $W/pybuild $W/out/python313.zip /extra $W/np/pkg $W/pdpkg $STAGE_PKGS
 EOS
 cp scripts/stdlib_zip.py "$ROOT/stdlib_zip.py"
@@ -570,9 +557,8 @@ chroot "$ROOT" env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root LANG=C.UTF-8
 rm -rf "$OUT.part" && mkdir -p "$OUT.part"
 cp "$ROOT/work/out/python.wasm" "$ROOT/work/out/python313.zip" "$OUT.part/"
 (cd "$OUT.part" && sha256sum python.wasm python313.zip >SHA256SUMS)
-sources=$(cd "$ROOT$SRC" && for f in * "$WHEELS"/* "$NPDL"/* "$PDDL"/* "$PSDL"/* $([ "$BUILD_CHARTS" != 1 ] || echo "$CHDL/* $ROOT/chsrc/*.orig.tar.*"); do if [ -f "$f" ]; then printf '    "%s": "%s",\n' "$(basename "$f")" "$(sha256sum "$f" | cut -c1-64)"; fi; done | sed '$ s/,$//')
-charts_packages=""
-[ "$BUILD_CHARTS" != 1 ] || charts_packages=$(printf ',\n    "%s": "%s"' freetype "$FREETYPE_VER" qhull "$QHULL_VER" libjpeg-turbo "$LIBJPEG_VER" \
+sources=$(cd "$ROOT$SRC" && for f in * "$WHEELS"/* "$NPDL"/* "$PDDL"/* "$PSDL"/* "$CHDL"/* "$ROOT"/chsrc/*.orig.tar.*; do if [ -f "$f" ]; then printf '    "%s": "%s",\n' "$(basename "$f")" "$(sha256sum "$f" | cut -c1-64)"; fi; done | sed '$ s/,$//')
+charts_packages=$(printf ',\n    "%s": "%s"' freetype "$FREETYPE_VER" qhull "$QHULL_VER" libjpeg-turbo "$LIBJPEG_VER" \
 	matplotlib "$MPL_VER" kiwisolver "$KIWI_VER" contourpy "$CONTOURPY_VER" pillow "$PILLOW_VER" pybind11 "$PYBIND11_VER" cppy "$CPPY_VER" \
 	fonttools "$FONTTOOLS_VER" cycler "$CYCLER_VER" pyparsing "$PYPARSING_VER" packaging "$PACKAGING_VER")
 tools=$(chroot "$ROOT" dpkg-query -W -f '    "${Package}": "${Version}",\n' clang-19 lld-19 llvm-19 wasi-libc libclang-rt-19-dev-wasm32 libclang-rt-19-dev python3.13 binaryen | sed '$ s/,$//')
@@ -614,7 +600,7 @@ $tools
 $sources
   },
   "fontlist_wheels_sha256": {
-$([ "$BUILD_CHARTS" != 1 ] || for w in $FONTLIST_WHEELS; do printf '    "%s": "%s",\n' "${w%%:*}" "${w##*:}"; done | sed '$ s/,$//')
+$(for w in $FONTLIST_WHEELS; do printf '    "%s": "%s",\n' "${w%%:*}" "${w##*:}"; done | sed '$ s/,$//')
   },
   "python_wasm_sha256": "$(sha256sum "$OUT.part/python.wasm" | cut -c1-64)",
   "stdlib_zip_sha256": "$(sha256sum "$OUT.part/python313.zip" | cut -c1-64)",

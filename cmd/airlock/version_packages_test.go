@@ -16,8 +16,8 @@ func TestVersionPackages(t *testing.T) {
 		`(?m)^NAME +VERSION +KIND +STATUS +SHA256$`,
 		`(?m)^numpy +2\.5\.5 +compiled +built in +[0-9a-f]{64}$`,
 		`(?m)^sympy +1\.14\.0 +pure +(mounted|off) +[0-9a-f]{64}$`,
-		// Mounted on a build with the opt-in chart stage.
-		`(?m)^seaborn +0\.13\.2 +pure +(needs matplotlib|mounted) +[0-9a-f]{64}$`,
+		`(?m)^matplotlib +3\.10\.9 +compiled +built in +[0-9a-f]{64}$`,
+		`(?m)^seaborn +0\.13\.2 +pure +(mounted|off) +[0-9a-f]{64}$`,
 		`(?m)^scipy +- +compiled +planned +-$`,
 		`(?m)^httpx +\S+ +pure +network runs +[0-9a-f]{64}$`,
 	} {

@@ -248,8 +248,8 @@ func TestDefaultPackagesMissingModuleNote(t *testing.T) {
 			builtIn, "mounted (pure Python): ", "sympy, mpmath, networkx",
 			"airlock.WithPackages", "--package", "--index-url"}},
 	}
-	// A build with the opt-in chart stage has matplotlib, so seaborn is
-	// mounted there and imports (with pandas and numpy).
+	// The own build has matplotlib, so seaborn is mounted there and
+	// imports (with pandas and numpy); the npm fallback's note says why not.
 	if strings.Contains(strings.Join(s.Info().Libraries, " "), "matplotlib") {
 		res, err := s.Run(context.Background(), airlock.Request{Code: "import seaborn; print(seaborn.__version__)"})
 		if err != nil || res.ExitCode != 0 || string(res.Stdout) != "0.13.2\n" {

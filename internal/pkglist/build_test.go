@@ -11,14 +11,6 @@ import (
 // buildTools are what build.json pins that python.wasm does not carry.
 var buildTools = map[string]bool{"cython": true, "pybind11": true, "cppy": true}
 
-// chartStage are the Python packages the opt-in chart stage
-// (AIRLOCK_BUILD_CHARTS=1) adds to a build. While the default build has
-// none of them, packages.txt lists matplotlib and Pillow as planned and
-// the rest not at all; when the stage is on by default they become build
-// entries and this goes.
-var chartStage = map[string]bool{"matplotlib": true, "pillow": true, "contourpy": true, "kiwisolver": true,
-	"fonttools": true, "cycler": true, "pyparsing": true}
-
 // The list's build entries are the build's: each version and sha256 as
 // build.json (scripts/build-python.sh) records them, and every Python
 // package the build pins is listed.
@@ -49,7 +41,7 @@ func TestListMatchesBuild(t *testing.T) {
 	source := regexp.MustCompile(`^([A-Za-z0-9_.]+?)-([0-9][^-]*?)(\.tar\.gz|-py[^-]*-none-any\.whl|-cp.*\.whl)$`)
 	for file, sum := range rec.Sources {
 		m := source.FindStringSubmatch(file)
-		if m == nil || buildTools[normalize(m[1])] || chartStage[normalize(m[1])] {
+		if m == nil || buildTools[normalize(m[1])] {
 			continue
 		}
 		p, ok := Lookup(m[1])
