@@ -53,7 +53,7 @@ const (
 	// the ModuleNotFoundError note reads (python/refusals.py).
 	packagesInfoPath = "/opt/airlock/packages.json"
 	// prepareFormat changes when the prepared zip's content would.
-	prepareFormat = 1
+	prepareFormat = 2
 )
 
 // WithDefaultPackages turns the default packages on or off. The default
@@ -355,6 +355,21 @@ var sourceFixes = map[string][][2]string{
 	// (no _ctypes), and wasm32's long is 4 bytes.
 	"sympy/external/gmpy.py": {{"from ctypes import c_long, sizeof\n",
 		"try:\n    from ctypes import c_long, sizeof\nexcept ImportError:  # airlock: no ctypes in python.wasm; wasm32's C long is 4 bytes\n    c_long, sizeof = None, lambda _: 4\n"}},
+	// imageio imports ctypes at its import, for FreeImage's plugin alone
+	// (which loads a C library, which no sandbox run can).
+	"imageio/core/findlib.py": {{"import sys\nimport ctypes\n",
+		"import sys\ntry:\n    import ctypes\nexcept ImportError:  # airlock: no ctypes in python.wasm; FreeImage's plugin cannot load its library here\n    ctypes = None\n"}},
+	// bokeh's templates are read by path, which a zip on sys.path has
+	// none of: jinja2's PackageLoader reads them through the importer.
+	"bokeh/core/templates.py": {{"    return Environment(loader=FileSystemLoader(templates_path), trim_blocks=True, lstrip_blocks=True)\n",
+		"    from jinja2 import PackageLoader  # airlock: from the zip the package is imported from\n" +
+			"    return Environment(loader=PackageLoader(\"bokeh.core\", \"_templates\"), trim_blocks=True, lstrip_blocks=True)\n"}},
+	// bokeh reads its CDN files' SRI hashes by path too.
+	"bokeh/resources.py": {{`            with open(ROOT_DIR / "_sri" / f"{version}.json") as f:
+                _ALL_SRI_HASHES[version] = json.load(f)
+`, `            import pkgutil  # airlock: from the zip the package is imported from
+            _ALL_SRI_HASHES[version] = json.loads(pkgutil.get_data("bokeh", f"_sri/{version}.json"))
+`}},
 	// pytz looks its zones up by path, then through importlib.resources,
 	// which reads a zip's whole directory at each call: thousands of
 	// entries, for each of the ~600 zones pytz checks on its first
@@ -453,13 +468,16 @@ var sourceFixes = map[string][][2]string{
 // zip, each module's bytecode beside its source as an unchecked
 // hash-based .pyc (zipimport takes it without reading the source), with
 // code objects named by the zip's guest path, as zipimport would name
-// them. A module that does not compile on 3.13 keeps its source only.
+// them. A module that does not compile on 3.13 keeps its source only. A
+// folder of modules without an __init__.py (a namespace package, as
+// bokeh.models.common is) gets a directory entry, the only way zipimport
+// finds one; wheels have none.
 const prepareCode = `
 import _imp, json, sys, zipfile
 import importlib._bootstrap_external as be
 sources, guest = sys.argv[1:-1], sys.argv[-1]
 fixes = json.loads(FIXES)
-seen, tops = set(), set()
+seen, tops, modules = set(), set(), set()
 compiled, skipped = 0, []
 with zipfile.ZipFile("/home/user/packages.zip", "w", zipfile.ZIP_DEFLATED, compresslevel=6) as out:
     def put(name, data):
@@ -485,6 +503,7 @@ with zipfile.ZipFile("/home/user/packages.zip", "w", zipfile.ZIP_DEFLATED, compr
                 put(name, data)
                 if not name.endswith(".py"):
                     continue
+                modules.add(name)
                 try:
                     code = compile(data, guest + "/" + name, "exec", dont_inherit=True)
                 except (SyntaxError, ValueError):
@@ -492,6 +511,16 @@ with zipfile.ZipFile("/home/user/packages.zip", "w", zipfile.ZIP_DEFLATED, compr
                     continue
                 put(name[:-3] + ".pyc", be._code_to_hash_pyc(code, _imp.source_hash(be._RAW_MAGIC_NUMBER, data), False))
                 compiled += 1
+    folders = {name.rsplit("/", 1)[0] for name in modules if "/" in name}
+    for folder in sorted(folders):
+        parts = folder.split("/")
+        for i in range(1, len(parts) + 1):
+            d = "/".join(parts[:i])
+            if d + "/__init__.py" not in modules and d + "/" not in seen:
+                seen.add(d + "/")
+                info = zipfile.ZipInfo(d + "/", (2020, 1, 1, 0, 0, 0))
+                info.external_attr = (0o40755 << 16) | 0x10
+                out.writestr(info, b"")
 # A fix for a package this build does not mount (python-docx without
 # lxml, nltk without regex: the npm fallback) has nothing to fix.
 missing = sorted(f for f in fixes if f.split("/")[0] in tops)

@@ -282,3 +282,39 @@ last
 		t.Errorf("Value %q, want the figure's text %q", res.Value, want[3].text)
 	}
 }
+
+// The default packages that wait for matplotlib or Pillow are mounted on
+// the own build and work: seaborn, imageio, reportlab with an image,
+// bokeh's JSON and HTML (its templates and SRI hashes read from the zip).
+func TestChartsDefaultPackages(t *testing.T) {
+	s := chartsSandbox(t, defaultsSandbox(t))
+	code := `
+import io
+import numpy as np, pandas as pd
+import seaborn as sns
+df = pd.DataFrame({"g": ["a", "b", "a", "b"], "v": [1, 2, 3, 4]})
+ax = sns.barplot(data=df, x="g", y="v", errorbar=None)
+print("seaborn", [float(p.get_height()) for p in ax.patches])
+import imageio.v3 as iio
+png = iio.imwrite("<bytes>", np.full((4, 6, 3), 200, dtype=np.uint8), extension=".png")
+print("imageio", iio.imread(png).shape, png[:4])
+from reportlab.pdfgen import canvas
+from reportlab.lib.utils import ImageReader
+from PIL import Image
+buf = io.BytesIO(); c = canvas.Canvas(buf); c.drawString(72, 720, "chart")
+c.drawImage(ImageReader(Image.new("RGB", (10, 10), "red")), 72, 600); c.save()
+print("reportlab", buf.getvalue()[:5])
+import bokeh.plotting, bokeh.embed, bokeh.resources
+p = bokeh.plotting.figure(); p.line([1, 2, 3], [3, 1, 2])
+html = bokeh.embed.file_html(p, bokeh.resources.CDN, "t")
+print("bokeh", sorted(bokeh.embed.json_item(p)), "<html" in html, "cdn.bokeh.org" in html)
+`
+	res, err := s.Run(context.Background(), airlock.Request{Code: code, Limits: airlock.Limits{Timeout: time.Minute}})
+	if err != nil || res.ExitCode != 0 {
+		t.Fatalf("err=%v exit=%d\nstdout:\n%s\nstderr:\n%s", err, res.ExitCode, res.Stdout, res.Stderr)
+	}
+	want := "seaborn [2.0, 3.0]\nimageio (4, 6, 3) b'\\x89PNG'\nreportlab b'%PDF-'\nbokeh ['doc', 'root_id', 'target_id', 'version'] True True\n"
+	if string(res.Stdout) != want {
+		t.Errorf("stdout:\n%s\nwant:\n%s", res.Stdout, want)
+	}
+}
