@@ -19,7 +19,8 @@ PayloadTooLargeError, TooManyCallsError and DeadlineError.
 
 display sends obj to the host in every form it has, richest first
 (_repr_png_, _repr_svg_, _repr_html_ as a pandas DataFrame has, ...,
-then its repr; a matplotlib figure as PNG): where the host collects rich
+then its repr; a matplotlib figure as PNG, or SVG after
+matplotlib.rcParams["savefig.format"] = "svg"): where the host collects rich
 output (HTTP, MCP) it comes back with the result, elsewhere its repr is
 printed. There, plt.show() and a figure left as the last expression come
 back as PNG too.
@@ -278,25 +279,32 @@ _REPRS = (
 )
 
 
-def _figure_png(obj):
-    """A matplotlib Figure's PNG, as a notebook's inline backend draws it
-    (tight bounding box); None for any other object. matplotlib is not
-    imported here: an object can only be a Figure once it was."""
+_FIGURE_MIMES = {"png": "image/png", "svg": "image/svg+xml"}
+
+
+def _figure_form(obj):
+    """A matplotlib Figure as (mime, bytes), drawn as a notebook's inline
+    backend draws it (tight bounding box): PNG, or SVG where the code set
+    matplotlib.rcParams["savefig.format"] = "svg"; None for any other
+    object. matplotlib is not imported here: an object can only be a
+    Figure once it was."""
     module = sys.modules.get("matplotlib.figure")
     if module is None or not isinstance(obj, module.Figure):
         return None
     import io
+    import matplotlib
+    fmt = "svg" if matplotlib.rcParams["savefig.format"] == "svg" else "png"
     buf = io.BytesIO()
-    obj.savefig(buf, format="png", bbox_inches="tight")
-    return buf.getvalue()
+    obj.savefig(buf, format=fmt, bbox_inches="tight")
+    return _FIGURE_MIMES[fmt], buf.getvalue()
 
 
 def _forms(obj):
     """obj's forms as [(mime, bytes)], richest first, one per type."""
     forms = {}
-    figure = _figure_png(obj)
+    figure = _figure_form(obj)
     if figure is not None:
-        forms["image/png"] = figure
+        forms[figure[0]] = figure[1]
     elif isinstance(obj, (bytes, bytearray)) and bytes(obj[:8]) == b"\x89PNG\r\n\x1a\n":
         forms["image/png"] = bytes(obj)
     elif not isinstance(obj, type):

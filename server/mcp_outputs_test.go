@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/base64"
+	"image/png"
 	"strings"
 	"testing"
 	"time"
@@ -198,5 +199,40 @@ airlock.display(Table(), png)
 	}
 	if pngs != 2 { // the display's and the file's
 		t.Errorf("%d PNG images, want 2: %+v", pngs, res.Content)
+	}
+}
+
+// A chart an MCP client asks for comes back as image content: each
+// figure plt.show() shows, in the order they were made.
+func TestMCPChartsAsImages(t *testing.T) {
+	cs := mcpSession(t, MCPConfig{Sandbox: sb})
+	code := `
+import matplotlib.pyplot as plt
+plt.figure(figsize=(8, 2)); plt.plot([1, 3, 2]); plt.title("wide")
+plt.figure(figsize=(2, 6)); plt.bar([1, 2], [3, 4]); plt.title("tall")
+plt.show()
+`
+	res := call(t, cs, "run_python", map[string]any{"code": code, "timeout": 60})
+	if res.IsError {
+		t.Fatalf("run: %+v", res.Content[0])
+	}
+	var shapes []string
+	for _, c := range res.Content[1:] {
+		im, ok := c.(*mcp.ImageContent)
+		if !ok || im.MIMEType != "image/png" {
+			continue
+		}
+		cfg, err := png.DecodeConfig(bytes.NewReader(im.Data))
+		switch {
+		case err != nil:
+			t.Fatalf("an image that is not a PNG: %v", err)
+		case cfg.Width > cfg.Height:
+			shapes = append(shapes, "wide")
+		default:
+			shapes = append(shapes, "tall")
+		}
+	}
+	if strings.Join(shapes, " ") != "wide tall" {
+		t.Errorf("PNG images %v, want the wide figure then the tall one; text:\n%s", shapes, res.Content[0].(*mcp.TextContent).Text)
 	}
 }

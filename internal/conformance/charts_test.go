@@ -283,6 +283,29 @@ last
 	}
 }
 
+// SVG on request: after rcParams["savefig.format"] = "svg", a shown
+// figure is an SVG display, not a PNG.
+func TestChartsAsSVGDisplays(t *testing.T) {
+	s := chartsSandbox(t, ownSandbox(t))
+	code := `
+import matplotlib
+import matplotlib.pyplot as plt
+matplotlib.rcParams["savefig.format"] = "svg"
+plt.plot([1, 2, 3])
+plt.show()
+`
+	res, err := s.Run(context.Background(), airlock.Request{Code: code, RichOutput: true})
+	if err != nil || res.ExitCode != 0 {
+		t.Fatalf("err=%v exit=%d\nstderr:\n%s", err, res.ExitCode, res.Stderr)
+	}
+	if len(res.Displays) != 1 || len(res.Displays[0].Items) != 2 {
+		t.Fatalf("displays %+v, want one with an SVG and its text", res.Displays)
+	}
+	if it := res.Displays[0].Items[0]; it.MIME != "image/svg+xml" || !bytes.Contains(it.Data, []byte("<svg")) {
+		t.Errorf("first form %q (%d bytes), want image/svg+xml holding <svg", it.MIME, len(it.Data))
+	}
+}
+
 // The default packages that wait for matplotlib or Pillow are mounted on
 // the own build and work: seaborn, imageio, reportlab with an image,
 // bokeh's JSON and HTML (its templates and SRI hashes read from the zip).
