@@ -131,8 +131,12 @@ func newSnapshotter(ctx context.Context, cfg config, art *python.Artifact, layer
 	}
 	s := &snapshotter{module: mod, lean: &baseImage{img: img, key: spec.Key()}, cacheDir: imageDir, notice: cfg.notice}
 	if !cfg.noFullImage && art.HasLibraries("numpy", "pandas") {
+		imports := fullImports
+		if art.HasLibraries("matplotlib", "pillow") {
+			imports = slices.Concat(fullImports, chartImports)
+		}
 		full := spec
-		full.Env = append(slices.Clip(spec.Env), python.ImageImportsVar+"="+strings.Join(fullImports, ","))
+		full.Env = append(slices.Clip(spec.Env), python.ImageImportsVar+"="+strings.Join(imports, ","))
 		s.fullSpec, s.fullKey = &full, full.Key()
 	}
 	return s, nil
@@ -148,6 +152,15 @@ func newSnapshotter(ctx context.Context, cfg config, art *python.Artifact, layer
 // fast.
 var fullImports = []string{"numpy", "pandas", "unittest", "asyncio", "logging", "pathlib", "urllib.parse",
 	"xml.etree.ElementTree", "doctest", "pickle", "shutil", "zipfile", "sqlite3", "html", "calendar", "csv", "tempfile"}
+
+// chartImports join fullImports where the build has matplotlib and
+// Pillow: pyplot's import and a first chart cost a run ~1 s there (more
+// than native CPython's new process), a few ms when in the image.
+var chartImports = []string{"matplotlib.pyplot", "PIL.Image"}
+
+// fullAlso are packages that are not in the full image but import what
+// it has (matplotlib, pandas): code importing them starts from it too.
+var fullAlso = []string{"seaborn", "xarray", "patsy"}
 
 // WithFullImage turns the full image on or off. With snapshots, a run
 // whose code imports numpy, pandas or one of the standard library's
@@ -225,10 +238,11 @@ func (s *snapshotter) images() []*baseImage {
 	return []*baseImage{s.lean}
 }
 
-// heavyNames are the top-level names of fullImports.
+// heavyNames are the top-level names of fullImports, chartImports and
+// fullAlso.
 var heavyNames = func() []string {
 	var names []string
-	for _, m := range fullImports {
+	for _, m := range slices.Concat(fullImports, chartImports, fullAlso) {
 		if top, _, _ := strings.Cut(m, "."); !slices.Contains(names, top) {
 			names = append(names, top)
 		}
@@ -242,7 +256,7 @@ var heavyNames = func() []string {
 var heavyImport = regexp.MustCompile(`(?m)(?:^|;)[ \t]*(?:import[ \t][^\n#]*\b(?:` + strings.Join(heavyNames, "|") +
 	`)\b|from[ \t]+(?:` + strings.Join(heavyNames, "|") + `)\b)`)
 
-// importsHeavy tells whether code imports one of fullImports. Wrong
+// importsHeavy tells whether code imports one of heavyNames. Wrong
 // either way costs time, not correctness: a run on the lean image
 // imports them itself, one on the full image has them in sys.modules
 // unused.

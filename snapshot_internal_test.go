@@ -29,6 +29,10 @@ func TestImportsHeavy(t *testing.T) {
 		{"from .logging import x", false},
 		{"import os  # logging comes later", false},
 		{"import json, re", false},
+		{"import matplotlib.pyplot as plt", true},
+		{"from PIL import Image", true},
+		{"import seaborn as sns", true},
+		{"import matplotlib_venn", false},
 	} {
 		if got := importsHeavy(tc.code); got != tc.want {
 			t.Errorf("importsHeavy(%q) = %v, want %v", tc.code, got, tc.want)

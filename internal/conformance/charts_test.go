@@ -341,3 +341,29 @@ print("bokeh", sorted(bokeh.embed.json_item(p)), "<html" in html, "cdn.bokeh.org
 		t.Errorf("stdout:\n%s\nwant:\n%s", res.Stdout, want)
 	}
 }
+
+// Code importing matplotlib resumes from the full image, which has pyplot
+// imported and one chart drawn: a run sees none of the warm-up's figures,
+// numbers its first figure 1, and draws with the fonts it opens again
+// (the image holds no open file).
+func TestChartsFromTheFullImage(t *testing.T) {
+	s := chartsSandbox(t, ownSandbox(t))
+	if !s.Snapshots() {
+		t.Skip("no snapshots here: no images to choose from")
+	}
+	code := `import sys
+before = "matplotlib.pyplot" in sys.modules
+import matplotlib.pyplot as plt
+print(before, plt.get_fignums())
+fig = plt.figure()
+fig.gca().set_title("again")
+fig.savefig("a.png")
+print(fig.number, open("a.png", "rb").read()[:4])
+`
+	for range 2 {
+		got := mustRunOn(t, s, code)
+		if want := "True []\n1 b'\\x89PNG'\n"; got != want {
+			t.Fatalf("stdout %q, want %q", got, want)
+		}
+	}
+}
