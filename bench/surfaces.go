@@ -12,13 +12,35 @@ type SurfaceWorkload struct {
 }
 
 // SurfaceWorkloads are the tasks agents and services send: a print, a
-// numpy computation, a pandas summary of a CSV, and a test file.
+// numpy computation, a pandas summary of a CSV, a test file and a chart.
 var SurfaceWorkloads = []SurfaceWorkload{
 	{Name: "hello", Code: "print(1)"},
 	{Name: "numpy_stats", Code: NumpyStats},
 	{Name: "pandas_csv", Code: PandasCSV, Files: map[string][]byte{"sales.csv": SalesCSV}},
 	{Name: "unittest_50", Code: Unittest50},
+	{Name: "chart_png", Code: ChartPNG},
 }
+
+// ChartPNG is the chart a code interpreter is asked for: a 1,000-point
+// line chart with a legend, saved as a PNG file (which comes back with
+// the result). Agg names the backend natively too, where a display may
+// otherwise pick a GUI one.
+const ChartPNG = `
+import matplotlib
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt
+import numpy as np
+x = np.linspace(0, 10, 1000)
+fig, ax = plt.subplots()
+ax.plot(x, np.sin(x), label="sin")
+ax.plot(x, np.cos(x), label="cos")
+ax.set_title("waves")
+ax.legend()
+fig.savefig("chart.png")
+png = open("chart.png", "rb").read()
+assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 10_000, len(png)
+print("chart.png", len(png) // 1000, "KB")
+`
 
 // NumpyStats is numpy-only work: a least-squares line through 10,000
 // points and their statistics.
