@@ -8,11 +8,13 @@ import (
 	"io"
 	"math/rand/v2"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/api"
+	"github.com/tetratelabs/wazero/experimental/table"
 
 	"github.com/airlock-sandbox/airlock/python"
 	"github.com/airlock-sandbox/airlock/wasi"
@@ -120,11 +122,12 @@ func startLive() error {
 	return <-live.ready
 }
 
-// instantiateOtherImports gives python.wasm's imports from modules other
-// than WASI's (the C++ exception lowering's env.invoke_* and airlock_eh,
-// which the engine serves) functions that fail if called: the path to the
-// first read of stdin imports no compiled package and throws nothing, and
-// this package cannot import the engine that serves them.
+// instantiateOtherImports serves python.wasm's imports from modules other
+// than WASI's, the C++ exception lowering's, which the engine serves and
+// this package cannot import: env.invoke_SIG(slot, args...) calls the
+// table's slot, as the engine's does (libc++'s iostream set-up in _start
+// goes through it); everything else, and a throw, fails: the path to the
+// first read of stdin imports no compiled package and throws nothing.
 func instantiateOtherImports(ctx context.Context, r wazero.Runtime, compiled wazero.CompiledModule) error {
 	builders := map[string]wazero.HostModuleBuilder{}
 	var order []string
@@ -139,8 +142,17 @@ func instantiateOtherImports(ctx context.Context, r wazero.Runtime, compiled waz
 			builders[module] = b
 			order = append(order, module)
 		}
-		fn := api.GoModuleFunc(func(context.Context, api.Module, []uint64) {
-			panic(fmt.Sprintf("%s.%s called before python.wasm read stdin", module, name))
+		params, results := def.ParamTypes(), def.ResultTypes()
+		fn := api.GoModuleFunc(func(ctx context.Context, m api.Module, stack []uint64) {
+			if !strings.HasPrefix(name, "invoke_") || len(params) == 0 {
+				panic(fmt.Sprintf("%s.%s called before python.wasm read stdin", module, name))
+			}
+			target := table.LookupFunction(m, 0, uint32(stack[0]), params[1:], results)
+			out, err := target.Call(ctx, stack[1:len(params)]...)
+			if err != nil {
+				panic(fmt.Sprintf("%s.%s(%d) before python.wasm read stdin: %v", module, name, stack[0], err))
+			}
+			copy(stack, out)
 		})
 		b.NewFunctionBuilder().WithGoModuleFunction(fn, def.ParamTypes(), def.ResultTypes()).Export(name)
 	}
