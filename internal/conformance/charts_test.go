@@ -367,3 +367,27 @@ print(fig.number, open("a.png", "rb").read()[:4])
 		}
 	}
 }
+
+// Pillow's PDF writer (its parser imported mmap, which WASI lacks, so the
+// plugin did not load) and its Arrow export (whose C methods took fewer
+// arguments than CPython passes, a trap in WebAssembly).
+func TestChartsPillowPDFAndArrow(t *testing.T) {
+	s := chartsSandbox(t, ownSandbox(t))
+	code := `
+import io
+from PIL import Image
+im = Image.new("RGB", (20, 10), (255, 0, 0))
+buf = io.BytesIO()
+im.save(buf, "PDF")
+print("pdf", buf.getvalue()[:5])
+im.save("a.pdf")
+Image.new("RGB", (10, 10), (0, 0, 255)).save("a.pdf", append=True)
+print("appended", open("a.pdf", "rb").read().count(b"/Type /Page\n"))  # as native Pillow 13.0.0 counts it
+back = Image.fromarrow(im, im.mode, im.size)
+print("arrow", back.size, back.getpixel((0, 0)))
+`
+	got := mustRunOn(t, s, code)
+	if want := "pdf b'%PDF-'\nappended 3\narrow (20, 10) (255, 0, 0)\n"; got != want {
+		t.Fatalf("stdout %q, want %q", got, want)
+	}
+}
