@@ -5,7 +5,9 @@
 #    inputs are unchanged).
 #  - CPython's own Lib/test, extracted from the build's source tarball for
 #    internal/conformance/cpython (scripts/cpython-tests.sh; seconds, then
-#    cached by the tarball's sha256).
+#    cached by the tarball's sha256); matplotlib's and Pillow's tests,
+#    unpacked from the build's sdists for internal/conformance/chartsuites
+#    (scripts/charts-tests.sh prepare; seconds, then cached by their sha256).
 #  - Binaryen's wasm-opt (apt-get install binaryen, if missing), which
 #    asyncifies python.wasm once so runs can resume from a snapshot (~1-2
 #    min the first time, then cached).
@@ -63,6 +65,7 @@ if [ "$build" = own ] && [ -z "$importing" ]; then
 	if [ "$(id -u)" -eq 0 ] && command -v apt-get >/dev/null 2>&1; then
 		./scripts/build-python.sh
 		./scripts/cpython-tests.sh
+		./scripts/charts-tests.sh prepare
 		./scripts/build-wasi-c.sh
 		./scripts/build-cxx-eh.sh
 	else
