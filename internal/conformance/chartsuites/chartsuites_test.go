@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -87,6 +88,11 @@ type Suite struct {
 	Suite string `json:"suite"`
 	// Files are the test files run, relative to the suite's test folder.
 	Files []string `json:"files"`
+	// WasmtimeFiles, where set, are the files run on wasmtime: its
+	// outcomes matched wazero's test for test over all of Files, so a
+	// share of them catches an engine difference without doubling CI's
+	// time (matplotlib's whole run takes ~9 min on either).
+	WasmtimeFiles []string `json:"wasmtime_files,omitempty"`
 	// Deselect are node ids (or prefixes) left out on both sides, with
 	// why: what no WASI sandbox can do.
 	Deselect map[string]string `json:"deselect"`
@@ -123,6 +129,29 @@ type Result struct {
 	Seconds  float64           `json:"seconds"`
 	Outcomes map[string]string `json:"outcomes"`
 	Details  map[string]string `json:"details"`
+}
+
+// onEngine is s as run on engine: on wasmtime, its WasmtimeFiles alone,
+// and only the failures expected among them. partial says so: the
+// counts are then not held to Sandbox's, which are for all of Files.
+func onEngine(s Suite, engine string) (_ Suite, partial bool) {
+	if engine != "wasmtime" || len(s.WasmtimeFiles) == 0 {
+		return s, false
+	}
+	prefix := "tests/"
+	if s.Suite == "pillow" {
+		prefix = "Tests/"
+	}
+	s.Files = s.WasmtimeFiles
+	var failing []Failing
+	for _, f := range s.Failing {
+		file, _, _ := strings.Cut(f.Test, "::")
+		if slices.Contains(s.Files, strings.TrimPrefix(file, prefix)) {
+			failing = append(failing, f)
+		}
+	}
+	s.Failing = failing
+	return s, true
 }
 
 // runnerCode is runner.py configured for s in the sandbox: its tree is
@@ -234,6 +263,7 @@ func TestChartSuitesInSandbox(t *testing.T) {
 	}
 	t.Cleanup(func() { sb.Close(ctx) })
 	for _, s := range exp.Suites {
+		s, partial := onEngine(s, sb.Engine())
 		t.Run(s.Suite, func(t *testing.T) {
 			res, err := sb.Run(ctx, airlock.Request{Code: runnerCode(s), Packages: pkgs, Limits: sandboxLimits})
 			if res == nil {
@@ -246,13 +276,14 @@ func TestChartSuitesInSandbox(t *testing.T) {
 			if err != nil {
 				t.Fatalf("exit %d: %v\nstdout (end):\n%s\nstderr (end):\n%s", res.ExitCode, err, tail(res.Stdout, 2000), tail(res.Stderr, 4000))
 			}
-			check(t, s, r)
+			check(t, s, r, partial)
 		})
 	}
 }
 
-// check holds a suite's result to its expectation.
-func check(t *testing.T, s Suite, r *Result) {
+// check holds a suite's result to its expectation; partial: to its
+// expected failures alone (onEngine).
+func check(t *testing.T, s Suite, r *Result, partial bool) {
 	t.Helper()
 	t.Logf("%s: %v in %.0f s (in the guest)", s.Suite, r.Counts, r.Seconds)
 	expected := map[string]Failing{}
@@ -280,7 +311,7 @@ func check(t *testing.T, s Suite, r *Result) {
 			t.Errorf("%s: expected to be %s (%s) but was %s: update expected.json", f.Test, f.Outcome, f.Reason, got)
 		}
 	}
-	if !r.Counts.equal(s.Sandbox) {
+	if !partial && !r.Counts.equal(s.Sandbox) {
 		t.Errorf("%s: %v, expected.json has %v", s.Suite, r.Counts, s.Sandbox)
 	}
 }
