@@ -13,7 +13,8 @@
 # (internal/conformance/chartsuites) holds the sandbox to expected.json.
 #
 # The tests come from the sdists the build fetched (sha256-pinned in
-# build-python.sh; matplotlib's carries its baseline images), unpacked to
+# build-python.sh; matplotlib's carries its baseline images; fetched the
+# same way where the cache's build came without them), unpacked to
 # $CACHE/charts-tests/tree-<their sha256s>/ as matplotlib/tests and Tests.
 # The native side is a venv (python3.13, or $AIRLOCK_NATIVE_PYTHON) of the
 # wheels pinned below, the same versions as the build's.
@@ -32,8 +33,19 @@ TREE="$T/tree-${MPL_SHA256:0:16}-${PILLOW_SHA256:0:16}"
 
 prepare_tree() {
 	[ ! -f "$TREE/.complete" ] || return 0
+	if [ ! -f "$MPL_SDIST" ] || [ ! -f "$PILLOW_SDIST" ]; then
+		# A cache whose build came from elsewhere (copied, or made before
+		# the build kept its sources) lacks them: fetch them as
+		# build-python.sh does, its stand-ins for their build backends
+		# keeping pip from running any.
+		mkdir -p "$T/sdists"
+		printf '%s==%s --hash=sha256:%s\n' matplotlib "$MPL_VER" "$MPL_SHA256" pillow "$PILLOW_VER" "$PILLOW_SHA256" >"$T/sdists/requirements.txt"
+		PYTHONDONTWRITEBYTECODE=1 PYTHONPATH="$PWD/scripts/charts/fetch:$PWD/scripts/numpy/fetch" python3 -m pip download --quiet --no-deps \
+			--no-build-isolation --no-binary :all: --python-version 3.13 -d "$T/sdists" --require-hashes -r "$T/sdists/requirements.txt"
+		MPL_SDIST="$T/sdists/matplotlib-$MPL_VER.tar.gz" PILLOW_SDIST="$T/sdists/pillow-$PILLOW_VER.tar.gz"
+	fi
 	for f in "$MPL_SDIST:$MPL_SHA256" "$PILLOW_SDIST:$PILLOW_SHA256"; do
-		[ -f "${f%:*}" ] || { echo "charts-tests: no ${f%:*}: run scripts/build-python.sh" >&2; exit 1; }
+		[ -f "${f%:*}" ] || { echo "charts-tests: no ${f%:*}" >&2; exit 1; }
 		echo "${f##*:}  ${f%:*}" | sha256sum -c --quiet - || { echo "charts-tests: ${f%:*} is not the pinned sdist" >&2; exit 1; }
 	done
 	rm -rf "$TREE.part" && mkdir -p "$TREE.part/matplotlib"
