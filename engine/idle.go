@@ -29,16 +29,8 @@ func (m *Compiled) idleRegions(img *Snapshot) [][]byte {
 
 // readyMemories are the linear memories of the instances made ahead from img.
 func (c *wzCode) readyMemories(img *Snapshot) [][]byte {
-	c.poolMu.Lock()
-	var pools []*instancePool
-	for key, p := range c.pools {
-		if key.img == img {
-			pools = append(pools, p)
-		}
-	}
-	c.poolMu.Unlock()
 	var out [][]byte
-	for _, p := range pools {
+	for _, p := range c.poolsOf(img) {
 		p.mu.Lock()
 		for _, r := range p.ready {
 			if buf := r.limits.region; buf != nil {

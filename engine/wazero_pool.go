@@ -138,19 +138,24 @@ func (p *instancePool) close() {
 	}
 }
 
-// dropReady closes the instances made ahead from img and says how many:
-// its pools stay, and refill when a run next takes from them.
-func (c *wzCode) dropReady(img *Snapshot) int {
+// poolsOf are the pools of instances made ahead from img.
+func (c *wzCode) poolsOf(img *Snapshot) []*instancePool {
 	c.poolMu.Lock()
+	defer c.poolMu.Unlock()
 	var pools []*instancePool
 	for key, p := range c.pools {
 		if key.img == img {
 			pools = append(pools, p)
 		}
 	}
-	c.poolMu.Unlock()
+	return pools
+}
+
+// dropReady closes the instances made ahead from img and says how many:
+// its pools stay, and refill when a run next takes from them.
+func (c *wzCode) dropReady(img *Snapshot) int {
 	n := 0
-	for _, p := range pools {
+	for _, p := range c.poolsOf(img) {
 		p.mu.Lock()
 		ready := p.ready
 		p.ready = nil
