@@ -154,8 +154,9 @@ var fullImports = []string{"numpy", "pandas", "unittest", "asyncio", "logging", 
 	"xml.etree.ElementTree", "doctest", "pickle", "shutil", "zipfile", "sqlite3", "html", "calendar", "csv", "tempfile"}
 
 // chartImports join fullImports where the build has matplotlib and
-// Pillow: pyplot's import and a first chart cost a run ~1 s there (more
-// than native CPython's new process), a few ms when in the image.
+// Pillow: pyplot's import and a first chart's set-up cost a run ~1 s
+// (more than native CPython's new process); from the image, a chart's run
+// is its drawing.
 var chartImports = []string{"matplotlib.pyplot", "PIL.Image"}
 
 // fullAlso are packages that are not in the full image but import what
@@ -163,9 +164,10 @@ var chartImports = []string{"matplotlib.pyplot", "PIL.Image"}
 var fullAlso = []string{"seaborn", "xarray", "patsy"}
 
 // WithFullImage turns the full image on or off. With snapshots, a run
-// whose code imports numpy, pandas or one of the standard library's
-// modules that are slow to import (unittest, asyncio, logging, pathlib,
-// ...: an import statement naming one, anywhere in the source) resumes
+// whose code imports numpy, pandas, matplotlib, PIL (or seaborn, xarray,
+// patsy, which import them) or one of the standard library's modules that
+// are slow to import (unittest, asyncio, logging, pathlib, ...: an import
+// statement naming one, anywhere in the source) resumes
 // from a second image that has them all imported already, made once per
 // machine and cached like the first; other runs resume from the lean
 // image. Each run still imports whatever its image lacks, so the choice
@@ -174,7 +176,7 @@ var fullAlso = []string{"seaborn", "xarray", "patsy"}
 //
 // # Notes
 // A run resumes from the lean image instead when its memory limit is
-// below what the full image holds (~50 MB) plus a margin, or when the
+// below what the full image holds (~60-80 MB) plus a margin, or when the
 // full image could not be made (the reason goes to WithNotice's writer).
 // A session starts from the image its first call's code picks.
 func WithFullImage(on bool) Option { return func(c *config) { c.noFullImage = !on } }

@@ -23,7 +23,7 @@ then its repr; a matplotlib figure as PNG, or SVG after
 matplotlib.rcParams["savefig.format"] = "svg"): where the host collects rich
 output (HTTP, MCP) it comes back with the result, elsewhere its repr is
 printed. There, plt.show() and a figure left as the last expression come
-back as PNG too.
+back as figures too.
 
     airlock.install("requests", "attrs>=23")  # from the host's package index
 
