@@ -52,6 +52,25 @@ func sessionOf(t *testing.T, text string) string {
 	return id
 }
 
+// mcpBudget is budgetMCP's memory budget; mcpBudgetCall its calls' memory
+// limit, which with a session of more than 96 MiB beside it passes the
+// budget.
+const mcpBudget, mcpBudgetCall = 240 << 20, 144 << 20
+
+// budgetMCP is an MCP server with the mcpBudget memory budget, spilling
+// to a folder of its own (returned), its calls capped at mcpBudgetCall.
+func budgetMCP(t *testing.T) (*mcp.Server, *mcpServer, string) {
+	t.Helper()
+	spill := t.TempDir()
+	limits := airlock.DefaultLimits()
+	limits.Memory = mcpBudgetCall
+	srv, m, err := newMCP(MCPConfig{Sandbox: sb, MemoryBudget: mcpBudget, SpillDir: spill, MaxLimits: limits})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return srv, m, spill
+}
+
 // airlock mcp keeps its sessions within a memory budget as serve does:
 // over streamable HTTP with the SDK's client, sessions holding 80 MiB
 // each past a 240 MiB budget move to disk and come back with their
@@ -59,14 +78,7 @@ func sessionOf(t *testing.T, text string) string {
 // limit, could never fit is refused with memory_budget, not run; so is a
 // run whose memory limit alone is over the budget.
 func TestMCPMemoryBudget(t *testing.T) {
-	const budget = 240 << 20
-	spill := t.TempDir()
-	limits := airlock.DefaultLimits()
-	limits.Memory = 144 << 20
-	srv, m, err := newMCP(MCPConfig{Sandbox: sb, MemoryBudget: budget, SpillDir: spill, MaxLimits: limits})
-	if err != nil {
-		t.Fatal(err)
-	}
+	srv, m, spill := budgetMCP(t)
 	clients := mcpHTTPClientsOf(t, srv, 1)
 	c := clients[0]
 	var ids []string
@@ -76,8 +88,8 @@ func TestMCPMemoryBudget(t *testing.T) {
 			t.Fatalf("session %d: %s", i, text)
 		}
 		ids = append(ids, sessionOf(t, text))
-		if held := m.table.held(); held > budget {
-			t.Fatalf("after session %d the sessions hold %d bytes, over the %d budget", i, held, budget)
+		if held := m.table.held(); held > mcpBudget {
+			t.Fatalf("after session %d the sessions hold %d bytes, over the %d budget", i, held, mcpBudget)
 		}
 	}
 	if entries, _ := os.ReadDir(spill); len(entries) != 1 {
@@ -89,8 +101,8 @@ func TestMCPMemoryBudget(t *testing.T) {
 		if isErr || !strings.Contains(text, fmt.Sprintf("s%d 1", i)) {
 			t.Fatalf("session %d after spilling: %s", i, text)
 		}
-		if held := m.table.held(); held > budget {
-			t.Fatalf("sessions hold %d bytes, over the %d budget", held, budget)
+		if held := m.table.held(); held > mcpBudget {
+			t.Fatalf("sessions hold %d bytes, over the %d budget", held, mcpBudget)
 		}
 	}
 	// Ending a spilled session removes it, file and all.
@@ -113,6 +125,8 @@ func TestMCPMemoryBudget(t *testing.T) {
 		t.Fatalf("a session over the whole budget: %s", text)
 	}
 	// A run whose memory limit is over a whole (smaller) budget.
+	limits := airlock.DefaultLimits()
+	limits.Memory = mcpBudgetCall
 	tight, _, err := newMCP(MCPConfig{Sandbox: sb, MemoryBudget: 100 << 20, SpillDir: t.TempDir(), MaxLimits: limits})
 	if err != nil {
 		t.Fatal(err)
@@ -161,14 +175,7 @@ func TestMCPSessionsPerClient(t *testing.T) {
 func TestMCPMemoryBudgetRefusesBeforeLoading(t *testing.T) {
 	// A session holding ~112 MiB with a 144 MiB call passes 240 MiB; a
 	// second session's call moves it to disk.
-	const budget = 240 << 20
-	spill := t.TempDir()
-	limits := airlock.DefaultLimits()
-	limits.Memory = 144 << 20
-	srv, m, err := newMCP(MCPConfig{Sandbox: sb, MemoryBudget: budget, SpillDir: spill, MaxLimits: limits})
-	if err != nil {
-		t.Fatal(err)
-	}
+	srv, m, spill := budgetMCP(t)
 	c := mcpHTTPClientsOf(t, srv, 1)[0]
 	text, isErr := mcpCall(t, c, map[string]any{"session": "new", "code": "y = bytearray(112 << 20)\ny[::4096] = b'\\x01' * len(range(0, len(y), 4096))"})
 	if isErr {
@@ -179,7 +186,7 @@ func TestMCPMemoryBudgetRefusesBeforeLoading(t *testing.T) {
 		t.Fatalf("the second session: %s", text)
 	}
 	if !m.table.spilledNow(big) {
-		t.Fatalf("the big session is not spilled; sessions hold %d MiB of the %d MiB budget", m.table.held()>>20, budget>>20)
+		t.Fatalf("the big session is not spilled; sessions hold %d MiB of the %d MiB budget", m.table.held()>>20, mcpBudget>>20)
 	}
 	files, _ := filepath.Glob(filepath.Join(spill, "*", "session-*"))
 	if len(files) != 1 {
