@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"maps"
 	"math/rand/v2"
 	"path"
+	"slices"
 	"strconv"
 	"time"
 
@@ -92,6 +94,7 @@ func (sb *Sandbox) prepare(ctx context.Context, start time.Time, req *Request, l
 	if r.wcfg.Devices == nil {
 		r.wcfg.Devices = map[string]wasi.Device{}
 	}
+	r.wcfg.Devices[wasi.NullPath] = wasi.Null
 	r.wcfg.HiddenDevices = map[string]wasi.Device{auditDevice: r.audit}
 	if req.RichOutput {
 		r.displays = newDisplaySink(limits.Output)
@@ -133,7 +136,8 @@ func (r *preparedRun) open(entered bool) *Error {
 	// than tools silently missing and a quota error blamed on the program.
 	// (Other failures, such as a session's guest having put a directory
 	// there, leave that device out, as wasi.State does.)
-	for p := range r.wcfg.Devices {
+	// In path order, so that the device named is the same every time.
+	for _, p := range slices.Sorted(maps.Keys(r.wcfg.Devices)) {
 		if e := r.fs.WriteFile(p, nil); errors.Is(e, errno.ENOSPC) {
 			return newError(KindInvalidRequest, e, "a file quota of %d leaves no room for %s, which this run needs: %v", r.limits.FSFiles, p, e)
 		}

@@ -42,6 +42,36 @@ type MemoryDevice interface {
 	WriteMemory(ctx context.Context, mem, p []byte) (int, error)
 }
 
+// A SeekableDevice is a Device that takes seeks and positioned I/O as
+// Linux's /dev/null does: its offset is always 0, and pread and pwrite
+// read and write as plain read and write. Other devices are streams,
+// answering ESPIPE.
+type SeekableDevice interface {
+	Device
+	// Positionless marks the device; it is never called.
+	Positionless()
+}
+
+// NullPath is where programs expect Null (os.devnull).
+const NullPath = "/dev/null"
+
+// Null is the device Linux has at /dev/null: a write is taken whole and
+// discarded, a read is at end of file. Code opens it to throw output away
+// (pytest's logging plugin, a figure saved to os.devnull as a dry run).
+var Null SeekableDevice = nullDevice{}
+
+type nullDevice struct{}
+
+func (nullDevice) Write(_ context.Context, p []byte) (int, error) { return len(p), nil }
+func (nullDevice) Read(context.Context, []byte) (int, error)      { return 0, nil }
+func (nullDevice) Positionless()                                  {}
+
+// positionless reports whether f is a device that takes seeks.
+func (f *openFile) positionless() bool {
+	_, ok := f.dev.(SeekableDevice)
+	return f.kind == kindDevice && ok
+}
+
 // installDevices creates each configured device path as an empty regular
 // file (so stat and exists work) and remembers its inode. A path that
 // cannot be created is skipped: opening it then fails as for any missing
@@ -71,6 +101,14 @@ func (s *State) deviceFor(n *memfs.Inode) Device {
 		return nil
 	}
 	return s.devices[n]
+}
+
+// deviceWrite is f's device's Write, or its WriteMemory over m.
+func (f *openFile) deviceWrite(m memory) func(context.Context, []byte) (int, error) {
+	if md, ok := f.dev.(MemoryDevice); ok {
+		return func(ctx context.Context, p []byte) (int, error) { return md.WriteMemory(ctx, m, p) }
+	}
+	return f.dev.Write
 }
 
 // deviceIO moves bufs through one of a device's methods, stopping at the

@@ -153,3 +153,52 @@ func TestMemoryDevice(t *testing.T) {
 		t.Fatalf("after the write: mem[5000]=%#x, nwritten %d, plain writes %d", mem[5000], binary.LittleEndian.Uint32(mem[400:]), dev.plain)
 	}
 }
+
+// Null takes writes whole and discards them, reads at end of file, and
+// takes seeks and positioned I/O at offset 0, as Linux's /dev/null.
+func TestNullDevice(t *testing.T) {
+	s := wasi.NewState(wasi.Config{Devices: map[string]wasi.Device{wasi.NullPath: wasi.Null}})
+	mem := make([]byte, 1<<16)
+	must := func(want errno.Errno, name string, params ...uint64) {
+		t.Helper()
+		if got, err := devCall(t, s, mem, name, params...); got != want || err != nil {
+			t.Fatalf("%s = %v, %v; want %v", name, got, err, want)
+		}
+	}
+	u32 := func(at int) uint32 { return binary.LittleEndian.Uint32(mem[at:]) }
+	path := "dev/null"
+	copy(mem[100:], path)
+	must(errno.ESUCCESS, "path_open", 3, 0, 100, uint64(len(path)), 0, 1<<1|1<<2|1<<5|1<<6, 0, 0, 200)
+	fd := uint64(u32(200))
+	copy(mem[1000:], "discarded")
+	binary.LittleEndian.PutUint32(mem[300:], 1000)
+	binary.LittleEndian.PutUint32(mem[304:], 9)
+	must(errno.ESUCCESS, "fd_write", fd, 300, 1, 400)
+	if n := u32(400); n != 9 {
+		t.Fatalf("wrote %d of 9", n)
+	}
+	must(errno.ESUCCESS, "fd_pwrite", fd, 300, 1, 1234, 400)
+	if n := u32(400); n != 9 {
+		t.Fatalf("pwrote %d of 9", n)
+	}
+	binary.LittleEndian.PutUint32(mem[400:], 77)
+	must(errno.ESUCCESS, "fd_read", fd, 300, 1, 400)
+	must(errno.ESUCCESS, "fd_pread", fd, 300, 1, 5, 404)
+	if u32(400) != 0 || u32(404) != 0 {
+		t.Fatalf("read %d and pread %d bytes, want end of file", u32(400), u32(404))
+	}
+	binary.LittleEndian.PutUint64(mem[600:], 99)
+	must(errno.ESUCCESS, "fd_seek", fd, 4096, 0, 600)
+	must(errno.ESUCCESS, "fd_seek", fd, 0, 2, 608)
+	must(errno.ESUCCESS, "fd_tell", fd, 616)
+	for _, at := range []int{600, 608, 616} {
+		if off := binary.LittleEndian.Uint64(mem[at:]); off != 0 {
+			t.Fatalf("offset %d, want 0", off)
+		}
+	}
+	must(errno.EINVAL, "fd_seek", fd, 0, 3, 600)
+	// Nothing written reached the filesystem.
+	if data, err := s.FS().ReadFile(wasi.NullPath); err != nil || len(data) != 0 {
+		t.Fatalf("/dev/null holds %q, %v", data, err)
+	}
+}

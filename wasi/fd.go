@@ -437,11 +437,7 @@ func fdWrite(ctx context.Context, s *State, m memory, p []uint64) errno.Errno {
 			}
 		}
 	case f.kind == kindDevice:
-		write := f.dev.Write
-		if md, ok := f.dev.(MemoryDevice); ok {
-			write = func(ctx context.Context, p []byte) (int, error) { return md.WriteMemory(ctx, m, p) }
-		}
-		if total, e = s.deviceIO(ctx, write, bufs); e != errno.ESUCCESS {
+		if total, e = s.deviceIO(ctx, f.deviceWrite(m), bufs); e != errno.ESUCCESS {
 			return e
 		}
 	case f.kind != kindFile:
@@ -468,10 +464,11 @@ func (s *State) positioned(m memory, p []uint64, right uint64) (*openFile, [][]b
 	if e != errno.ESUCCESS {
 		return nil, nil, 0, e
 	}
-	switch f.kind {
-	case kindDir:
+	switch {
+	case f.kind == kindDir:
 		return nil, nil, 0, errno.EBADF
-	case kindStdin, kindStdout, kindStderr, kindDevice:
+	case f.positionless():
+	case f.kind == kindStdin, f.kind == kindStdout, f.kind == kindStderr, f.kind == kindDevice:
 		return nil, nil, 0, errno.ESPIPE
 	}
 	if e := f.has(right | rightFdSeek); e != errno.ESUCCESS {
@@ -485,13 +482,18 @@ func (s *State) positioned(m memory, p []uint64, right uint64) (*openFile, [][]b
 }
 
 // fdPread is fd_pread(fd, iovsPtr, iovsLen, offset, nreadPtr). Errors: EBADF (a directory, or the wrong access mode), EFAULT, EINVAL, ENOTCAPABLE, ESPIPE, the filesystem's (errno.Of).
-func fdPread(_ context.Context, s *State, m memory, p []uint64) errno.Errno {
+func fdPread(ctx context.Context, s *State, m memory, p []uint64) errno.Errno {
 	nreadPtr := uint32(p[4])
 	f, bufs, off, e := s.positioned(m, p, rightFdRead)
 	if e != errno.ESUCCESS {
 		return e
 	}
-	total, e := s.readFile(f.node, bufs, off)
+	var total int
+	if f.kind == kindDevice {
+		total, e = s.deviceIO(ctx, f.dev.Read, bufs)
+	} else {
+		total, e = s.readFile(f.node, bufs, off)
+	}
 	if e != errno.ESUCCESS {
 		return e
 	}
@@ -500,13 +502,18 @@ func fdPread(_ context.Context, s *State, m memory, p []uint64) errno.Errno {
 }
 
 // fdPwrite is fd_pwrite(fd, iovsPtr, iovsLen, offset, nwrittenPtr). Errors: EBADF (a directory, or the wrong access mode), EFAULT, EINVAL, ENOTCAPABLE, ESPIPE, the filesystem's (errno.Of).
-func fdPwrite(_ context.Context, s *State, m memory, p []uint64) errno.Errno {
+func fdPwrite(ctx context.Context, s *State, m memory, p []uint64) errno.Errno {
 	nwrittenPtr := uint32(p[4])
 	f, bufs, off, e := s.positioned(m, p, rightFdWrite)
 	if e != errno.ESUCCESS {
 		return e
 	}
-	total, e := s.writeFile(f.node, bufs, off)
+	var total int
+	if f.kind == kindDevice {
+		total, e = s.deviceIO(ctx, f.deviceWrite(m), bufs)
+	} else {
+		total, e = s.writeFile(f.node, bufs, off)
+	}
 	if e != errno.ESUCCESS {
 		return e
 	}
@@ -521,10 +528,11 @@ func (s *State) seekable(fd uint32) (*openFile, errno.Errno) {
 	if e != errno.ESUCCESS {
 		return nil, e
 	}
-	switch f.kind {
-	case kindDir:
+	switch {
+	case f.kind == kindDir:
 		return nil, errno.EBADF
-	case kindStdin, kindStdout, kindStderr, kindDevice:
+	case f.positionless():
+	case f.kind == kindStdin, f.kind == kindStdout, f.kind == kindStderr, f.kind == kindDevice:
 		return nil, errno.ESPIPE
 	}
 	return f, errno.ESUCCESS
@@ -546,6 +554,13 @@ func fdSeek(_ context.Context, s *State, m memory, p []uint64) errno.Errno {
 	}
 	if _, ok := m.slice(resultPtr, 8); !ok {
 		return errno.EFAULT
+	}
+	if f.kind == kindDevice { // positionless: every offset is 0
+		if whence > whenceEnd {
+			return errno.EINVAL
+		}
+		m.putU64(resultPtr, 0)
+		return errno.ESUCCESS
 	}
 	var base int64
 	switch whence {

@@ -39,9 +39,12 @@ var attacks = []attack{
 	// Filesystem: nothing of the host is reachable, quotas hold.
 	{name: "fs/etc-passwd", code: `attempt("read", lambda: open("/etc/passwd").read())`, want: "read FileNotFoundError\n"},
 	{name: "fs/dotdot-escape", code: `attempt("read", lambda: open("../../../../../etc/passwd").read())`, want: "read FileNotFoundError\n"},
-	{name: "fs/dotdot-at-root", code: `os.chdir("/../../.."); print(os.path.abspath(os.getcwd()), sorted(os.listdir(".")))`, want: "/ ['home', 'opt', 'tmp']\n"},
+	{name: "fs/dotdot-at-root", code: `os.chdir("/../../.."); print(os.path.abspath(os.getcwd()), sorted(os.listdir(".")))`, want: "/ ['dev', 'home', 'opt', 'tmp']\n"},
 	{name: "fs/proc-self", code: `attempt("proc", lambda: open("/proc/self/mem", "rb"))`, want: "proc FileNotFoundError\n"},
-	{name: "fs/dev-null-absent", code: `print(os.path.exists("/dev/null"), os.path.exists("/dev/random"))`, want: "False False\n"},
+	// /dev/null discards (200 MiB, past any quota, stores nothing) and is
+	// the only device listed; no other of the host's devices is there.
+	{name: "fs/dev-null-discards", code: `f = open(os.devnull, "wb"); [f.write(b"x" * (1 << 20)) for _ in range(200)]; f.seek(0, 2); print(f.tell()); f.close()
+print(open(os.devnull).read() == "", os.listdir("/dev"), os.stat(os.devnull).st_size, os.path.exists("/dev/random"))`, want: "0\nTrue ['null'] 0 False\n"},
 	{name: "fs/symlink-out", code: `attempt("symlink", lambda: os.symlink("/etc/passwd", "p")); print(os.path.exists("p"))`, want: "symlink PermissionError\nFalse\n"},
 	// Links resolve inside the memory filesystem only: ".." chains stop
 	// at its root, loops end in ELOOP, devices are not reached through them.
@@ -222,7 +225,7 @@ func allBytes() []byte {
 // python): the read-only /usr that holds its stdlib.
 // /opt holds the packages' note (and the default packages' zip) in every
 // run: packagesInfoPath in the root package's defaultpackages.go.
-var ownBuildWant = map[string]string{"fs/dotdot-at-root": "/ ['home', 'opt', 'tmp', 'usr']\n"}
+var ownBuildWant = map[string]string{"fs/dotdot-at-root": "/ ['dev', 'home', 'opt', 'tmp', 'usr']\n"}
 
 func TestAdversarial(t *testing.T) {
 	if len(attacks) < 60 {

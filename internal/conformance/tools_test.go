@@ -346,9 +346,14 @@ func TestHostToolDeviceNeedsRoomInTheFileQuota(t *testing.T) {
 	if !errors.Is(err, airlock.ErrInvalidRequest) || !strings.Contains(err.Error(), "no room for /dev/airlock") {
 		t.Fatalf("a 5-file quota: %v (exit %d)", err, res.ExitCode)
 	}
-	res, err = runTools(t, ctx, airlock.Request{Code: "import airlock; print(airlock.tools.add(1, 2))", Limits: airlock.Limits{FSFiles: 6}})
+	// /dev/null, which every run has, counts too.
+	res, err = runTools(t, ctx, airlock.Request{Code: "import sys; sys.exit(2)", Limits: airlock.Limits{FSFiles: 6}})
+	if !errors.Is(err, airlock.ErrInvalidRequest) || !strings.Contains(err.Error(), "no room for /dev/null") {
+		t.Fatalf("a 6-file quota: %v (exit %d)", err, res.ExitCode)
+	}
+	res, err = runTools(t, ctx, airlock.Request{Code: "import airlock; print(airlock.tools.add(1, 2))", Limits: airlock.Limits{FSFiles: 7}})
 	if err != nil || string(res.Stdout) != "3\n" {
-		t.Fatalf("a 6-file quota: %v, stdout %q stderr %q", err, res.Stdout, res.Stderr)
+		t.Fatalf("a 7-file quota: %v, stdout %q stderr %q", err, res.Stdout, res.Stderr)
 	}
 }
 
