@@ -153,21 +153,25 @@ func (s *Server) Serve(ln net.Listener) error {
 
 // Shutdown stops accepting and waits for the requests in progress (every
 // admitted run is answered) until ctx ends; see http.Server.Shutdown.
-// Spilled sessions (Config.MemoryBudget) are removed from disk then, as
-// in-memory ones go with the process.
+// The sessions end then: in-memory ones are closed, spilled ones
+// (Config.MemoryBudget) removed from disk.
 func (s *Server) Shutdown(ctx context.Context) error {
-	defer s.removeSpilled()
+	defer s.endSessions()
 	return s.hs.Shutdown(ctx)
 }
 
-// Close closes the listeners and every connection at once, and removes
-// spilled sessions.
+// Close closes the listeners and every connection at once, and ends the
+// sessions as Shutdown does.
 func (s *Server) Close() error {
-	defer s.removeSpilled()
+	defer s.endSessions()
 	return s.hs.Close()
 }
 
-func (s *Server) removeSpilled() {
+// endSessions closes the sessions in memory, which would otherwise stay
+// with the Sandbox after the server (an embedder making servers in turn
+// kept each one's), and removes the spilled ones.
+func (s *Server) endSessions() {
+	s.sessions.closeAll()
 	s.stopOnce.Do(func() {
 		if s.stopSampling != nil {
 			close(s.stopSampling)

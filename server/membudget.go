@@ -8,8 +8,10 @@ import (
 	"os"
 	"path/filepath"
 	"runtime/debug"
+	"runtime/metrics"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -123,21 +125,32 @@ func (e *budgetError) Is(target error) bool { return target == ErrMemoryBudget }
 func mib(n int64) string { return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20)) }
 
 // countProcessMemory counts the process's resident memory now (the
-// program, images, compiled code) and, from now on, the engine's idle
-// regions within the budget: what the sessions and runs may take is what
-// is left. Without them a server at its budget sat ~200 MiB above it
-// (compiled code 129 MiB, images and idle regions the rest).
+// program, images, compiled code), room for the heap's own work and, from
+// now on, the engine's idle regions within the budget: what the sessions
+// and runs may take is what is left. Without the first two a server at
+// its budget sat ~200 MiB above it (compiled code 129 MiB, images and
+// idle regions the rest), without the room up to ~100 MiB more (results,
+// a session's old state beside its new one).
 func (s *Server) countProcessMemory(reg *prometheus.Registry) {
 	t := &s.sessions
 	if rss, err := residentBytes(); err == nil {
 		t.fixed.Store(rss)
+		t.goFixed.Store(min(goMemory(), rss))
 	}
+	t.heapRoom = max(minHeapRoom, s.cfg.MemoryBudget/8)
+	var sampling sync.Mutex // the ticker's and dropIdle's: ended is taken once
 	sample := func() {
+		sampling.Lock()
+		defer sampling.Unlock()
+		// Runs ending from here on are counted twice until the next
+		// sample, never missed: their regions may not be measured.
+		ended := t.idleEnded.Load()
 		var idle int64
 		for _, p := range s.cfg.Sandbox.IdleMemory().Private {
 			idle += p
 		}
 		t.idleRegions.Store(idle)
+		t.idleEnded.Add(-ended)
 	}
 	sample()
 	dropped := prometheus.NewCounter(prometheus.CounterOpts{
@@ -161,8 +174,16 @@ func (s *Server) countProcessMemory(reg *prometheus.Registry) {
 		}
 	}()
 	reg.MustRegister(dropped, prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-		Name: "airlock_process_memory_counted_bytes", Help: "Memory counted within the budget besides sessions and runs: the process's resident memory at start and the engine's idle regions.",
-	}, func() float64 { return float64(t.fixed.Load() + t.idleRegions.Load()) }))
+		Name: "airlock_process_memory_counted_bytes", Help: "Memory counted within the budget besides sessions and runs: the process's resident memory at start, the engine's idle regions and the heap's room.",
+	}, func() float64 { return float64(t.fixed.Load() + t.idleLoad() + t.heapRoom) }))
+}
+
+// goMemory is what the Go runtime holds of the process's memory: what its
+// soft limit counts.
+func goMemory() int64 {
+	m := []metrics.Sample{{Name: "/memory/classes/total:bytes"}, {Name: "/memory/classes/heap/released:bytes"}}
+	metrics.Read(m)
+	return int64(m[0].Value.Uint64() - m[1].Value.Uint64())
 }
 
 // residentBytes is this process's resident memory (VmRSS).
@@ -194,19 +215,21 @@ func (t *sessions) heapRun(need int64, done func()) func() {
 }
 
 // heapLimit sets the Go runtime's soft memory limit to the budget less
-// the memory limits of the runs in flight (delta: a run's starting or
-// ending), whose memory is mapped outside the heap, and what is counted
-// outside it (CountProcessMemory), and never under what sessions hold
-// plus minHeapRoom: a limit below the live heap makes the collector run
-// without end.
+// what is counted outside the heap: the memory limits of the runs in
+// flight (delta: a run's starting or ending), whose memory is mapped
+// outside it, and the process's memory besides the Go runtime's own
+// (CountProcessMemory: the rest of fixed and the idle regions). It is
+// never under the heap's start, what sessions hold and minHeapRoom: a
+// limit below the live heap makes the collector run without end.
 func (t *sessions) heapLimit(delta int64) {
 	t.limitMu.Lock()
 	defer t.limitMu.Unlock()
 	budget := t.spill.budget
 	runs := t.runsReserved.Add(delta)
-	outside := runs + t.fixed.Load() + t.idleRegions.Load()
-	sessions := t.held() - outside // what sessions hold, in the heap
-	limit := max(budget-outside, sessions+max(minHeapRoom, budget/8))
+	outside := runs + t.fixed.Load() - t.goFixed.Load() + t.idleLoad()
+	// What sessions hold in the heap, and sessions on their way in.
+	sessions := t.held() - outside - t.goFixed.Load() - t.heapRoom
+	limit := max(budget-outside, t.goFixed.Load()+sessions+max(minHeapRoom, budget/8))
 	debug.SetMemoryLimit(limit)
 }
 

@@ -138,9 +138,13 @@ type Config struct {
 	// CountProcessMemory counts within MemoryBudget what the process holds
 	// besides sessions and runs: its resident memory when New is called
 	// (the program, the Sandbox's images and compiled code, which are
-	// made before) and the engine's idle regions kept for the next runs
-	// (Sandbox.IdleMemory, sampled every second). airlock serve sets it;
-	// a process that holds other things before New (a test) should not.
+	// made before), the engine's idle regions kept for the next runs
+	// (Sandbox.IdleMemory, sampled every second; a run's region counts at
+	// its memory limit from its end to the next sample), and room for the
+	// heap's own work (an eighth of MemoryBudget, at least 64 MiB): with
+	// ManageGoMemoryLimit, resident memory stays under the budget.
+	// airlock serve sets it; a process that holds other things before New
+	// should give them room in MemoryBudget.
 	CountProcessMemory bool
 	// SpillDir is where the private directory of spilled sessions is made
 	// (default os.TempDir()); it is removed by Shutdown and Close.

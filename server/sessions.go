@@ -60,8 +60,19 @@ type sessions struct {
 	// memory quota (Config.MemoryPerClient).
 	clientRuns map[any]int64
 	// fixed and idleRegions are what the process holds besides sessions
-	// and runs, counted within the budget (Config.CountProcessMemory).
-	fixed, idleRegions atomic.Int64
+	// and runs, counted within the budget (Config.CountProcessMemory);
+	// goFixed is the Go runtime's part of fixed, which its soft limit
+	// counts itself (heapLimit).
+	fixed, idleRegions, goFixed atomic.Int64
+	// idleEnded is the memory limits of the runs that ended since
+	// idleRegions was last sampled: each gave its region back to the
+	// engine's pools holding up to that much, not yet measured.
+	idleEnded atomic.Int64
+	// heapRoom is kept within the budget for the heap's own work (results,
+	// request bodies, a session's state while its call replaces it), once
+	// the process's memory is counted: without it the heap's slack was
+	// the budget's overshoot.
+	heapRoom int64
 	// dropIdle drops the engine's idle regions and counts them again
 	// (set with CountProcessMemory).
 	dropIdle func()
@@ -133,6 +144,27 @@ func (t *sessions) ended(e *sessionEntry) bool {
 		return e.sess.Err() != nil
 	}
 	return e.file != "" && !e.moving && t.spill.expired(e)
+}
+
+// closeAll closes every session in memory and empties the table (a
+// server's end; a spilled one's file goes with the spill directory).
+func (t *sessions) closeAll() {
+	t.mu.Lock()
+	var open []*airlock.Session
+	for id, e := range t.byID {
+		if e.sess != nil {
+			open = append(open, e.sess)
+		}
+		delete(t.byID, id)
+	}
+	t.signalFreedLocked()
+	t.mu.Unlock()
+	// Without waiting: a session running a call ends when the call returns.
+	now, cancel := context.WithCancel(context.Background())
+	cancel()
+	for _, sess := range open {
+		sess.Close(now)
+	}
 }
 
 // forget removes e from the table (under mu), and its file if spilled.

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -311,5 +312,35 @@ func TestSessionBusy(t *testing.T) {
 	wantStatus(t, do(t, "POST", url+"/v1/sessions/"+info.ID+"/run", "", `{"code": "print(x)"}`), 200, "")
 	if len(s.slots) != 0 {
 		t.Fatalf("%d slots left taken", len(s.slots))
+	}
+}
+
+// A server's sessions end with it: a second server on the same Sandbox
+// has the whole session cap, not what the first one's sessions left (nor
+// their memory: an embedder making servers in turn kept each one's).
+func TestSessionsEndWithTheServer(t *testing.T) {
+	ctx := context.Background()
+	small, err := airlock.New(ctx, airlock.WithMaxSessions(2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer small.Close(ctx)
+	for round := range 2 {
+		s, err := New(Config{Sandbox: small, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		go s.Serve(ln)
+		c := &Client{URL: "http://" + ln.Addr().String()}
+		for i := range 2 {
+			if _, err := c.NewSession(ctx, SessionRequest{}); err != nil {
+				t.Fatalf("server %d, session %d: %v", round, i, err)
+			}
+		}
+		s.Close()
 	}
 }

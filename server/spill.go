@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"runtime/debug"
 	"sync"
 	"time"
 
@@ -61,7 +62,7 @@ func (p *spiller) expired(e *sessionEntry) bool {
 // for sessions on their way in and runs in flight, and what the process
 // holds besides (Config.CountProcessMemory).
 func (t *sessions) heldLocked() int64 {
-	sum := t.reserved + t.fixed.Load() + t.idleRegions.Load()
+	sum := t.reserved + t.fixed.Load() + t.idleLoad() + t.heapRoom
 	for _, e := range t.byID {
 		if e.sess != nil {
 			sum += e.held
@@ -123,7 +124,7 @@ func (t *sessions) reserve(need int64, except *sessionEntry) error {
 		}
 		// The engine's idle regions go first: one is made again in
 		// milliseconds, a session moved out and back costs far more.
-		if !dropped && t.dropIdle != nil && t.idleRegions.Load() > 0 {
+		if !dropped && t.dropIdle != nil && t.idleLoad() > 0 {
 			t.mu.Unlock()
 			t.dropIdle()
 			dropped = true
@@ -140,7 +141,11 @@ func (t *sessions) reserve(need int64, except *sessionEntry) error {
 
 // room is the budget less what the process holds at start
 // (Config.CountProcessMemory): the most sessions and runs can ever have.
-func (t *sessions) room() int64 { return t.spill.budget - t.fixed.Load() }
+func (t *sessions) room() int64 { return t.spill.budget - t.fixed.Load() - t.heapRoom }
+
+// idleLoad is the engine's idle memory as counted: as sampled, and the
+// regions of the runs ended since, at their memory limits.
+func (t *sessions) idleLoad() int64 { return t.idleRegions.Load() + t.idleEnded.Load() }
 
 func (t *sessions) roomLocked() int64 { return t.room() }
 
@@ -195,7 +200,14 @@ func (t *sessions) admitRun(ctx context.Context, need, alongside int64, wait tim
 	if err := t.neverFits(need, alongside); err != nil {
 		return nil, err
 	}
-	done = func() { t.unreserve(need) }
+	done = func() {
+		// Its region stays, in the engine's pool, until measured: the
+		// room moves to the idle count rather than back to the budget.
+		if t.dropIdle != nil {
+			t.idleEnded.Add(need)
+		}
+		t.unreserve(need)
+	}
 	err = t.reserve(need, nil)
 	var be *budgetError
 	if err == nil || !errors.As(err, &be) {
@@ -250,7 +262,7 @@ func (t *sessions) fit() {
 			t.mu.Unlock()
 			return
 		}
-		if !dropped && t.dropIdle != nil && t.idleRegions.Load() > 0 {
+		if !dropped && t.dropIdle != nil && t.idleLoad() > 0 {
 			t.mu.Unlock()
 			t.dropIdle() // before any session moves out, as in reserve
 			dropped = true
@@ -272,8 +284,6 @@ func (t *sessions) spillEntry(v *sessionEntry) {
 	p := t.spill
 	file, err := p.save(v.sess)
 	t.mu.Lock()
-	defer t.moved.Broadcast()
-	defer t.mu.Unlock()
 	v.moving = false
 	if err != nil {
 		p.log.Warn("session spill", slog.String("id", v.id), slog.String("error", err.Error()))
@@ -281,16 +291,31 @@ func (t *sessions) spillEntry(v *sessionEntry) {
 			// Not chosen again at once: it is the least recently used.
 			v.lastCall = time.Now()
 		}
+		t.mu.Unlock()
+		t.moved.Broadcast()
 		return
 	}
-	v.sess.Close(context.Background())
-	if t.byID[v.id] != v { // deleted meanwhile
+	sess, held := v.sess, v.held
+	deleted := t.byID[v.id] != v
+	if deleted {
 		os.Remove(file)
+	} else {
+		v.sess, v.file = nil, file
+		// Its state stays counted until the heap has let it go: room
+		// given to others while it is still there was the budget's
+		// overshoot.
+		t.reserved += held
+	}
+	t.mu.Unlock()
+	t.moved.Broadcast()
+	sess.Close(context.Background())
+	if deleted {
 		return
 	}
-	v.sess, v.file = nil, file
+	debug.FreeOSMemory()
+	t.unreserve(held)
 	p.spilled.Inc()
-	p.log.Info("session", slog.String("id", v.id), slog.String("event", "spill"), slog.Int64("held", v.held))
+	p.log.Info("session", slog.String("id", v.id), slog.String("event", "spill"), slog.Int64("held", held))
 }
 
 func (p *spiller) save(sess *airlock.Session) (string, error) {
@@ -412,6 +437,9 @@ func (t *sessions) loadFile(ctx context.Context, need int64, file string, except
 	}
 	defer f.Close()
 	sess, err := t.spill.sb.LoadSession(ctx, f, t.spill.load)
+	// What reading the file left is garbage: collected before its room
+	// (the second need) is given back.
+	debug.FreeOSMemory()
 	if err != nil {
 		return nil, fmt.Errorf("load spilled session: %w", err)
 	}
