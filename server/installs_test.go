@@ -4,8 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"io"
-	"log/slog"
-	"net"
 	"net/http"
 	"strings"
 	"testing"
@@ -26,17 +24,7 @@ func TestServerInstallsFromTheOperatorsIndex(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer isb.Close(context.Background())
-	s, err := New(Config{Sandbox: isb, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go s.Serve(ln)
-	defer s.Close()
-	url := "http://" + ln.Addr().String()
+	url, _ := serve(t, Config{Sandbox: isb})
 
 	body, _ := json.Marshal(map[string]any{"code": `
 import airlock

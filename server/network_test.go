@@ -6,8 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -33,17 +31,7 @@ func TestServerNetworkNarrowsTheOperatorsRules(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer nsb.Close(context.Background())
-	s, err := New(Config{Sandbox: nsb, Network: &policy, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go s.Serve(ln)
-	defer s.Close()
-	url := "http://" + ln.Addr().String()
+	url, _ := serve(t, Config{Sandbox: nsb, Network: &policy})
 
 	code := func(path string) string {
 		return fmt.Sprintf(`

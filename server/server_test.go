@@ -38,25 +38,35 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// start serves cfg on a loopback port until the test ends and returns the
-// base URL, the Server and the http.Server (for Shutdown).
+// start serves cfg with the tests' Sandbox on a loopback port until the
+// test ends and returns the base URL, the Server and the http.Server (for
+// Shutdown).
 func start(t *testing.T, cfg Config) (string, *Server, *http.Server) {
 	t.Helper()
 	cfg.Sandbox = sb
+	url, s := serve(t, cfg)
+	return url, s, s.hs
+}
+
+// serve serves cfg (its Sandbox, and no log unless it has one) on a
+// loopback port until the test ends, and returns the base URL and the
+// Server.
+func serve(tb testing.TB, cfg Config) (string, *Server) {
+	tb.Helper()
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
 	s, err := New(cfg)
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
 	go s.Serve(ln) // with its connection caps and timeouts, as airlock serve
-	t.Cleanup(func() { s.Close() })
-	return "http://" + ln.Addr().String(), s, s.hs
+	tb.Cleanup(func() { s.Close() })
+	return "http://" + ln.Addr().String(), s
 }
 
 type response struct {

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -326,16 +325,8 @@ func TestSessionsEndWithTheServer(t *testing.T) {
 	}
 	defer small.Close(ctx)
 	for round := range 2 {
-		s, err := New(Config{Sandbox: small, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-		if err != nil {
-			t.Fatal(err)
-		}
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		go s.Serve(ln)
-		c := &Client{URL: "http://" + ln.Addr().String()}
+		url, s := serve(t, Config{Sandbox: small})
+		c := &Client{URL: url}
 		for i := range 2 {
 			if _, err := c.NewSession(ctx, SessionRequest{}); err != nil {
 				t.Fatalf("server %d, session %d: %v", round, i, err)

@@ -3,8 +3,6 @@ package server
 import (
 	"encoding/json"
 	"io"
-	"log/slog"
-	"net"
 	"net/http"
 	"slices"
 	"strings"
@@ -17,21 +15,12 @@ import (
 // benchServer serves the keyed Sandbox with store (nil: in-process).
 func benchServer(b *testing.B, store SessionStore) string {
 	b.Helper()
-	cfg := Config{Sandbox: keyedSandbox(b), Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	cfg := Config{Sandbox: keyedSandbox(b)}
 	if store != nil {
 		cfg.SessionStore = store
 	}
-	s, err := New(cfg)
-	if err != nil {
-		b.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		b.Fatal(err)
-	}
-	go s.Serve(ln)
-	b.Cleanup(func() { s.Close() })
-	return "http://" + ln.Addr().String()
+	url, _ := serve(b, cfg)
+	return url
 }
 
 func benchPost(b *testing.B, url, body string) response {

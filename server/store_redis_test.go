@@ -6,8 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"log/slog"
 	"net"
 	"os/exec"
 	"strconv"
@@ -146,17 +144,8 @@ func newRedisStore(t testing.TB, r *redisServer, opts RedisOptions) *RedisStore 
 func replica(t testing.TB, r *redisServer, opts RedisOptions) (string, *RedisStore) {
 	t.Helper()
 	store := newRedisStore(t, r, opts)
-	s, err := New(Config{Sandbox: keyedSandbox(t), SessionStore: store, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go s.Serve(ln)
-	t.Cleanup(func() { s.Close() })
-	return "http://" + ln.Addr().String(), store
+	url, _ := serve(t, Config{Sandbox: keyedSandbox(t), SessionStore: store})
+	return url, store
 }
 
 func newSessionHTTP(t *testing.T, url, body string) string {
