@@ -390,8 +390,8 @@ func (eh *wtEH) unwound(c *wasmtime.Caller, saved C.wasmtime_val_t) error {
 var errSPNotSet = errors.New("engine: invoke_: restore the stack pointer")
 
 // failure is the trap or error the C side's last call ended in, as the
-// wasmtime-go value Func.Call would have returned: whoever
-// takes it closes it, or hands it on to wasmtime.
+// wasmtime-go value Func.Call would have returned: whoever takes it
+// closes it, or hands it on to wasmtime.
 func (eh *wtEH) failure() error {
 	t, e := eh.c.trap, eh.c.error
 	eh.c.trap, eh.c.error = nil, nil
