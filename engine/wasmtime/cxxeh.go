@@ -3,7 +3,9 @@
 package wasmtime
 
 import (
+	"errors"
 	"fmt"
+	"math"
 
 	wasmtime "github.com/bytecodealliance/wasmtime-go/v39"
 
@@ -14,10 +16,12 @@ import (
 
 // The exception imports on wasmtime (engine/cxxeh.go): an unwind is a
 // trap, which ends the guest frames down to the innermost host call, the
-// invoke_'s Func.Call; the run's flag tells it from a real trap.
+// invoke_'s call of the guest (cxxeh_cgo.go); the run's flag tells it
+// from a real trap.
 
-// defineEH adds mod's exception imports, if it has any, to the linker.
-func defineEH(l *wasmtime.Linker, mod *wasmtime.Module) error {
+// defineEH adds mod's exception imports, if it has any, to the linker,
+// and tells how many values the largest invoke_'s call passes or returns.
+func defineEH(l *wasmtime.Linker, mod *wasmtime.Module) (int, error) {
 	var imports []backend.EHFunc
 	for _, im := range mod.Imports() {
 		ft := im.Type().FuncType()
@@ -28,19 +32,21 @@ func defineEH(l *wasmtime.Linker, mod *wasmtime.Module) error {
 	}
 	funcs, err := backend.EHFuncs(imports)
 	if err != nil {
-		return err
+		return 0, err
 	}
+	values := 0
 	for _, f := range funcs {
 		ty := wasmtime.NewFuncType(wtValTypes(f.Params), wtValTypes(f.Results))
 		fn := wtUnwind
 		if !f.Unwind {
-			fn = wtInvoke(f.Name, f.Params[1:], f.Results)
+			fn = wtInvoke(newInvokeType(f.Name, f.Params[1:], f.Results))
+			values = max(values, len(f.Params)-1, len(f.Results))
 		}
 		if err := l.FuncNew(f.Module, f.Name, ty, fn); err != nil {
-			return fmt.Errorf("engine: register %s.%s: %w", f.Module, f.Name, err)
+			return 0, fmt.Errorf("engine: register %s.%s: %w", f.Module, f.Name, err)
 		}
 	}
-	return nil
+	return values, nil
 }
 
 func wtKinds(ts []*wasmtime.ValType) []wasi.ValueType {
@@ -68,7 +74,44 @@ func wtUnwind(c *wasmtime.Caller, _ []wasmtime.Val) ([]wasmtime.Val, *wasmtime.T
 	return nil, wasmtime.NewTrap("airlock_eh: unwinding to invoke_")
 }
 
-func wtInvoke(name string, params, results []wasi.ValueType) func(*wasmtime.Caller, []wasmtime.Val) ([]wasmtime.Val, *wasmtime.Trap) {
+// wtInvokeType is the type an invoke_ calls, as wasm_valkind_t codes for
+// the C side: params, then results.
+type wtInvokeType struct {
+	name            string
+	params, results []wasi.ValueType
+	kinds           []byte
+}
+
+func newInvokeType(name string, params, results []wasi.ValueType) *wtInvokeType {
+	ty := &wtInvokeType{name: name, params: params, results: results}
+	for _, t := range append(append([]wasi.ValueType(nil), params...), results...) {
+		ty.kinds = append(ty.kinds, wtValKind(t))
+	}
+	return ty
+}
+
+// wasm_valkind_t codes (wasm.h).
+const (
+	wtI32 byte = iota
+	wtI64
+	wtF32
+	wtF64
+)
+
+// wtValKind is t's wasm_valkind_t code.
+func wtValKind(t wasi.ValueType) byte {
+	switch t {
+	case wasi.I64:
+		return wtI64
+	case wasi.F32:
+		return wtF32
+	case wasi.F64:
+		return wtF64
+	}
+	return wtI32
+}
+
+func wtInvoke(ty *wtInvokeType) func(*wasmtime.Caller, []wasmtime.Val) ([]wasmtime.Val, *wasmtime.Trap) {
 	return func(c *wasmtime.Caller, args []wasmtime.Val) ([]wasmtime.Val, *wasmtime.Trap) {
 		inst, _ := c.Data().(*wtInstance)
 		if inst == nil {
@@ -85,21 +128,15 @@ func wtInvoke(name string, params, results []wasi.ValueType) func(*wasmtime.Call
 			return nil, trap(r, &engine.TrapError{Err: err})
 		}
 		slot := uint32(args[0].I32())
-		f, err := eh.lookup(c, slot, params, results)
-		if err != nil {
-			return nil, trap(r, &engine.TrapError{Err: fmt.Errorf("%w: %s(%d): %v", engine.ErrInvokeTarget, name, slot, err)})
-		}
-		saved := eh.sp.Get(c)
-		callArgs := make([]any, len(args)-1)
-		for i, a := range args[1:] {
-			callArgs[i] = a
-		}
-		ret, err := f.Call(c, callArgs...)
+		ret, saved, err := eh.call(c, slot, ty, args[1:])
 		if err == nil {
-			if len(results) == 0 {
+			if len(ty.results) == 0 {
 				return nil, nil
 			}
-			return []wasmtime.Val{wtResult(results[0], ret)}, nil
+			return []wasmtime.Val{wtVal(ty.results[0], ret)}, nil
+		}
+		if errors.Is(err, engine.ErrInvokeTarget) {
+			return nil, trap(r, &engine.TrapError{Err: err})
 		}
 		if !r.TakeUnwind() {
 			// A trap, an exit, an interruption: it goes on to the guest's
@@ -117,110 +154,45 @@ func wtInvoke(name string, params, results []wasi.ValueType) func(*wasmtime.Call
 			return nil, wasmtime.NewTrap(plainError(err).Error())
 		}
 		closeError(err)
-		if err := eh.sp.Set(c, saved); err != nil {
-			return nil, trap(r, &engine.TrapError{Err: fmt.Errorf("engine: invoke_: restore the stack pointer: %w", plainError(err))})
-		}
-		if _, err := eh.setThrew.Call(c, int32(1), int32(0)); err != nil {
+		if err := eh.unwound(c, saved); err != nil {
+			if errors.Is(err, errSPNotSet) {
+				return nil, trap(r, &engine.TrapError{Err: err})
+			}
 			if t, ok := err.(*wasmtime.Trap); ok {
 				return nil, t
 			}
 			return nil, wasmtime.NewTrap(plainError(err).Error())
 		}
-		if len(results) == 0 {
+		if len(ty.results) == 0 {
 			return nil, nil
 		}
-		return []wasmtime.Val{wtZero(results[0])}, nil
+		return []wasmtime.Val{wtVal(ty.results[0], 0)}, nil
 	}
 }
 
-// wtEH is an instance's exports invoke_ uses, found at its first call.
-type wtEH struct {
-	sp       *wasmtime.Global
-	setThrew *wasmtime.Func
-	table    *wasmtime.Table
+// wtBits is v's bits as the C side takes them: an i32 or f32 in the low
+// half.
+func wtBits(v wasmtime.Val) uint64 {
+	switch v.Kind() {
+	case wasmtime.KindI64:
+		return uint64(v.I64())
+	case wasmtime.KindF32:
+		return uint64(math.Float32bits(v.F32()))
+	case wasmtime.KindF64:
+		return math.Float64bits(v.F64())
+	}
+	return uint64(uint32(v.I32()))
 }
 
-func (i *wtInstance) ehExports(c *wasmtime.Caller) (*wtEH, error) {
-	if i.eh != nil {
-		return i.eh, nil
-	}
-	eh := &wtEH{}
-	for _, e := range []struct {
-		name string
-		set  func(*wasmtime.Extern) bool
-	}{
-		{backend.StackPointerExport, func(x *wasmtime.Extern) bool { eh.sp = x.Global(); return eh.sp != nil }},
-		{backend.SetThrewExport, func(x *wasmtime.Extern) bool { eh.setThrew = x.Func(); return eh.setThrew != nil }},
-		{backend.TableExport, func(x *wasmtime.Extern) bool { eh.table = x.Table(); return eh.table != nil }},
-	} {
-		x := c.GetExport(e.name)
-		if x == nil {
-			return nil, engine.ErrEHExports
-		}
-		ok := e.set(x)
-		x.Close()
-		if !ok {
-			return nil, engine.ErrEHExports
-		}
-	}
-	i.eh = eh
-	return eh, nil
-}
-
-// lookup is the function in the table's slot, if it has the type
-// params -> results: wasmtime checks the bounds, this the type, before
-// anything is called.
-func (eh *wtEH) lookup(c *wasmtime.Caller, slot uint32, params, results []wasi.ValueType) (*wasmtime.Func, error) {
-	v, err := eh.table.Get(c, uint64(slot))
-	if err != nil {
-		return nil, plainError(err)
-	}
-	f := v.Funcref()
-	if f == nil {
-		return nil, fmt.Errorf("null slot")
-	}
-	ty := f.Type(c)
-	defer ty.Close()
-	if !sameKinds(wtKinds(ty.Params()), params) || !sameKinds(wtKinds(ty.Results()), results) {
-		return nil, fmt.Errorf("a function of another type")
-	}
-	return f, nil
-}
-
-func sameKinds(a, b []wasi.ValueType) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
-}
-
-func wtResult(t wasi.ValueType, v any) wasmtime.Val {
-	switch x := v.(type) {
-	case int32:
-		return wasmtime.ValI32(x)
-	case int64:
-		return wasmtime.ValI64(x)
-	case float32:
-		return wasmtime.ValF32(x)
-	case float64:
-		return wasmtime.ValF64(x)
-	}
-	return wtZero(t)
-}
-
-func wtZero(t wasi.ValueType) wasmtime.Val {
+// wtVal is bits as a value of type t.
+func wtVal(t wasi.ValueType, bits uint64) wasmtime.Val {
 	switch t {
 	case wasi.I64:
-		return wasmtime.ValI64(0)
+		return wasmtime.ValI64(int64(bits))
 	case wasi.F32:
-		return wasmtime.ValF32(0)
+		return wasmtime.ValF32(math.Float32frombits(uint32(bits)))
 	case wasi.F64:
-		return wasmtime.ValF64(0)
+		return wasmtime.ValF64(math.Float64frombits(bits))
 	}
-	return wasmtime.ValI32(0)
+	return wasmtime.ValI32(int32(uint32(bits)))
 }

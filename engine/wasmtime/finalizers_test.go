@@ -18,11 +18,10 @@ import (
 // thousands (RATIONALE, "What a slow run waited for"). What is left:
 // Func.Call makes a FuncType per call and drops it, and these runs make
 // three calls (asyncify_start_rewind, _start, and asyncify_stop_rewind
-// from the read they resume in; a run from the entry point makes two),
-// and, since the chart stage linked libc++'s iostreams into python.wasm,
-// up to cxxExitInvokes invoke_ calls as the run exits (_start registers
-// C++ static destructors with __cxa_atexit; compiled for the exception
-// lowering, their calls go through invoke_, each one Func.Call).
+// from the read they resume in; a run from the entry point makes two).
+// invoke_ calls the guest without Func.Call (engine/wasmtime/cxxeh_cgo.go),
+// so the C++ static destructors that _start registers with __cxa_atexit,
+// called through invoke_ as the run exits, leave none.
 func TestRunsLeaveFewFinalizers(t *testing.T) {
 	m := resumableOn(t, engine.EngineWasmtime)
 	img := captureLoop(t, m)
@@ -48,8 +47,10 @@ func TestRunsLeaveFewFinalizers(t *testing.T) {
 		run("raise SystemExit(3)")
 		run("x = bytearray(64 << 20)") // grows the memory
 	}
-	const callsPerRun, cxxExitInvokes = 3, 8
-	if n := queued() - before; n > (callsPerRun+cxxExitInvokes)*3*runs {
-		t.Fatalf("%d runs queued %d finalizers, more than one per export and invoke_ call", 3*runs, n)
+	const callsPerRun = 3
+	n := queued() - before
+	t.Logf("%d runs queued %d finalizers", 3*runs, n)
+	if n > callsPerRun*3*runs {
+		t.Fatalf("%d runs queued %d finalizers, more than one per export call", 3*runs, n)
 	}
 }

@@ -61,6 +61,9 @@ type wtCode struct {
 	minMem  uint64
 	metered bool // Options.Unmetered unset
 	exports map[string]bool
+	// ehValues is how many values the largest invoke_'s call passes or
+	// returns (defineEH).
+	ehValues int
 	// regionSize is the reservation and guard the last instance's memory
 	// took (cRun.wanted): the size of pooled region a run resumed from an
 	// image is offered.
@@ -92,8 +95,9 @@ func loadWasmtimeModule(ctx context.Context, digest string, read func() ([]byte,
 		return nil, err
 	}
 	linker, err := wasmtimeLinker(eng)
+	var ehValues int
 	if err == nil {
-		if err = defineEH(linker, mod); err != nil {
+		if ehValues, err = defineEH(linker, mod); err != nil {
 			linker.Close()
 		}
 	}
@@ -102,7 +106,7 @@ func loadWasmtimeModule(ctx context.Context, digest string, read func() ([]byte,
 		eng.Close()
 		return nil, err
 	}
-	m := &wtCode{engine: eng, linker: linker, module: mod, metered: !opts.Unmetered, exports: map[string]bool{}}
+	m := &wtCode{engine: eng, linker: linker, module: mod, metered: !opts.Unmetered, exports: map[string]bool{}, ehValues: ehValues}
 	for _, e := range mod.Exports() {
 		ty := e.Type()
 		if mt := ty.MemoryType(); mt != nil {
@@ -261,7 +265,7 @@ func wtValTypes(ts []wasi.ValueType) []*wasmtime.ValType {
 
 // start makes a store and instance for one run.
 func (m *wtCode) Start(ctx context.Context, r backend.Run, spec backend.Spec, img backend.Image) (backend.Instance, error) {
-	inst := &wtInstance{run: r, mem: newCRun(spec.Limit)}
+	inst := &wtInstance{run: r, mem: newCRun(spec.Limit), ehValues: m.ehValues}
 	if img != nil {
 		inst.offerRegion(m.regionSize.Load(), img)
 	}
@@ -332,7 +336,8 @@ type wtInstance struct {
 	region     []byte
 	regionFree func([]byte)
 	imageLen   int
-	eh         *wtEH // invoke_'s exports, found at the first (cxxeh.go)
+	eh         *wtEH // invoke_'s exports, found at the first (cxxeh_cgo.go)
+	ehValues   int   // wtCode.ehValues
 }
 
 // offerRegion takes a region of size bytes that reads as img's memory
@@ -561,6 +566,10 @@ func (i *wtInstance) FuelExhausted() bool {
 
 func (i *wtInstance) Close() {
 	i.store.Close()
+	if i.eh != nil {
+		i.eh.free()
+		i.eh = nil
+	}
 	if i.region != nil {
 		// Readable and writable up to here: the image, and what the
 		// memory grew to.
