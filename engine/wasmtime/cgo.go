@@ -274,7 +274,8 @@ func setMemoryCreator(cfg *wasmtime.Config) {
 }
 
 // storePtr and configPtr read the C pointer wasmtime-go keeps as the first
-// field of Store and Config (true of v39; TestWasmtimeLayout checks it).
+// field of Store and Config (true of v39, which go.mod pins: every run
+// goes through both, so any engine test fails on another layout).
 func storePtr(s *wasmtime.Store) unsafe.Pointer {
 	return *(*unsafe.Pointer)(unsafe.Pointer(s))
 }
