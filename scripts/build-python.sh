@@ -91,8 +91,18 @@ PYPARSING_VER=3.3.3
 PYPARSING_SHA256=ece8c00a69cf01b45d0b1dedabb469c90d8caf996d4fda40f147627a122849a4
 PACKAGING_VER=26.4
 PACKAGING_SHA256=81383611a09c1bc0b08b76e0fd5829d7c6824c65b27a6aee339da133f4233ea2
+# FreeType twice: Debian's for Pillow (13.0 needs 2.9 or newer); for
+# matplotlib 2.6.5, the release closest to the 2.6.1 matplotlib pins for
+# its tests and bundles in its wheels (its baseline images' text is drawn
+# with it; RATIONALE.md says why), the copy the servo-freetype-sys crate
+# vendors (its freetype2/ folder), fetched with cargo, its symbols renamed
+# so that the two link side by side.
 FREETYPE_VER=2.13.3+dfsg-1+deb13u2
 FREETYPE_ORIG_SHA256=686ec73cbf6783b245dd068a09ce807b729ac0f8a46dd70f7867923c32fdf4de
+MPL_FREETYPE_VER=2.6.5
+MPL_FREETYPE_CRATE=servo-freetype-sys
+MPL_FREETYPE_CRATE_VER=4.0.5
+MPL_FREETYPE_CRATE_SHA256=2c4ccb6d0d32d277d3ef7dea86203d8210945eb7a45fba89dd445b3595dd0dfc
 QHULL_VER=2020.2-6
 QHULL_ORIG_SHA256=b5c2d7eb833278881b952c8a52d20179eab87766b00b865000469a45c1838b7e
 LIBJPEG_VER=1:2.1.5-4
@@ -434,7 +444,8 @@ STAGE_PKGS+=" /work/parsers/pkg"
 
 # Charts: FreeType, qhull, libjpeg-turbo, kiwisolver, contourpy,
 # matplotlib, Pillow (scripts/charts/build-charts.sh).
-CHARTS_KEY=$(printf '%s\n' "$STAGE_KEY" "$FREETYPE_VER" "$FREETYPE_ORIG_SHA256" "$QHULL_VER" "$QHULL_ORIG_SHA256" \
+CHARTS_KEY=$(printf '%s\n' "$STAGE_KEY" "$FREETYPE_VER" "$FREETYPE_ORIG_SHA256" "$MPL_FREETYPE_CRATE_VER" "$MPL_FREETYPE_CRATE_SHA256" \
+	"$QHULL_VER" "$QHULL_ORIG_SHA256" \
 	"$LIBJPEG_VER" "$LIBJPEG_ORIG_SHA256" "$MPL_VER" "$MPL_SHA256" "$KIWI_VER" "$KIWI_SHA256" "$CONTOURPY_VER" \
 	"$CONTOURPY_SHA256" "$PILLOW_VER" "$PILLOW_SHA256" "$PYBIND11_VER" "$PYBIND11_SHA256" "$CPPY_VER" "$CPPY_SHA256" |
 	cat - $(charts_inputs) | sha256sum | cut -c1-64)
@@ -455,6 +466,18 @@ else
 		$LIBJPEG_ORIG_SHA256  libjpeg-turbo_$(echo "${LIBJPEG_VER#*:}" | sed 's/-[^-]*$//').orig.tar.gz
 	EOF
 	) || { tail -20 "$BUILD/charts-source.log" >&2; exit 1; }
+	log "matplotlib's FreeType $MPL_FREETYPE_VER ($MPL_FREETYPE_CRATE $MPL_FREETYPE_CRATE_VER, cargo fetch)"
+	# With the host's cargo, as the sdists with its pip: a throwaway package on
+	# the crate; cargo fetch stores the .crate (a tar.gz) in its registry
+	# cache, checked here against the pinned sha256.
+	command -v cargo >/dev/null || { echo "build-python: matplotlib's FreeType comes in a crate: cargo (Rust's package manager, rustup or apt-get install cargo) must be on PATH" >&2; exit 1; }
+	rm -rf "$BUILD/freetype-crate" && mkdir -p "$BUILD/freetype-crate/src" && touch "$BUILD/freetype-crate/src/lib.rs"
+	printf '[package]\nname = "fetch-freetype"\nversion = "0.0.0"\nedition = "2021"\n[dependencies]\n%s = "=%s"\n' \
+		"$MPL_FREETYPE_CRATE" "$MPL_FREETYPE_CRATE_VER" >"$BUILD/freetype-crate/Cargo.toml"
+	(cd "$BUILD/freetype-crate" && cargo fetch --quiet) >"$BUILD/cargo-freetype.log" 2>&1 || { tail -20 "$BUILD/cargo-freetype.log" >&2; exit 1; }
+	crate=$(ls "${CARGO_HOME:-$HOME/.cargo}"/registry/cache/*/"$MPL_FREETYPE_CRATE-$MPL_FREETYPE_CRATE_VER.crate" | head -1)
+	echo "$MPL_FREETYPE_CRATE_SHA256  $crate" | sha256sum -c --quiet - || { echo "build-python: $crate is not the pinned crate" >&2; exit 1; }
+	cp "$crate" "$ROOT/chsrc/"
 	log "matplotlib, kiwisolver, contourpy, Pillow sdists; pybind11, cppy (pip download --require-hashes)"
 	rm -rf "$CHDL" && mkdir -p "$CHDL"
 	printf '%s==%s --hash=sha256:%s\n' matplotlib "$MPL_VER" "$MPL_SHA256" kiwisolver "$KIWI_VER" "$KIWI_SHA256" \
@@ -557,8 +580,8 @@ chroot "$ROOT" env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root LANG=C.UTF-8
 rm -rf "$OUT.part" && mkdir -p "$OUT.part"
 cp "$ROOT/work/out/python.wasm" "$ROOT/work/out/python313.zip" "$OUT.part/"
 (cd "$OUT.part" && sha256sum python.wasm python313.zip >SHA256SUMS)
-sources=$(cd "$ROOT$SRC" && for f in * "$WHEELS"/* "$NPDL"/* "$PDDL"/* "$PSDL"/* "$CHDL"/* "$ROOT"/chsrc/*.orig.tar.*; do if [ -f "$f" ]; then printf '    "%s": "%s",\n' "$(basename "$f")" "$(sha256sum "$f" | cut -c1-64)"; fi; done | sed '$ s/,$//')
-charts_packages=$(printf ',\n    "%s": "%s"' freetype "$FREETYPE_VER" qhull "$QHULL_VER" libjpeg-turbo "$LIBJPEG_VER" \
+sources=$(cd "$ROOT$SRC" && for f in * "$WHEELS"/* "$NPDL"/* "$PDDL"/* "$PSDL"/* "$CHDL"/* "$ROOT"/chsrc/*.orig.tar.* "$ROOT"/chsrc/*.crate; do if [ -f "$f" ]; then printf '    "%s": "%s",\n' "$(basename "$f")" "$(sha256sum "$f" | cut -c1-64)"; fi; done | sed '$ s/,$//')
+charts_packages=$(printf ',\n    "%s": "%s"' freetype "$FREETYPE_VER" freetype-matplotlib "$MPL_FREETYPE_VER ($MPL_FREETYPE_CRATE $MPL_FREETYPE_CRATE_VER)" qhull "$QHULL_VER" libjpeg-turbo "$LIBJPEG_VER" \
 	matplotlib "$MPL_VER" kiwisolver "$KIWI_VER" contourpy "$CONTOURPY_VER" pillow "$PILLOW_VER" pybind11 "$PYBIND11_VER" cppy "$CPPY_VER" \
 	fonttools "$FONTTOOLS_VER" cycler "$CYCLER_VER" pyparsing "$PYPARSING_VER" packaging "$PACKAGING_VER")
 tools=$(chroot "$ROOT" dpkg-query -W -f '    "${Package}": "${Version}",\n' clang-19 lld-19 llvm-19 wasi-libc libclang-rt-19-dev-wasm32 libclang-rt-19-dev python3.13 binaryen | sed '$ s/,$//')

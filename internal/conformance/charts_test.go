@@ -391,3 +391,33 @@ print("arrow", back.size, back.getpixel((0, 0)))
 		t.Fatalf("stdout %q, want %q", got, want)
 	}
 }
+
+// Two FreeTypes are linked in (scripts/charts/build-charts.sh): 2.6.5,
+// its symbols renamed, under matplotlib, whose test baselines (and wheels)
+// are drawn with 2.6.1, and Debian's under Pillow, whose ImageFont needs a
+// newer one. Both draw text in the same run, each its own version.
+func TestChartsTwoFreeTypes(t *testing.T) {
+	s := chartsSandbox(t, ownSandbox(t))
+	code := `
+import matplotlib
+matplotlib.use("agg")
+import matplotlib.pyplot as plt
+import numpy as np
+from matplotlib import ft2font
+from PIL import Image, ImageDraw, ImageFont, features
+print("matplotlib", ft2font.__freetype_version__)
+print("pillow", features.version("freetype2"))
+fig = plt.figure(figsize=(2, 1), dpi=50)
+fig.text(0.1, 0.4, "Airlock", fontsize=20)
+fig.canvas.draw()
+print("mpl ink", (np.asarray(fig.canvas.buffer_rgba())[..., 0] < 128).sum() > 50)
+im = Image.new("L", (120, 40), 255)
+font = ImageFont.truetype(matplotlib.get_data_path() + "/fonts/ttf/DejaVuSans.ttf", 24)
+ImageDraw.Draw(im).text((4, 4), "Airlock", font=font, fill=0)
+print("pil ink", sum(1 for p in im.getdata() if p < 128) > 50)
+`
+	got := mustRunOn(t, s, code)
+	if want := "matplotlib 2.6.5\npillow 2.13.3\nmpl ink True\npil ink True\n"; got != want {
+		t.Fatalf("stdout %q, want %q", got, want)
+	}
+}

@@ -1,8 +1,9 @@
 # The chart stack for wasm32-wasi, statically linked into python.wasm after
-# pandas: FreeType, qhull and libjpeg-turbo (Debian's sources), then
-# kiwisolver, contourpy, matplotlib (Agg) and Pillow (their sdists). Run
-# inside build-python.sh's chroot, as the stage after pandas:
-#   /chsrc              the Debian orig tarballs build-python.sh fetched
+# pandas: FreeType, qhull and libjpeg-turbo (Debian's sources), FreeType
+# 2.6.5 for matplotlib (a crate's copy), then kiwisolver, contourpy,
+# matplotlib (Agg) and Pillow (their sdists). Run inside build-python.sh's
+# chroot, as the stage after pandas:
+#   /chsrc              the orig tarballs and the crate build-python.sh fetched
 #   /work/ch/sdist/NAME the sdists, unpacked (and patched) by build-python.sh
 #   /work/ch/tools      pybind11 and cppy (their pinned wheels, unpacked)
 #   /work/np, /work/pd  numpy's and pandas' stages (headers, archives)
@@ -74,7 +75,7 @@ for pc in python-3.13.pc python3.pc; do
 	sed "s#^prefix=.*#prefix=$N/pyroot/usr/local#" $N/pyroot/usr/local/lib/pkgconfig/$pc >$C/pkgconfig/$pc
 done
 
-log "FreeType"
+log "FreeType (Pillow's)"
 mkdir -p $C/freetype && tar -xf /chsrc/freetype_*.orig.tar.xz -C $C/freetype --strip-components=1
 (cd $C/freetype && $MESON setup $C/build-freetype --cross-file /charts/cross.ini --buildtype=release --prefix=$D \
 	-Ddefault_library=static -Dbrotli=disabled -Dbzip2=disabled -Dharfbuzz=disabled -Dpng=disabled \
@@ -82,9 +83,52 @@ mkdir -p $C/freetype && tar -xf /chsrc/freetype_*.orig.tar.xz -C $C/freetype --s
 	{ tail -30 $C/freetype-setup.log; exit 1; }
 ninja -C $C/build-freetype -j$JOBS >$C/freetype.log 2>&1 && ninja -C $C/build-freetype install >>$C/freetype.log 2>&1 ||
 	{ grep -B5 -A20 -m3 -E 'error:|FAILED' $C/freetype.log | head -60; exit 1; }
+log "FreeType 2.6.5 (matplotlib's)"
+# From the crate (build-python.sh says why), compiled as matplotlib compiles
+# its bundled 2.6.1 (subprojects/packagefiles/freetype-2.6.1-meson: these
+# sources, the stock ftconfig.h and module list, the options header with
+# subpixel rendering off and no system zlib, bzip2, libpng or HarfBuzz:
+# gzip'd fonts use FreeType's own inflate). Every symbol it defines is
+# renamed (mplft_ before it, by a header forced into each of its files and
+# each of matplotlib's that uses it, through freetype2.pc) so that it links
+# beside Debian's, which Pillow calls.
+F=$C/ft265
+rm -rf $F && mkdir -p $F/src $F/obj $F/lib && tar -xzf /chsrc/servo-freetype-sys-*.crate -C $F/src --strip-components=2 --wildcards '*/freetype2/*'
+grep -q '^#define FREETYPE_MINOR  6$' $F/src/include/freetype/freetype.h || { echo "build-charts: the crate's FreeType is not 2.6" >&2; exit 1; }
+patch -s -p1 -d $F/src </charts/freetype-2.6.5-autofit-call-types.patch
+sed -i 's|^#define FT_CONFIG_OPTION_SUBPIXEL_RENDERING|/* #define FT_CONFIG_OPTION_SUBPIXEL_RENDERING */|' $F/src/include/freetype/config/ftoption.h
+ft265() { # extra compiler flags...
+	local f
+	for f in autofit/autofit.c base/ftbase.c base/ftbbox.c base/ftbdf.c base/ftbitmap.c base/ftcid.c base/ftfntfmt.c \
+		base/ftfstype.c base/ftgasp.c base/ftglyph.c base/ftgxval.c base/ftinit.c base/ftlcdfil.c base/ftmm.c base/ftotval.c \
+		base/ftpatent.c base/ftpfr.c base/ftstroke.c base/ftsynth.c base/ftsystem.c base/fttype1.c base/ftwinfnt.c base/ftdebug.c \
+		bdf/bdf.c cache/ftcache.c cff/cff.c cid/type1cid.c gzip/ftgzip.c lzw/ftlzw.c pcf/pcf.c pfr/pfr.c psaux/psaux.c \
+		pshinter/pshinter.c psnames/psnames.c raster/raster.c sfnt/sfnt.c smooth/smooth.c truetype/truetype.c type1/type1.c \
+		type42/type42.c winfonts/winfnt.c; do
+		clang-19 --target=wasm32-wasi $DEPFLAGS -DFT2_BUILD_LIBRARY -I$F/src/include "$@" -c $F/src/src/$f \
+			-o $F/obj/$(basename "${f%.c}").o
+	done
+}
+# Compiled once to learn the symbols, then again with them renamed.
+ft265
+llvm-nm-19 --defined-only --extern-only --format=just-symbols $F/obj/*.o | grep -v -e ":$" -e "^$" | sort -u | sed 's/.*/#define & mplft_&/' >$F/mplft_names.h
+rm -f $F/obj/*.o
+ft265 -include $F/mplft_names.h
+if llvm-nm-19 --defined-only --extern-only --format=just-symbols $F/obj/*.o | grep -v -e ":$" -e "^$" -e "^mplft_"; then
+	echo "build-charts: FreeType 2.6.5 defines the symbols above unrenamed" >&2; exit 1
+fi
+llvm-ar-19 qcs $F/lib/libmplfreetype.a $F/obj/*.o
+mkdir -p $F/include/freetype2 && cp -a $F/src/include/ft2build.h $F/src/include/freetype $F/include/freetype2/
 # Libs as the archive's path: the compiler wrapper records archives and
-# -l flags for the final link, not -L folders.
-sed "s#^Libs:.*#Libs: $D/lib/libfreetype.a#" $(find $D -name freetype2.pc) >$C/pkgconfig/freetype2.pc
+# -l flags for the final link, not -L folders. 18.5.12 is 2.6.5's libtool
+# version, which matplotlib's meson.build compares.
+cat >$C/pkgconfig/freetype2.pc <<PC
+Name: FreeType 2
+Description: FreeType 2.6.5, its symbols renamed (mplft_)
+Version: 18.5.12
+Cflags: -I$F/include/freetype2 -include $F/mplft_names.h
+Libs: $F/lib/libmplfreetype.a
+PC
 
 log "qhull (libqhull_r)"
 mkdir -p $C/qhull && tar -xzf /chsrc/qhull_*.orig.tar.gz -C $C/qhull --strip-components=1
