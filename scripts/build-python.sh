@@ -107,6 +107,15 @@ QHULL_VER=2020.2-6
 QHULL_ORIG_SHA256=b5c2d7eb833278881b952c8a52d20179eab87766b00b865000469a45c1838b7e
 LIBJPEG_VER=1:2.1.5-4
 LIBJPEG_ORIG_SHA256=254f3642b04e309fee775123133c6464181addc150499561020312ec61c1bf7c
+# Pillow's codecs beyond JPEG and PNG, Debian's sources too.
+TIFF_VER=4.7.0-3+deb13u3
+TIFF_ORIG_SHA256=2b8b5c4e79cb2a4651796602e45d6179b7f18bc283feab417b8e881ef7e81862
+OPENJPEG_VER=2.5.3-2.1~deb13u2
+OPENJPEG_ORIG_SHA256=3100f0316e922630112cf6d72c0c20776896e64ad7eab72c2f713c460287eb92
+LIBWEBP_VER=1.5.0-0.1
+LIBWEBP_ORIG_SHA256=7d6fab70cf844bf6769077bd5d7a74893f8ffd4dfb42861745750c63c2a5c92c
+LCMS2_VER=2.16-2+deb13u2
+LCMS2_ORIG_SHA256=d873d34ad8b9b4cea010631f1a6228d2087475e4dc5e763eb81acc23d9d45a51
 MPL_VER=3.10.9
 MPL_SHA256=fd66508e8c6877d98e586654b608a0456db8d7e8a546eb1e2600efd957302358
 KIWI_VER=1.5.1
@@ -442,28 +451,34 @@ STAGE_WASM=/work/parsers/python.wasm
 STAGE_BUILDS+=" /work/parsers/build"
 STAGE_PKGS+=" /work/parsers/pkg"
 
-# Charts: FreeType, qhull, libjpeg-turbo, kiwisolver, contourpy,
-# matplotlib, Pillow (scripts/charts/build-charts.sh).
+# Charts: FreeType, qhull, libjpeg-turbo, Pillow's codecs, kiwisolver,
+# contourpy, matplotlib, Pillow (scripts/charts/build-charts.sh).
 CHARTS_KEY=$(printf '%s\n' "$STAGE_KEY" "$FREETYPE_VER" "$FREETYPE_ORIG_SHA256" "$MPL_FREETYPE_CRATE_VER" "$MPL_FREETYPE_CRATE_SHA256" \
 	"$QHULL_VER" "$QHULL_ORIG_SHA256" \
-	"$LIBJPEG_VER" "$LIBJPEG_ORIG_SHA256" "$MPL_VER" "$MPL_SHA256" "$KIWI_VER" "$KIWI_SHA256" "$CONTOURPY_VER" \
+	"$LIBJPEG_VER" "$LIBJPEG_ORIG_SHA256" "$TIFF_VER" "$TIFF_ORIG_SHA256" "$OPENJPEG_VER" "$OPENJPEG_ORIG_SHA256" \
+	"$LIBWEBP_VER" "$LIBWEBP_ORIG_SHA256" "$LCMS2_VER" "$LCMS2_ORIG_SHA256" "$MPL_VER" "$MPL_SHA256" "$KIWI_VER" "$KIWI_SHA256" "$CONTOURPY_VER" \
 	"$CONTOURPY_SHA256" "$PILLOW_VER" "$PILLOW_SHA256" "$PYBIND11_VER" "$PYBIND11_SHA256" "$CPPY_VER" "$CPPY_SHA256" |
 	cat - $(charts_inputs) | sha256sum | cut -c1-64)
 CHDL="$BUILD/charts-sources"
 if [ "$(cat "$ROOT/work/ch/.build-key" 2>/dev/null)" = "$CHARTS_KEY" ] && [ -f "$ROOT/work/ch/python.wasm" ]; then
 	log "charts build up to date (key ${CHARTS_KEY:0:12})"
 else
-	log "FreeType, qhull, libjpeg-turbo (apt-get source --download-only)"
+	log "FreeType, qhull, libjpeg-turbo, libtiff, OpenJPEG, libwebp, LittleCMS (apt-get source --download-only)"
 	rm -rf "$ROOT/chsrc" && mkdir -p "$ROOT/chsrc"
 	# apt checks each file it fetches against the signed index; it also
 	# fails when the archive lacks a file beside the orig tarball (a .dsc),
 	# so what decides is the orig tarballs' pinned sha256.
 	chroot "$ROOT" sh -c "cd /chsrc && apt-get source -qq --download-only freetype=$FREETYPE_VER qhull=$QHULL_VER \
-		libjpeg-turbo=$LIBJPEG_VER" >"$BUILD/charts-source.log" 2>&1 || true
+		libjpeg-turbo=$LIBJPEG_VER tiff=$TIFF_VER openjpeg2=$OPENJPEG_VER libwebp=$LIBWEBP_VER lcms2=$LCMS2_VER" \
+		>"$BUILD/charts-source.log" 2>&1 || true
 	(cd "$ROOT/chsrc" && sha256sum -c --quiet - <<-EOF
 		$FREETYPE_ORIG_SHA256  freetype_${FREETYPE_VER%-*}.orig.tar.xz
 		$QHULL_ORIG_SHA256  qhull_${QHULL_VER%-*}.orig.tar.gz
 		$LIBJPEG_ORIG_SHA256  libjpeg-turbo_$(echo "${LIBJPEG_VER#*:}" | sed 's/-[^-]*$//').orig.tar.gz
+		$TIFF_ORIG_SHA256  tiff_${TIFF_VER%%-*}.orig.tar.bz2
+		$OPENJPEG_ORIG_SHA256  openjpeg2_${OPENJPEG_VER%%-*}.orig.tar.xz
+		$LIBWEBP_ORIG_SHA256  libwebp_${LIBWEBP_VER%%-*}.orig.tar.gz
+		$LCMS2_ORIG_SHA256  lcms2_${LCMS2_VER%%-*}.orig.tar.gz
 	EOF
 	) || { tail -20 "$BUILD/charts-source.log" >&2; exit 1; }
 	log "matplotlib's FreeType $MPL_FREETYPE_VER ($MPL_FREETYPE_CRATE $MPL_FREETYPE_CRATE_VER, cargo fetch)"
@@ -582,6 +597,7 @@ cp "$ROOT/work/out/python.wasm" "$ROOT/work/out/python313.zip" "$OUT.part/"
 (cd "$OUT.part" && sha256sum python.wasm python313.zip >SHA256SUMS)
 sources=$(cd "$ROOT$SRC" && for f in * "$WHEELS"/* "$NPDL"/* "$PDDL"/* "$PSDL"/* "$CHDL"/* "$ROOT"/chsrc/*.orig.tar.* "$ROOT"/chsrc/*.crate; do if [ -f "$f" ]; then printf '    "%s": "%s",\n' "$(basename "$f")" "$(sha256sum "$f" | cut -c1-64)"; fi; done | sed '$ s/,$//')
 charts_packages=$(printf ',\n    "%s": "%s"' freetype "$FREETYPE_VER" freetype-matplotlib "$MPL_FREETYPE_VER ($MPL_FREETYPE_CRATE $MPL_FREETYPE_CRATE_VER)" qhull "$QHULL_VER" libjpeg-turbo "$LIBJPEG_VER" \
+	libtiff "$TIFF_VER" openjpeg "$OPENJPEG_VER" libwebp "$LIBWEBP_VER" lcms2 "$LCMS2_VER" \
 	matplotlib "$MPL_VER" kiwisolver "$KIWI_VER" contourpy "$CONTOURPY_VER" pillow "$PILLOW_VER" pybind11 "$PYBIND11_VER" cppy "$CPPY_VER" \
 	fonttools "$FONTTOOLS_VER" cycler "$CYCLER_VER" pyparsing "$PYPARSING_VER" packaging "$PACKAGING_VER")
 tools=$(chroot "$ROOT" dpkg-query -W -f '    "${Package}": "${Version}",\n' clang-19 lld-19 llvm-19 wasi-libc libclang-rt-19-dev-wasm32 libclang-rt-19-dev python3.13 binaryen | sed '$ s/,$//')

@@ -421,3 +421,65 @@ print("pil ink", sum(1 for p in im.getdata() if p < 128) > 50)
 		t.Fatalf("stdout %q, want %q", got, want)
 	}
 }
+
+// Pillow's codecs beyond JPEG and PNG (scripts/charts/build-charts.sh):
+// libtiff (LZW, Deflate, JPEG and Group 4 inside TIFF), libwebp (lossless,
+// lossy, animated through its mux), OpenJPEG (JPEG 2000, both containers)
+// and LittleCMS (a profile transform). Each is round-tripped: written,
+// read back, and compared with what went in.
+func TestChartsPillowCodecs(t *testing.T) {
+	s := chartsSandbox(t, ownSandbox(t))
+	code := `
+import io
+from PIL import Image, ImageChops, ImageCms, ImageStat, features
+print("features", [f for f in ("libtiff", "webp", "jpg_2000", "littlecms2") if features.check(f)])
+im = Image.linear_gradient("L").resize((64, 48)).convert("RGB")
+im.putpixel((3, 5), (255, 0, 0))
+def back(img, fmt, **kw):
+    buf = io.BytesIO()
+    img.save(buf, fmt, **kw)
+    out = Image.open(io.BytesIO(buf.getvalue()))
+    out.load()
+    return out
+def diff(a, b):  # the largest difference of a channel at a pixel
+    return max(hi for lo, hi in ImageChops.difference(a.convert("RGB"), b.convert("RGB")).getextrema())
+def mean_diff(a, b):  # a lossy codec's: the mean difference, the worst channel's
+    return max(ImageStat.Stat(ImageChops.difference(a.convert("RGB"), b.convert("RGB"))).mean)
+for c in ("tiff_lzw", "tiff_adobe_deflate", "jpeg"):
+    r = back(im, "TIFF", compression=c)
+    print("tiff", c, r.info["compression"], (mean_diff if c == "jpeg" else diff)(im, r) < (4 if c == "jpeg" else 1))
+bw = im.convert("1")
+r = back(bw, "TIFF", compression="group4")
+print("tiff group4", r.mode, r.info["compression"], diff(bw, r) == 0)
+r = back(im, "WEBP", lossless=True)
+print("webp lossless", r.format, diff(im, r) == 0)
+r = back(im, "WEBP", quality=90)
+print("webp lossy", r.format, mean_diff(im, r) < 4)
+frames = [im, im.transpose(Image.Transpose.FLIP_LEFT_RIGHT)]
+buf = io.BytesIO()
+frames[0].save(buf, "WEBP", save_all=True, append_images=frames[1:], lossless=True, duration=100)
+anim = Image.open(io.BytesIO(buf.getvalue()))
+print("webp frames", anim.n_frames, anim.is_animated)
+anim.seek(1)
+print("webp frame 1", diff(frames[1], anim) == 0)
+for fmt, kw in (("JPEG2000", {}), ("JPEG2000", {"no_jp2": True, "irreversible": False})):
+    r = back(im, fmt, **kw)
+    print("j2k", r.format, r.size, diff(im, r) == 0)
+lab = ImageCms.createProfile("LAB")
+srgb = ImageCms.createProfile("sRGB")
+to_lab = ImageCms.buildTransform(srgb, lab, "RGB", "LAB")
+to_rgb = ImageCms.buildTransform(lab, srgb, "LAB", "RGB")
+l = ImageCms.applyTransform(im, to_lab)
+print("lcms", l.mode, l.getpixel((0, 0)), l.getpixel((3, 5))[0] in range(130, 146), diff(im, ImageCms.applyTransform(l, to_rgb)) <= 8)
+`
+	got := mustRunOn(t, s, code)
+	want := "features ['libtiff', 'webp', 'jpg_2000', 'littlecms2']\n" +
+		"tiff tiff_lzw tiff_lzw True\ntiff tiff_adobe_deflate tiff_adobe_deflate True\ntiff jpeg jpeg True\n" +
+		"tiff group4 1 group4 True\n" +
+		"webp lossless WEBP True\nwebp lossy WEBP True\nwebp frames 2 True\nwebp frame 1 True\n" +
+		"j2k JPEG2000 (64, 48) True\nj2k JPEG2000 (64, 48) True\n" +
+		"lcms LAB (1, 128, 128) True True\n"
+	if got != want {
+		t.Fatalf("stdout:\n%s\nwant:\n%s", got, want)
+	}
+}

@@ -1,6 +1,7 @@
 # The chart stack for wasm32-wasi, statically linked into python.wasm after
-# pandas: FreeType, qhull and libjpeg-turbo (Debian's sources), FreeType
-# 2.6.5 for matplotlib (a crate's copy), then kiwisolver, contourpy,
+# pandas: FreeType, qhull, libjpeg-turbo and Pillow's codecs (libtiff,
+# OpenJPEG, libwebp, LittleCMS; Debian's sources), FreeType 2.6.5 for
+# matplotlib (a crate's copy), then kiwisolver, contourpy,
 # matplotlib (Agg) and Pillow (their sdists). Run inside build-python.sh's
 # chroot, as the stage after pandas:
 #   /chsrc              the orig tarballs and the crate build-python.sh fetched
@@ -154,6 +155,8 @@ set(CMAKE_SYSTEM_NAME Generic)
 set(CMAKE_SYSTEM_PROCESSOR wasm32)
 set(CMAKE_C_COMPILER clang-19)
 set(CMAKE_C_COMPILER_TARGET wasm32-wasi)
+set(CMAKE_CXX_COMPILER clang++-19)
+set(CMAKE_CXX_COMPILER_TARGET wasm32-wasi)
 set(CMAKE_AR llvm-ar-19)
 set(CMAKE_RANLIB llvm-ranlib-19)
 set(CMAKE_TRY_COMPILE_TARGET_TYPE STATIC_LIBRARY)
@@ -164,6 +167,49 @@ CM
 make -s -C $C/build-jpeg -j$JOBS jpeg-static >$C/jpeg.log 2>&1 || { grep -B5 -A20 -m3 -E 'error:|Error' $C/jpeg.log | head -60; exit 1; }
 cp $C/build-jpeg/libjpeg.a $D/lib/
 cp $C/jpeg/jpeglib.h $C/jpeg/jmorecfg.h $C/jpeg/jerror.h $C/build-jpeg/jconfig.h $D/include/
+
+# Pillow's other codecs, from Debian's sources: libtiff (in PIL._imaging,
+# with libjpeg and zlib for TIFF's JPEG and Deflate compressions), OpenJPEG
+# (JPEG 2000, in PIL._imaging), libwebp (PIL._webp, with its mux and demux
+# for animation) and LittleCMS (PIL._imagingcms). No threads (WASI has
+# one), no SIMD, no mmap (tiff's TIFFOpen reads instead; Pillow passes its
+# own I/O), no codecs beyond these (libtiff's LZMA, ZSTD, WebP, JBIG, LERC).
+CMAKE_WASI="-DCMAKE_TOOLCHAIN_FILE=$C/wasi.cmake -DCMAKE_BUILD_TYPE=Release -DCMAKE_INSTALL_PREFIX=$D -DBUILD_SHARED_LIBS=OFF"
+log "libtiff"
+mkdir -p $C/tiff && tar -xjf /chsrc/tiff_*.orig.tar.bz2 -C $C/tiff --strip-components=1
+(cd $C/tiff && cmake -S . -B $C/build-tiff $CMAKE_WASI -DCMAKE_C_FLAGS="$DEPFLAGS" -Dtiff-tools=OFF -Dtiff-tests=OFF \
+	-Dtiff-contrib=OFF -Dtiff-docs=OFF -Dcxx=OFF -Dld-version-script=OFF -Dzlib=ON -DZLIB_INCLUDE_DIR=$W/deps/include \
+	-DZLIB_LIBRARY=$W/deps/lib/libz.a -Djpeg=ON -DJPEG_INCLUDE_DIR=$D/include -DJPEG_LIBRARY=$D/lib/libjpeg.a -Dold-jpeg=ON \
+	-Djpeg12=OFF -Dlibdeflate=OFF -Djbig=OFF -Dlerc=OFF -Dlzma=OFF -Dzstd=OFF -Dwebp=OFF -DHAVE_MMAP=OFF \
+	>$C/tiff-setup.log 2>&1) || { tail -30 $C/tiff-setup.log; exit 1; }
+make -s -C $C/build-tiff/libtiff -j$JOBS tiff >$C/tiff.log 2>&1 || { grep -B5 -A20 -m3 -E 'error:|Error' $C/tiff.log | head -60; exit 1; }
+cp $C/build-tiff/libtiff/libtiff.a $D/lib/
+cp $C/tiff/libtiff/tiff.h $C/tiff/libtiff/tiffio.h $C/build-tiff/libtiff/tiffvers.h $C/build-tiff/libtiff/tiffconf.h $D/include/
+
+log "OpenJPEG"
+mkdir -p $C/openjpeg && tar -xJf /chsrc/openjpeg2_*.orig.tar.xz -C $C/openjpeg --strip-components=1
+(cd $C/openjpeg && cmake -S . -B $C/build-openjpeg $CMAKE_WASI -DCMAKE_C_FLAGS="$DEPFLAGS" -DBUILD_CODEC=OFF \
+	-DBUILD_TESTING=OFF -DBUILD_DOC=OFF -DBUILD_JPIP=OFF -DBUILD_JAVA=OFF -DBUILD_THIRDPARTY=OFF -DOPJ_USE_THREAD=OFF \
+	>$C/openjpeg-setup.log 2>&1) || { tail -30 $C/openjpeg-setup.log; exit 1; }
+make -s -C $C/build-openjpeg -j$JOBS openjp2 >$C/openjpeg.log 2>&1 && make -s -C $C/build-openjpeg install >>$C/openjpeg.log 2>&1 ||
+	{ grep -B5 -A20 -m3 -E 'error:|Error' $C/openjpeg.log | head -60; exit 1; }
+
+log "libwebp"
+mkdir -p $C/webp && tar -xzf /chsrc/libwebp_*.orig.tar.gz -C $C/webp --strip-components=1
+(cd $C/webp && cmake -S . -B $C/build-webp $CMAKE_WASI -DCMAKE_C_FLAGS="$DEPFLAGS" -DWEBP_BUILD_ANIM_UTILS=OFF \
+	-DWEBP_BUILD_CWEBP=OFF -DWEBP_BUILD_DWEBP=OFF -DWEBP_BUILD_GIF2WEBP=OFF -DWEBP_BUILD_IMG2WEBP=OFF -DWEBP_BUILD_VWEBP=OFF \
+	-DWEBP_BUILD_WEBPINFO=OFF -DWEBP_BUILD_WEBPMUX=OFF -DWEBP_BUILD_EXTRAS=OFF -DWEBP_BUILD_LIBWEBPMUX=ON \
+	-DWEBP_ENABLE_SIMD=OFF -DWEBP_USE_THREAD=OFF >$C/webp-setup.log 2>&1) || { tail -30 $C/webp-setup.log; exit 1; }
+make -s -C $C/build-webp -j$JOBS >$C/webp.log 2>&1 && make -s -C $C/build-webp install >>$C/webp.log 2>&1 ||
+	{ grep -B5 -A20 -m3 -E 'error:|Error' $C/webp.log | head -60; exit 1; }
+
+log "LittleCMS"
+mkdir -p $C/lcms2 $C/obj/lcms2 && tar -xzf /chsrc/lcms2_*.orig.tar.gz -C $C/lcms2 --strip-components=1
+for f in $C/lcms2/src/*.c; do
+	clang-19 --target=wasm32-wasi $DEPFLAGS -DCMS_NO_PTHREADS -I$C/lcms2/include -c "$f" -o $C/obj/lcms2/$(basename "${f%.c}").o
+done
+llvm-ar-19 qcs $D/lib/liblcms2.a $C/obj/lcms2/*.o
+cp $C/lcms2/include/lcms2.h $C/lcms2/include/lcms2_plugin.h $D/include/
 
 # Meson builds (contourpy, matplotlib): pybind11's pkg-config file.
 sed "s#^prefix=.*#prefix=$C/tools/pybind11#" "$(find $C/tools -name pybind11.pc | head -1)" >$C/pkgconfig/pybind11.pc
@@ -213,18 +259,26 @@ archive kiwisolver._cext $C/obj/kiwi
 log "Pillow"
 P=$S/pillow/src
 PILVER=$(sed -n 's/^__version__ = "\(.*\)"/\1/p' $P/PIL/_version.py)
-PILFLAGS="-O2 $CARGS $PYINC -I$D/include -I$W/deps/include -I$P/libImaging -DHAVE_LIBJPEG -DHAVE_LIBZ -DPILLOW_VERSION=\"$PILVER\""
-mkdir -p $C/obj/imaging $C/obj/imagingft $C/obj/imagingmath $C/obj/imagingmorph
+PILFLAGS="-O2 $CARGS $PYINC -I$D/include -I$D/include/openjpeg-2.5 -I$W/deps/include -I$P/libImaging -DHAVE_LIBJPEG -DHAVE_LIBZ \
+	-DHAVE_LIBTIFF -DHAVE_OPENJPEG -DPILLOW_VERSION=\"$PILVER\""
+mkdir -p $C/obj/imaging $C/obj/imagingft $C/obj/imagingmath $C/obj/imagingmorph $C/obj/imagingcms $C/obj/webp
 for f in $P/_imaging.c $P/decode.c $P/encode.c $P/map.c $P/display.c $P/outline.c $P/path.c $P/libImaging/*.c; do
 	clang-19 --target=wasm32-wasi $PILFLAGS -c "$f" -o $C/obj/imaging/$(basename "${f%.c}").o
 done
 clang-19 --target=wasm32-wasi $PILFLAGS -I$D/include/freetype2 -c $P/_imagingft.c -o $C/obj/imagingft/_imagingft.o
 clang-19 --target=wasm32-wasi $PILFLAGS -c $P/_imagingmath.c -o $C/obj/imagingmath/_imagingmath.o
 clang-19 --target=wasm32-wasi $PILFLAGS -c $P/_imagingmorph.c -o $C/obj/imagingmorph/_imagingmorph.o
-archive PIL._imaging $C/obj/imaging $D/lib/libjpeg.a $W/deps/lib/libz.a
+clang-19 --target=wasm32-wasi $PILFLAGS -c $P/_imagingcms.c -o $C/obj/imagingcms/_imagingcms.o
+# _webp.c carries its own copy of ImagingSectionEnter/Leave (a module of
+# its own elsewhere), which would clash with _imaging's here.
+clang-19 --target=wasm32-wasi $PILFLAGS -DImagingSectionEnter=webp_ImagingSectionEnter -DImagingSectionLeave=webp_ImagingSectionLeave \
+	-c $P/_webp.c -o $C/obj/webp/_webp.o
+archive PIL._imaging $C/obj/imaging $D/lib/libtiff.a $D/lib/libopenjp2.a $D/lib/libjpeg.a $W/deps/lib/libz.a
 archive PIL._imagingft $C/obj/imagingft $D/lib/libfreetype.a
 archive PIL._imagingmath $C/obj/imagingmath
 archive PIL._imagingmorph $C/obj/imagingmorph
+archive PIL._imagingcms $C/obj/imagingcms $D/lib/liblcms2.a
+archive PIL._webp $C/obj/webp $D/lib/libwebpmux.a $D/lib/libwebpdemux.a $D/lib/libwebp.a $D/lib/libsharpyuv.a
 (IFS=,; echo "[${handmade[*]}]") >$HANDMADE
 
 # The Python side: matplotlib (with mpl_toolkits and pylab), contourpy
