@@ -95,7 +95,7 @@ PACKAGING_SHA256=81383611a09c1bc0b08b76e0fd5829d7c6824c65b27a6aee339da133f4233ea
 # matplotlib 2.6.5, the release closest to the 2.6.1 matplotlib pins for
 # its tests and bundles in its wheels (its baseline images' text is drawn
 # with it; RATIONALE.md says why), the copy the servo-freetype-sys crate
-# vendors (its freetype2/ folder), fetched with cargo, its symbols renamed
+# vendors (its freetype2/ folder), fetched with the chroot's cargo, its symbols renamed
 # so that the two link side by side.
 FREETYPE_VER=2.13.3+dfsg-1+deb13u2
 FREETYPE_ORIG_SHA256=686ec73cbf6783b245dd068a09ce807b729ac0f8a46dd70f7867923c32fdf4de
@@ -481,16 +481,23 @@ else
 		$LCMS2_ORIG_SHA256  lcms2_${LCMS2_VER%%-*}.orig.tar.gz
 	EOF
 	) || { tail -20 "$BUILD/charts-source.log" >&2; exit 1; }
-	log "matplotlib's FreeType $MPL_FREETYPE_VER ($MPL_FREETYPE_CRATE $MPL_FREETYPE_CRATE_VER, cargo fetch)"
-	# With the host's cargo, as the sdists with its pip: a throwaway package on
-	# the crate; cargo fetch stores the .crate (a tar.gz) in its registry
-	# cache, checked here against the pinned sha256.
-	command -v cargo >/dev/null || { echo "build-python: matplotlib's FreeType comes in a crate: cargo (Rust's package manager, rustup or apt-get install cargo) must be on PATH" >&2; exit 1; }
-	rm -rf "$BUILD/freetype-crate" && mkdir -p "$BUILD/freetype-crate/src" && touch "$BUILD/freetype-crate/src/lib.rs"
+	log "matplotlib's FreeType $MPL_FREETYPE_VER ($MPL_FREETYPE_CRATE $MPL_FREETYPE_CRATE_VER, cargo fetch in the chroot)"
+	# With the crate registry's own client, as the sdists come with pip: the
+	# chroot's cargo (Debian's, installed for this fetch; a host needs none),
+	# a throwaway package on the crate, whose .crate (a tar.gz) cargo fetch
+	# stores in its registry cache, checked here against the pinned sha256.
+	# cargo trusts what the host's pip trusts: the host's CA bundle.
+	chroot "$ROOT" sh -c 'command -v cargo >/dev/null || { apt-get update -qq &&
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends cargo; }' >"$BUILD/cargo-install.log" 2>&1 ||
+		{ tail -20 "$BUILD/cargo-install.log" >&2; exit 1; }
+	FTC="$ROOT/work/freetype-crate"
+	rm -rf "$FTC" && mkdir -p "$FTC/src" && touch "$FTC/src/lib.rs"
+	cp "${SSL_CERT_FILE:-/etc/ssl/certs/ca-certificates.crt}" "$FTC/host-ca.crt"
 	printf '[package]\nname = "fetch-freetype"\nversion = "0.0.0"\nedition = "2021"\n[dependencies]\n%s = "=%s"\n' \
-		"$MPL_FREETYPE_CRATE" "$MPL_FREETYPE_CRATE_VER" >"$BUILD/freetype-crate/Cargo.toml"
-	(cd "$BUILD/freetype-crate" && cargo fetch --quiet) >"$BUILD/cargo-freetype.log" 2>&1 || { tail -20 "$BUILD/cargo-freetype.log" >&2; exit 1; }
-	crate=$(ls "${CARGO_HOME:-$HOME/.cargo}"/registry/cache/*/"$MPL_FREETYPE_CRATE-$MPL_FREETYPE_CRATE_VER.crate" | head -1)
+		"$MPL_FREETYPE_CRATE" "$MPL_FREETYPE_CRATE_VER" >"$FTC/Cargo.toml"
+	chroot "$ROOT" sh -c "cd /work/freetype-crate && CARGO_HOME=/work/freetype-crate/home CARGO_HTTP_CAINFO=/work/freetype-crate/host-ca.crt cargo fetch --quiet" \
+		>"$BUILD/cargo-freetype.log" 2>&1 || { tail -20 "$BUILD/cargo-freetype.log" >&2; exit 1; }
+	crate=$(ls "$FTC"/home/registry/cache/*/"$MPL_FREETYPE_CRATE-$MPL_FREETYPE_CRATE_VER.crate" | head -1)
 	echo "$MPL_FREETYPE_CRATE_SHA256  $crate" | sha256sum -c --quiet - || { echo "build-python: $crate is not the pinned crate" >&2; exit 1; }
 	cp "$crate" "$ROOT/chsrc/"
 	log "matplotlib, kiwisolver, contourpy, Pillow sdists; pybind11, cppy (pip download --require-hashes)"
