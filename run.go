@@ -127,6 +127,9 @@ func (r *preparedRun) closeNetwork(res *Result) {
 	r.netDev = nil
 }
 
+// devDir holds the run's devices (wasi.NullPath and the host's).
+const devDir = "/dev"
+
 // open makes the run's WASI state from its configuration as it now is,
 // for a run that the engine starts at its image's entry point (entered)
 // or through the interpreter's loop.
@@ -137,11 +140,16 @@ func (r *preparedRun) open(entered bool) *Error {
 	// (Other failures, such as a session's guest having put a directory
 	// there, leave that device out, as wasi.State does.)
 	// In path order, so that the device named is the same every time.
+	// /dev is the host's: read-only to the guest, which can neither put a
+	// file of its own where programs look for devices (FileIO("/dev/tty",
+	// "a") made one) nor remove one.
+	_ = r.fs.SetDirReadOnly(devDir, false) // a session's, sealed by its last call
 	for _, p := range slices.Sorted(maps.Keys(r.wcfg.Devices)) {
 		if e := r.fs.WriteFile(p, nil); errors.Is(e, errno.ENOSPC) {
 			return newError(KindInvalidRequest, e, "a file quota of %d leaves no room for %s, which this run needs: %v", r.limits.FSFiles, p, e)
 		}
 	}
+	_ = r.fs.SetDirReadOnly(devDir, true)
 	r.wcfg.Stdin = python.Stdin(r.req.Filename, r.wcfg.Env, []byte(r.req.Code), bytes.NewReader(r.req.Stdin), entered)
 	r.state = wasi.NewState(r.wcfg)
 	r.spec.WASI = r.state

@@ -55,6 +55,15 @@ func nodeFiletype(n *memfs.Inode) byte {
 	return filetypeRegular
 }
 
+// filetype is n's type as stat and readdir give it: a device's file is
+// a character device, as its descriptors are.
+func (s *State) filetype(n *memfs.Inode) byte {
+	if s.deviceFor(n) != nil {
+		return filetypeCharDev
+	}
+	return nodeFiletype(n)
+}
+
 // putFilestat writes a 64-byte filestat; n is nil for stdio.
 func putFilestat(m memory, ptr uint32, n *memfs.Inode, filetype byte) errno.Errno {
 	b, ok := m.slice(ptr, filestatSize)
@@ -667,7 +676,7 @@ func fdReaddir(_ context.Context, s *State, m memory, p []uint64) errno.Errno {
 		binary.LittleEndian.PutUint64(head[0:], i+1)
 		binary.LittleEndian.PutUint64(head[8:], n.Ino())
 		binary.LittleEndian.PutUint32(head[16:], uint32(len(name)))
-		head[20] = nodeFiletype(n)
+		head[20] = s.filetype(n)
 		used += copy(buf[used:], head[:])
 		used += copy(buf[used:], name)
 	}

@@ -116,7 +116,7 @@ func pathFilestatGet(_ context.Context, s *State, m memory, p []uint64) errno.Er
 		s.missed(dir.node, path, err)
 		return errno.Of(err)
 	}
-	return putFilestat(m, statPtr, n, nodeFiletype(n))
+	return putFilestat(m, statPtr, n, s.filetype(n))
 }
 
 // pathFilestatSetTimes is path_filestat_set_times(dirFd, lookupFlags, pathPtr, pathLen, atim, mtim, fstFlags). Errors: EBADF, EFAULT, EINVAL, ENAMETOOLONG, ENOTCAPABLE, ENOTDIR, EPERM (out of the descriptor), EROFS, the filesystem's (errno.Of).

@@ -248,7 +248,7 @@ raw(b"00000000")
 print(repr(os.read(fd, 10)))
 import os.path, stat
 st = os.stat("/dev/airlock")
-print(os.path.exists("/dev/airlock"), stat.S_ISREG(st.st_mode))
+print(os.path.exists("/dev/airlock"), stat.S_ISCHR(st.st_mode))
 try:
     os.lseek(fd, 0, 0)
 except OSError as e:

@@ -131,6 +131,24 @@ func (n *Inode) Kind() Kind {
 	return n.kind
 }
 
+// SetDirReadOnly makes the directory at path (from the root) read-only to
+// every operation (true), as a mounted Layer's are, or writable again
+// (false): for a directory the host fills with files of its own (/dev),
+// where the guest may create, remove or rename nothing. Not for a Layer's
+// directories, which share their entries with every filesystem mounting
+// them.
+func (fs *FS) SetDirReadOnly(path string, readOnly bool) error {
+	n, err := fs.Lookup(fs.root, path)
+	if err != nil {
+		return err
+	}
+	if n.kind != KindDir {
+		return errno.ENOTDIR
+	}
+	n.readOnly = readOnly
+	return nil
+}
+
 // ReadOnly tells whether n came from a mounted Layer: it cannot be
 // written, truncated, renamed or removed, nor can entries be added to or
 // removed from such a directory (EROFS).
