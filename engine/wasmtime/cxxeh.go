@@ -5,7 +5,6 @@ package wasmtime
 import (
 	"errors"
 	"fmt"
-	"math"
 
 	wasmtime "github.com/bytecodealliance/wasmtime-go/v39"
 
@@ -85,30 +84,9 @@ type wtInvokeType struct {
 func newInvokeType(name string, params, results []wasi.ValueType) *wtInvokeType {
 	ty := &wtInvokeType{name: name, params: params, results: results}
 	for _, t := range append(append([]wasi.ValueType(nil), params...), results...) {
-		ty.kinds = append(ty.kinds, wtValKind(t))
+		ty.kinds = append(ty.kinds, byte(wtKind(t))) // a ValKind is its wasm_valkind_t
 	}
 	return ty
-}
-
-// wasm_valkind_t codes (wasm.h).
-const (
-	wtI32 byte = iota
-	wtI64
-	wtF32
-	wtF64
-)
-
-// wtValKind is t's wasm_valkind_t code.
-func wtValKind(t wasi.ValueType) byte {
-	switch t {
-	case wasi.I64:
-		return wtI64
-	case wasi.F32:
-		return wtF32
-	case wasi.F64:
-		return wtF64
-	}
-	return wtI32
 }
 
 func wtInvoke(ty *wtInvokeType) func(*wasmtime.Caller, []wasmtime.Val) ([]wasmtime.Val, *wasmtime.Trap) {
@@ -133,7 +111,7 @@ func wtInvoke(ty *wtInvokeType) func(*wasmtime.Caller, []wasmtime.Val) ([]wasmti
 			if len(ty.results) == 0 {
 				return nil, nil
 			}
-			return []wasmtime.Val{wtVal(ty.results[0], ret)}, nil
+			return []wasmtime.Val{wtFromBits(wtKind(ty.results[0]), ret)}, nil
 		}
 		if errors.Is(err, engine.ErrInvokeTarget) {
 			return nil, trap(r, &engine.TrapError{Err: err})
@@ -166,33 +144,6 @@ func wtInvoke(ty *wtInvokeType) func(*wasmtime.Caller, []wasmtime.Val) ([]wasmti
 		if len(ty.results) == 0 {
 			return nil, nil
 		}
-		return []wasmtime.Val{wtVal(ty.results[0], 0)}, nil
+		return []wasmtime.Val{wtFromBits(wtKind(ty.results[0]), 0)}, nil
 	}
-}
-
-// wtBits is v's bits as the C side takes them: an i32 or f32 in the low
-// half.
-func wtBits(v wasmtime.Val) uint64 {
-	switch v.Kind() {
-	case wasmtime.KindI64:
-		return uint64(v.I64())
-	case wasmtime.KindF32:
-		return uint64(math.Float32bits(v.F32()))
-	case wasmtime.KindF64:
-		return math.Float64bits(v.F64())
-	}
-	return uint64(uint32(v.I32()))
-}
-
-// wtVal is bits as a value of type t.
-func wtVal(t wasi.ValueType, bits uint64) wasmtime.Val {
-	switch t {
-	case wasi.I64:
-		return wasmtime.ValI64(int64(bits))
-	case wasi.F32:
-		return wasmtime.ValF32(math.Float32frombits(uint32(bits)))
-	case wasi.F64:
-		return wasmtime.ValF64(math.Float64frombits(bits))
-	}
-	return wasmtime.ValI32(int32(uint32(bits)))
 }

@@ -300,7 +300,7 @@ func (i *wtInstance) ehExports(c *wasmtime.Caller) (*wtEH, error) {
 	eh.c.table = *(*C.wasmtime_table_t)(unsafe.Pointer(table))
 	eh.c.sp = *(*C.wasmtime_global_t)(unsafe.Pointer(sp))
 	eh.c.set_threw = *(*C.wasmtime_func_t)(unsafe.Pointer(setThrew))
-	if !hasType(c, eh.c.set_threw, []byte{wtI32, wtI32}, 2, 0) {
+	if !hasType(c, eh.c.set_threw, []byte{byte(wasmtime.KindI32), byte(wasmtime.KindI32)}, 2, 0) {
 		eh.free()
 		return nil, engine.ErrEHExports
 	}
@@ -321,7 +321,7 @@ func callerPtr(c *wasmtime.Caller) *C.wasmtime_caller_t {
 }
 
 // hasType tells whether f's type is kinds[:nparams] -> kinds[nparams:]
-// (wasm_valkind_t codes, wtValKind).
+// (wasm_valkind_t codes, as wasmtime.ValKind is).
 func hasType(c *wasmtime.Caller, f C.wasmtime_func_t, kinds []byte, nparams, nresults int) bool {
 	var p *C.uint8_t
 	if len(kinds) > 0 {

@@ -249,16 +249,7 @@ func trap(r backend.Run, err error) *wasmtime.Trap {
 func wtValTypes(ts []wasi.ValueType) []*wasmtime.ValType {
 	out := make([]*wasmtime.ValType, len(ts))
 	for i, t := range ts {
-		kind := wasmtime.KindI32
-		switch t {
-		case wasi.I64:
-			kind = wasmtime.KindI64
-		case wasi.F32:
-			kind = wasmtime.KindF32
-		case wasi.F64:
-			kind = wasmtime.KindF64
-		}
-		out[i] = wasmtime.NewValType(kind)
+		out[i] = wasmtime.NewValType(wtKind(t))
 	}
 	return out
 }
@@ -442,7 +433,7 @@ func (i *wtInstance) Global(name string) (uint64, error) {
 	if err != nil {
 		return 0, err
 	}
-	return wtGlobalBits(g.Get(i.store)), nil
+	return wtBits(g.Get(i.store)), nil
 }
 
 func (i *wtInstance) SetGlobal(name string, v uint64) error {
@@ -453,7 +444,7 @@ func (i *wtInstance) SetGlobal(name string, v uint64) error {
 	ty := g.Type(i.store)
 	kind := ty.Content().Kind()
 	ty.Close()
-	if err := plainError(g.Set(i.store, wtGlobalVal(kind, v))); err != nil {
+	if err := plainError(g.Set(i.store, wtFromBits(kind, v))); err != nil {
 		return fmt.Errorf("engine: global %s: %w", name, err)
 	}
 	return nil
@@ -614,9 +605,23 @@ func (w wtCaller) Figures() backend.Figures { return w.inst.Figures() }
 func (w wtCaller) FuelExhausted() bool      { return w.inst.FuelExhausted() }
 func (wtCaller) Close()                     {}
 
-// wtGlobalBits encodes a global's value as wazero does (api.EncodeI32, ...),
-// so images are the same on both engines.
-func wtGlobalBits(v wasmtime.Val) uint64 {
+// wtKind is t's kind in wasmtime.
+func wtKind(t wasi.ValueType) wasmtime.ValKind {
+	switch t {
+	case wasi.I64:
+		return wasmtime.KindI64
+	case wasi.F32:
+		return wasmtime.KindF32
+	case wasi.F64:
+		return wasmtime.KindF64
+	}
+	return wasmtime.KindI32
+}
+
+// wtBits encodes a value as wazero does (api.EncodeI32, ...): an i32 or
+// f32 in the low half. Globals so encoded make images the same on both
+// engines; invoke_'s C side takes its values so.
+func wtBits(v wasmtime.Val) uint64 {
 	switch v.Kind() {
 	case wasmtime.KindI64:
 		return uint64(v.I64())
@@ -628,7 +633,8 @@ func wtGlobalBits(v wasmtime.Val) uint64 {
 	return uint64(uint32(v.I32()))
 }
 
-func wtGlobalVal(kind wasmtime.ValKind, bits uint64) wasmtime.Val {
+// wtFromBits is bits (wtBits) as a value of kind.
+func wtFromBits(kind wasmtime.ValKind, bits uint64) wasmtime.Val {
 	switch kind {
 	case wasmtime.KindI64:
 		return wasmtime.ValI64(int64(bits))
