@@ -3,6 +3,10 @@ package airlock_test
 import (
 	"strings"
 	"testing"
+
+	"github.com/airlock-sandbox/airlock/internal/testenv"
+	"github.com/airlock-sandbox/airlock/internal/wasmbin"
+	"github.com/airlock-sandbox/airlock/python"
 )
 
 // numpy's BLAS and LAPACK are OpenBLAS (scripts/build-openblas.sh): its
@@ -77,5 +81,33 @@ func TestNumpyOpenBLAS(t *testing.T) {
 		if got[i] != want {
 			t.Errorf("line %d = %q, want %q", i+1, got[i], want)
 		}
+	}
+}
+
+// wasm-ld links a call through a declaration whose signature differs from
+// the definition's (void against int, a Fortran hidden length missing) to
+// a stub named "signature_mismatch:<callee>" that traps. OpenBLAS' C
+// LAPACK and numpy declare each other's routines loosely; the build's
+// link checks refuse such stubs in OpenBLAS, numpy's and pandas' links,
+// and this holds the module that ships, every stage's link included, to
+// the same: a stub there is a routine that cannot be called.
+func TestOwnBuildNoSignatureMismatch(t *testing.T) {
+	art, err := python.Load(python.SelectOwn, testenv.FromEnv().CacheDir)
+	if err != nil {
+		t.Skipf("no own build: %v", err)
+	}
+	wasm, err := art.Module()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stubs, err := wasmbin.FuncNamesMatching(wasm, func(name string) bool { return strings.HasPrefix(name, "signature_mismatch:") })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if names, err := wasmbin.FuncIndexes(wasm, []string{"_PyEval_EvalFrameDefault"}); err != nil || len(names) == 0 {
+		t.Fatalf("python.wasm has no function names to check (name section stripped?): %v, %v", names, err)
+	}
+	for name := range stubs {
+		t.Errorf("python.wasm has %s: every call to it traps", name)
 	}
 }
