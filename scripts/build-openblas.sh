@@ -105,10 +105,12 @@ for p in "$INPUT_DIR"/patches/*.patch; do patch -s -p1 -d "$ROOT$WORK/src" <"$p"
 find "$ROOT$WORK/src/lapack-netlib/SRC" "$ROOT$WORK/src/lapack-netlib/INSTALL" "$ROOT$WORK/src/lapack-netlib/TESTING/MATGEN" -name '*.c' -print0 |
 	xargs -0 sed -i -e 's@/\* Subroutine \*/ void@/* Subroutine */ int@g' -e 's@extern void @extern int @g'
 # A few routines still call xerbla_ without the name's hidden length
-# (the ?geqp3rk family, ?gedmdq, the deprecated ?geqrs/?gelqs): it is
-# added, as every other caller passes it.
-find "$ROOT$WORK/src/lapack-netlib/SRC" -name '*.c' -print0 | xargs -0 perl -pi -e \
-	's/xerbla_\(char \*, integer \*\);/xerbla_(char *, integer *, ftnlen);/g; s/xerbla_\("([A-Z0-9_ ]+)", (&?\w+)\);/"xerbla_(\"$1\", $2, (ftnlen)" . length($1) . ");"/ge'
+# (the ?geqp3rk family, ?gedmd and ?gedmdq, the deprecated ?geqrs/?gelqs):
+# it is added, as every other caller passes it, to their declarations too,
+# wherever f2c put them in a list and however it wrapped the lines (hence
+# the whole file at once, -0777).
+find "$ROOT$WORK/src/lapack-netlib/SRC" -name '*.c' -print0 | xargs -0 perl -0777 -pi -e \
+	's/xerbla_\(\s*char\s*\*\s*,\s*integer\s*\*\s*\)/xerbla_(char *, integer *, ftnlen)/g; s/xerbla_\("([A-Z0-9_ ]+)", (&?\w+)\);/"xerbla_(\"$1\", $2, (ftnlen)" . length($1) . ");"/ge'
 sed -i -E 's/^void(\s+)NAME\(/int\1NAME(/' "$ROOT$WORK/src"/interface/*.c
 # laed3's own prototypes of the LAPACK routines it calls.
 sed -i -E 's/^void (LAED4|LACPY|LASET)\(/int \1(/' "$ROOT$WORK/src"/lapack/laed3/*.c
@@ -154,9 +156,12 @@ log "done compiling"
 # The installed tree, reduced to what a build needs, at /openblas.
 O="$ROOT$WORK/out"
 rm -rf "$O/lib/cmake" "$O/bin"
-real=$(readlink -f "$O/lib/libopenblas.a")
-rm -f "$O"/lib/libopenblas*.a && cp "$real" "$O/lib/libopenblas.a" 2>/dev/null || true
+# make install names the archive after the target and links
+# libopenblas.a to it: the file itself, under the plain name, is kept
+# (copied aside before the glob removes both).
 [ -f "$O/lib/libopenblas.a" ] || { echo "build-openblas: make install left no libopenblas.a" >&2; exit 1; }
+cp "$(readlink -f "$O/lib/libopenblas.a")" "$O/lib.a.tmp"
+rm -f "$O"/lib/libopenblas*.a && mv "$O/lib.a.tmp" "$O/lib/libopenblas.a"
 mkdir -p "$O/lib/pkgconfig"
 cat >"$O/lib/pkgconfig/openblas.pc" <<EOF
 prefix=/openblas
