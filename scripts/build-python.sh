@@ -8,23 +8,25 @@
 # The toolchain is Debian trixie's (clang 19, wasi-libc), in a debootstrap
 # chroot under $AIRLOCK_CACHE_DIR/build/, so the host's own release does not
 # matter. zlib, bzip2, xz and sqlite3 are cross-built from their Debian
-# sources first; numpy (scripts/numpy/) is cross-built after CPython,
-# pandas (scripts/pandas/) after numpy, PyYAML, MarkupSafe, regex and lxml
+# sources first; OpenBLAS (scripts/build-openblas.sh) after CPython, then
+# numpy (scripts/numpy/) with it as BLAS and LAPACK, pandas
+# (scripts/pandas/) after numpy, PyYAML, MarkupSafe, regex and lxml
 # (scripts/parsers/) after pandas, the chart stack (scripts/charts/:
 # matplotlib, Pillow) after them, and all are linked into python.wasm.
 # Needs root (debootstrap, chroot) and ~4 GB of disk.
 #
 # Takes ~11 minutes on 2 cores for CPython (~13 the first time, making the
-# chroot), ~3 more for numpy, ~5 for pandas (8-9 min of CPU: 14-29 min of
+# chroot), ~5 more for OpenBLAS (once: a cache of its own), ~3 for numpy,
+# ~5 for pandas (8-9 min of CPU: 14-29 min of
 # wall time while other builds loaded the machine) and 2-6 for wasm-opt of
 # the 27 MB module (~10 min of wall time more for the parsers stage, 2-3
 # of CPU, on a loaded machine; 2.5-4 min more for the chart stage, ~8
 # of CPU with the outputs' step, and a 36 MB module); a second call whose
 # inputs (this script, the pins, the flags, the patches, the PGO training
-# program, scripts/numpy/, scripts/pandas/, scripts/parsers/, scripts/charts/) are unchanged returns in
-# seconds; a change to numpy's step alone redoes only numpy, pandas, the
-# link and the outputs, a change to pandas' only pandas, the link and the
-# outputs.
+# program, scripts/openblas/, scripts/numpy/, scripts/pandas/, scripts/parsers/, scripts/charts/) are unchanged returns in
+# seconds; a change to OpenBLAS' or numpy's step alone redoes numpy and
+# every stage after it (pandas, parsers, charts) and the outputs, a change to
+# pandas' only pandas and the stages after it, and so on.
 # AIRLOCK_BUILD_JOBS sets make's -j (default 2).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -186,9 +188,11 @@ charts_inputs() { find scripts/charts -type f ! -path '*/__pycache__/*' | LC_ALL
 # The C++ exception runtime's library sources (not its test programs).
 cxxeh_inputs() { echo scripts/build-cxx-eh.sh; find scripts/cxx-eh -type f | LC_ALL=C sort; }
 parsers_inputs() { find scripts/parsers -type f ! -path '*/__pycache__/*' | LC_ALL=C sort; }
+# OpenBLAS' (scripts/build-openblas.sh and its patches).
+openblas_inputs() { echo scripts/build-openblas.sh; find scripts/openblas -type f ! -path '*/__pycache__/*' | LC_ALL=C sort; }
 KEY=$({ cat scripts/build-python.sh scripts/stdlib_zip.py scripts/pgo_train.py \
 	scripts/stdlib-patches/*.patch scripts/cpython-patches/*.patch scripts/pandas-py-patches/*.patch scripts/charts-py-patches/*.patch \
-	$(numpy_inputs) $(pandas_inputs) $(cxxeh_inputs) $(parsers_inputs) $(charts_inputs); } | sha256sum | cut -c1-64)
+	$(numpy_inputs) $(pandas_inputs) $(cxxeh_inputs) $(parsers_inputs) $(charts_inputs) $(openblas_inputs); } | sha256sum | cut -c1-64)
 if [ -f "$OUT/build.json" ] && grep -q "\"key\": \"$KEY\"" "$OUT/build.json" &&
 	(cd "$OUT" && sha256sum --quiet -c SHA256SUMS) 2>/dev/null; then
 	echo "build-python: up to date: $OUT (key ${KEY:0:12})"
@@ -337,11 +341,18 @@ CXXEH_FLAGS=$(cxxeh_flag cxxflags)
 CXXEH_LDFLAGS=$(cxxeh_flag ldflags)
 rm -rf "$ROOT/cxx-eh" && mkdir -p "$ROOT/cxx-eh" && cp -a "$CXXEH_DIR/lib" "$CXXEH_DIR/include" "$ROOT/cxx-eh/"
 
+# --- 3a'. OpenBLAS (scripts/build-openblas.sh, its own cached stage,
+# ~5 min once): numpy's BLAS and LAPACK (numpy.linalg, matmul), staged at
+# /openblas for numpy's meson (its pkg-config file) and every later link.
+OPENBLAS_DIR=$(AIRLOCK_CACHE_DIR="$CACHE" scripts/build-openblas.sh --print-dir)
+OPENBLAS_VER=$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["source"]["openblas_version"])' "$OPENBLAS_DIR/build.json")
+rm -rf "$ROOT/openblas" && cp -a "$OPENBLAS_DIR" "$ROOT/openblas"
+
 # --- 3b. numpy, its own cached stage: a change to it relinks python.wasm
 # without redoing CPython (the C build's rm -rf /work removes it, and its
 # key covers the C build's).
 NUMPY_KEY=$(printf '%s\n' "$BUILD_KEY" "$NUMPY_VER" "$NUMPY_SHA256" "$CYTHON_WHEEL" "$CYTHON_SHA256" "$WASM_FEATURES" |
-	cat - $(numpy_inputs) $(cxxeh_inputs) | sha256sum | cut -c1-64)
+	cat - $(numpy_inputs) $(cxxeh_inputs) $(openblas_inputs) | sha256sum | cut -c1-64)
 if ! python3 -m pip --version >/dev/null 2>&1; then
 	log "installing python3-pip"
 	apt-get update -qq && apt-get install -y -qq python3-pip >/dev/null
@@ -602,7 +613,7 @@ chroot "$ROOT" env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root LANG=C.UTF-8
 rm -rf "$OUT.part" && mkdir -p "$OUT.part"
 cp "$ROOT/work/out/python.wasm" "$ROOT/work/out/python313.zip" "$OUT.part/"
 (cd "$OUT.part" && sha256sum python.wasm python313.zip >SHA256SUMS)
-sources=$(cd "$ROOT$SRC" && for f in * "$WHEELS"/* "$NPDL"/* "$PDDL"/* "$PSDL"/* "$CHDL"/* "$ROOT"/chsrc/*.orig.tar.* "$ROOT"/chsrc/*.crate; do if [ -f "$f" ]; then printf '    "%s": "%s",\n' "$(basename "$f")" "$(sha256sum "$f" | cut -c1-64)"; fi; done | sed '$ s/,$//')
+sources=$(cd "$ROOT$SRC" && for f in * "$WHEELS"/* "$NPDL"/* "$PDDL"/* "$PSDL"/* "$CHDL"/* "$ROOT"/chsrc/*.orig.tar.* "$ROOT"/chsrc/*.crate "$BUILD"/openblas-sources/*; do if [ -f "$f" ]; then printf '    "%s": "%s",\n' "$(basename "$f")" "$(sha256sum "$f" | cut -c1-64)"; fi; done | sed '$ s/,$//')
 charts_packages=$(printf ',\n    "%s": "%s"' freetype "$FREETYPE_VER" freetype-matplotlib "$MPL_FREETYPE_VER ($MPL_FREETYPE_CRATE $MPL_FREETYPE_CRATE_VER)" qhull "$QHULL_VER" libjpeg-turbo "$LIBJPEG_VER" \
 	libtiff "$TIFF_VER" openjpeg "$OPENJPEG_VER" libwebp "$LIBWEBP_VER" lcms2 "$LCMS2_VER" \
 	matplotlib "$MPL_VER" kiwisolver "$KIWI_VER" contourpy "$CONTOURPY_VER" pillow "$PILLOW_VER" pybind11 "$PYBIND11_VER" cppy "$CPPY_VER" \
@@ -621,6 +632,7 @@ cat >"$OUT.part/build.json" <<EOF
     "sqlite3": "$SQLITE_VER",
     "tzdata": "$TZDATA_VER",
     "numpy": "$NUMPY_VER",
+    "openblas": "$OPENBLAS_VER",
     "cython": "$CYTHON_VER",
     "pandas": "$PANDAS_VER",
     "python-dateutil": "$DATEUTIL_VER",

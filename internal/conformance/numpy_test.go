@@ -13,7 +13,7 @@ import (
 // C side as built-in modules, its Python side in the stdlib zip.
 
 // numpyProgram touches each part of numpy that has C behind it and that
-// a wasm build could get wrong: the bundled LAPACK, pocketfft (C++),
+// a wasm build could get wrong: LAPACK (OpenBLAS'), pocketfft (C++),
 // the Generator, datetime64, the string ufuncs, structured dtypes, and
 // .npy files on the sandbox's filesystem (no dup() on WASI). Its output
 // is the same on every machine.

@@ -12,13 +12,23 @@ const functionNames = 1
 // # Errors
 // ErrMalformed, as Sections, or for a name section that does not parse.
 func FuncIndexes(wasm []byte, names []string) (map[string]uint32, error) {
-	secs, err := Sections(wasm)
-	if err != nil {
-		return nil, err
-	}
 	want := make(map[string]bool, len(names))
 	for _, n := range names {
 		want[n] = true
+	}
+	return FuncNamesMatching(wasm, func(name string) bool { return want[name] })
+}
+
+// FuncNamesMatching returns the index of every function the module's name
+// section names with a name match accepts (wasm-ld's "signature_mismatch:"
+// stubs, say); a module without a name section gives an empty map.
+//
+// # Errors
+// ErrMalformed, as Sections, or for a name section that does not parse.
+func FuncNamesMatching(wasm []byte, match func(name string) bool) (map[string]uint32, error) {
+	secs, err := Sections(wasm)
+	if err != nil {
+		return nil, err
 	}
 	found := map[string]uint32{}
 	for _, s := range secs {
@@ -35,7 +45,7 @@ func FuncIndexes(wasm []byte, names []string) (map[string]uint32, error) {
 			}
 			for range sub.count(2) {
 				index, name := sub.u32(), sub.name()
-				if sub.err == nil && want[name] {
+				if sub.err == nil && match(name) {
 					found[name] = index
 				}
 			}

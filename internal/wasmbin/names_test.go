@@ -25,6 +25,9 @@ func TestFuncIndexesAndAddExports(t *testing.T) {
 	if err != nil || !reflect.DeepEqual(found, map[string]uint32{"get": 0}) {
 		t.Fatalf("FuncIndexes = %v, %v", found, err)
 	}
+	if found, err := FuncNamesMatching(mod, func(n string) bool { return n != "absent" }); err != nil || !reflect.DeepEqual(found, map[string]uint32{"get": 0}) {
+		t.Fatalf("FuncNamesMatching = %v, %v", found, err)
+	}
 	if found, err := FuncIndexes(testModule(), []string{"get"}); err != nil || len(found) != 0 {
 		t.Fatalf("without a name section: %v, %v", found, err)
 	}

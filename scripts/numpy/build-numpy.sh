@@ -18,6 +18,11 @@ make -s -C $W/pybuild DESTDIR=$N/pyroot inclinstall >/dev/null
 mkdir -p $N/pyroot/usr/local/lib/pkgconfig
 cp $W/pybuild/Misc/python.pc $N/pyroot/usr/local/lib/pkgconfig/python-3.13.pc
 cp $W/pybuild/Misc/python.pc $N/pyroot/usr/local/lib/pkgconfig/python3.pc
+# OpenBLAS (scripts/build-openblas.sh, staged at /openblas by
+# build-python.sh): its pkg-config file beside Python's; meson prefixes
+# its -I with the sys_root, where the link makes /openblas appear again.
+cp /openblas/lib/pkgconfig/openblas.pc $N/pyroot/usr/local/lib/pkgconfig/openblas.pc
+ln -s /openblas $N/pyroot/openblas
 
 ln -s /numpy/cc-wrapper.sh $N/bin/cc
 ln -s /numpy/cc-wrapper.sh $N/bin/c++
@@ -56,7 +61,7 @@ cd $N/src
 python3.13 vendored-meson/meson/meson.py setup $N/build \
 	--cross-file /numpy/cross.ini --buildtype=release -Db_ndebug=true \
 	-Dc_args="$(qlist $CARGS)" -Dcpp_args="$(qlist $CXXARGS)" \
-	-Dallow-noblas=true -Dblas=none -Dlapack=none -Ddisable-optimization=true -Ddisable-threading=true \
+	-Dblas=openblas -Dlapack=openblas -Dallow-noblas=false -Ddisable-optimization=true -Ddisable-threading=true \
 	-Ddisable-svml=true -Ddisable-highway=true -Ddisable-intel-sort=true \
 	>$N/meson-setup.log 2>&1 || { tail -40 $N/meson-setup.log; exit 1; }
 ninja -C $N/build -j$JOBS >$N/ninja.log 2>&1 || { grep -B5 -A20 -m3 -E 'error:|FAILED' $N/ninja.log | head -80; exit 1; }
@@ -72,4 +77,5 @@ find $N/pkg -depth -type d -empty -delete
 # The extension modules, as archives the wrapper made; their names and
 # PyInit functions, then python.wasm relinked with them as built-ins.
 python3.13 /numpy/link.py $N/build $W/pybuild $N/link
-make -s -C $W/pybuild -f Makefile -f $N/link/link.mk numpy-link
+make -s -C $W/pybuild -f Makefile -f $N/link/link.mk numpy-link 2>&1 | tee $N/link.log
+/numpy/check-link.sh $N/link.log

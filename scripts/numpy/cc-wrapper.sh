@@ -4,8 +4,9 @@
 # becomes a static archive of the objects it was given, with the static
 # libraries and -l flags it was given recorded beside it in OUT.libs:
 # build-python.sh links the archives into python.wasm itself. -fPIC is
-# dropped: nothing is loaded dynamically. Sources named in
-# $CXXEH_LOWER_SOURCES get $CXXEH_LOWER_FLAGS (build-numpy.sh says why).
+# dropped (nothing is loaded dynamically), and so is a link group (below).
+# Sources named in $CXXEH_LOWER_SOURCES get $CXXEH_LOWER_FLAGS
+# (build-numpy.sh says why).
 set -euo pipefail
 case "$(basename "$0")" in
 *++*) cc=clang++-19 ;;
@@ -18,6 +19,10 @@ for a in "$@"; do
 	case "$a" in
 	-shared) shared=1 ;;
 	-fPIC | -fpic) ;;
+	# meson wraps a dependency's static libraries (OpenBLAS') in a
+	# group, which wasm-ld 19 does not know; like lld for ELF it finds
+	# archive members in any order, so the group changes nothing.
+	-Wl,--start-group | -Wl,--end-group) ;;
 	*) args+=("$a") ;;
 	esac
 	# A source named in $CXXEH_LOWER_SOURCES is compiled with

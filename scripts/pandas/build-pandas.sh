@@ -74,4 +74,5 @@ find $P/pkg -depth -type d -empty -delete
 
 # python.wasm relinked with numpy's and pandas' modules as built-ins.
 python3.13 /pandas/link.py $W/pybuild $P/link $N/build $P/build
-make -s -C $W/pybuild -f Makefile -f $P/link/link.mk builtins-link
+make -s -C $W/pybuild -f Makefile -f $P/link/link.mk builtins-link 2>&1 | tee $P/link.log
+/numpy/check-link.sh $P/link.log
