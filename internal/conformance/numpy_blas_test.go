@@ -75,14 +75,19 @@ var numpyBLASLines = []string{
 }
 
 func TestNumpyOpenBLAS(t *testing.T) {
-	out := mustRunOn(t, ownSandbox(t), numpyBLASProgram)
+	wantLines(t, mustRunOn(t, ownSandbox(t), numpyBLASProgram), numpyBLASLines)
+}
+
+// wantLines checks a program's stdout line by line against want.
+func wantLines(t *testing.T, out string, want []string) {
+	t.Helper()
 	got := strings.Split(strings.TrimSpace(out), "\n")
-	if len(got) != len(numpyBLASLines) {
-		t.Fatalf("got %d lines, want %d:\n%s", len(got), len(numpyBLASLines), out)
+	if len(got) != len(want) {
+		t.Fatalf("got %d lines, want %d:\n%s", len(got), len(want), out)
 	}
-	for i, want := range numpyBLASLines {
-		if got[i] != want {
-			t.Errorf("line %d = %q, want %q", i+1, got[i], want)
+	for i := range want {
+		if got[i] != want[i] {
+			t.Errorf("line %d = %q, want %q", i+1, got[i], want[i])
 		}
 	}
 }
