@@ -344,6 +344,9 @@ rm -rf "$ROOT/cxx-eh" && mkdir -p "$ROOT/cxx-eh" && cp -a "$CXXEH_DIR/lib" "$CXX
 # --- 3a'. OpenBLAS (scripts/build-openblas.sh, its own cached stage,
 # ~5 min once): numpy's BLAS and LAPACK (numpy.linalg, matmul), staged at
 # /openblas for numpy's meson (its pkg-config file) and every later link.
+# Built first and then asked for its directory, as the runtime above: on a
+# fresh cache its source check prints to stdout.
+AIRLOCK_CACHE_DIR="$CACHE" scripts/build-openblas.sh >&2
 OPENBLAS_DIR=$(AIRLOCK_CACHE_DIR="$CACHE" scripts/build-openblas.sh --print-dir)
 OPENBLAS_VER=$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["source"]["openblas_version"])' "$OPENBLAS_DIR/build.json")
 rm -rf "$ROOT/openblas" && cp -a "$OPENBLAS_DIR" "$ROOT/openblas"
