@@ -22,12 +22,13 @@
 # wall time while other builds loaded the machine) and 2-6 for wasm-opt of
 # the 27 MB module (~10 min of wall time more for the parsers stage, 2-3
 # of CPU, on a loaded machine; 2.5-4 min more for the chart stage, ~8
-# of CPU with the outputs' step, and a 36 MB module); a second call whose
+# of CPU with the outputs' step, and a 36 MB module; ~1 min for the orjson
+# stage, ~15 s more the first time for Debian's Rust); a second call whose
 # inputs (this script, the pins, the flags, the patches, the PGO training
 # program, scripts/openblas/, scripts/numpy/, scripts/pandas/, scripts/parsers/, scripts/charts/,
 # scripts/orjson/) are unchanged returns in
 # seconds; a change to OpenBLAS' or numpy's step alone redoes numpy and
-# every stage after it (pandas, parsers, charts) and the outputs, a change to
+# every stage after it (pandas, parsers, charts, orjson) and the outputs, a change to
 # pandas' only pandas and the stages after it, and so on.
 # AIRLOCK_BUILD_JOBS sets make's -j (default 2).
 set -euo pipefail
