@@ -12,7 +12,8 @@
 # numpy (scripts/numpy/) with it as BLAS and LAPACK, pandas
 # (scripts/pandas/) after numpy, PyYAML, MarkupSafe, regex and lxml
 # (scripts/parsers/) after pandas, the chart stack (scripts/charts/:
-# matplotlib, Pillow) after them, and all are linked into python.wasm.
+# matplotlib, Pillow) after them, orjson (scripts/orjson/, Rust) last, and
+# all are linked into python.wasm.
 # Needs root (debootstrap, chroot) and ~4 GB of disk.
 #
 # Takes ~11 minutes on 2 cores for CPython (~13 the first time, making the
@@ -21,11 +22,13 @@
 # wall time while other builds loaded the machine) and 2-6 for wasm-opt of
 # the 27 MB module (~10 min of wall time more for the parsers stage, 2-3
 # of CPU, on a loaded machine; 2.5-4 min more for the chart stage, ~8
-# of CPU with the outputs' step, and a 36 MB module); a second call whose
+# of CPU with the outputs' step, and a 36 MB module; ~1 min for the orjson
+# stage, ~15 s more the first time for Debian's Rust); a second call whose
 # inputs (this script, the pins, the flags, the patches, the PGO training
-# program, scripts/openblas/, scripts/numpy/, scripts/pandas/, scripts/parsers/, scripts/charts/) are unchanged returns in
+# program, scripts/openblas/, scripts/numpy/, scripts/pandas/, scripts/parsers/, scripts/charts/,
+# scripts/orjson/) are unchanged returns in
 # seconds; a change to OpenBLAS' or numpy's step alone redoes numpy and
-# every stage after it (pandas, parsers, charts) and the outputs, a change to
+# every stage after it (pandas, parsers, charts, orjson) and the outputs, a change to
 # pandas' only pandas and the stages after it, and so on.
 # AIRLOCK_BUILD_JOBS sets make's -j (default 2).
 set -euo pipefail
@@ -130,6 +133,15 @@ PYBIND11_VER=3.1.0
 PYBIND11_SHA256=b8488090f8acffbcb6b5d6a85571a6827a0a2981ffb75e5a0b27b87c4a6b7dd0
 CPPY_VER=1.3.1
 CPPY_SHA256=7ca132b6ef6187384738804bd3a453d4eab7e3274df6dcd35e5d92aae3404717
+# orjson (scripts/orjson/build-orjson.sh), statically linked after the
+# charts: its sdist from PyPI, which vendors its Rust crates (pinned by
+# its Cargo.lock), compiled by Debian's Rust for wasm32-wasip1. 3.11.5 is
+# the newest whose Rust (1.85) trixie's rustc is; 3.11.6 asks for 1.89.
+ORJSON_VER=3.11.5
+ORJSON_SHA256=82393ab47b4fe44ffd0a7659fa9cfaacc717eb617c93cde83795f14af5c2e9d5
+# Debian's Rust, installed in the chroot for that stage: trixie's rustc
+# and cargo, and its standard library for the wasm targets (~90 MB).
+RUST_TOOLS="rustc cargo libstd-rust-dev-wasm32"
 # matplotlib's font list (scripts/charts/fontlist.py) is made natively, by
 # the same matplotlib's x86-64 wheel and what it imports; nothing of these
 # is in python.wasm.
@@ -188,11 +200,12 @@ charts_inputs() { find scripts/charts -type f ! -path '*/__pycache__/*' | LC_ALL
 # The C++ exception runtime's library sources (not its test programs).
 cxxeh_inputs() { echo scripts/build-cxx-eh.sh; find scripts/cxx-eh -type f | LC_ALL=C sort; }
 parsers_inputs() { find scripts/parsers -type f ! -path '*/__pycache__/*' | LC_ALL=C sort; }
+orjson_inputs() { find scripts/orjson -type f ! -path '*/__pycache__/*' | LC_ALL=C sort; }
 # OpenBLAS' (scripts/build-openblas.sh and its patches).
 openblas_inputs() { echo scripts/build-openblas.sh; find scripts/openblas -type f ! -path '*/__pycache__/*' | LC_ALL=C sort; }
 KEY=$({ cat scripts/build-python.sh scripts/stdlib_zip.py scripts/pgo_train.py \
 	scripts/stdlib-patches/*.patch scripts/cpython-patches/*.patch scripts/pandas-py-patches/*.patch scripts/charts-py-patches/*.patch \
-	$(numpy_inputs) $(pandas_inputs) $(cxxeh_inputs) $(parsers_inputs) $(charts_inputs) $(openblas_inputs); } | sha256sum | cut -c1-64)
+	$(numpy_inputs) $(pandas_inputs) $(cxxeh_inputs) $(parsers_inputs) $(charts_inputs) $(orjson_inputs) $(openblas_inputs); } | sha256sum | cut -c1-64)
 if [ -f "$OUT/build.json" ] && grep -q "\"key\": \"$KEY\"" "$OUT/build.json" &&
 	(cd "$OUT" && sha256sum --quiet -c SHA256SUMS) 2>/dev/null; then
 	echo "build-python: up to date: $OUT (key ${KEY:0:12})"
@@ -550,6 +563,42 @@ STAGE_BUILDS="$STAGE_BUILDS /work/ch/build-contourpy /work/ch/build-matplotlib"
 # pack.sh makes /work/chpkg from the stage's /work/ch/pkg: patched
 # (scripts/charts-py-patches), mpl-data under share/ with its font list.
 STAGE_PKGS="$STAGE_PKGS /work/chpkg"
+# The modules the chart stage compiled without meson (kiwisolver, Pillow):
+# a later stage links them with scripts/charts/link.py, which reads them.
+STAGE_HANDMADE=/work/ch/link/handmade.json
+
+# orjson (scripts/orjson/build-orjson.sh): Debian's Rust, installed here
+# when missing (it is only this stage's), and the sdist's vendored crates.
+ORJSON_KEY=$(printf '%s\n' "$STAGE_KEY" "$ORJSON_VER" "$ORJSON_SHA256" "$RUST_TOOLS" "$WASM_FEATURES" |
+	cat - $(orjson_inputs) | sha256sum | cut -c1-64)
+ORDL="$BUILD/orjson-sources"
+if [ "$(cat "$ROOT/work/orjson/.build-key" 2>/dev/null)" = "$ORJSON_KEY" ] && [ -f "$ROOT/work/orjson/python.wasm" ]; then
+	log "orjson build up to date (key ${ORJSON_KEY:0:12})"
+else
+	log "Debian's Rust for wasm32-wasip1 ($RUST_TOOLS); orjson $ORJSON_VER sdist (pip download --require-hashes)"
+	chroot "$ROOT" sh -c "dpkg-query -W $RUST_TOOLS >/dev/null 2>&1 || { apt-get update -qq &&
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $RUST_TOOLS; }" >"$BUILD/rust-install.log" 2>&1 ||
+		{ tail -20 "$BUILD/rust-install.log" >&2; exit 1; }
+	# Its build backend is maturin: scripts/orjson/fetch stands in for it,
+	# as numpy's stand-in does for meson-python.
+	rm -rf "$ORDL" && mkdir -p "$ORDL"
+	printf 'orjson==%s --hash=sha256:%s\n' "$ORJSON_VER" "$ORJSON_SHA256" >"$BUILD/orjson-requirements.txt"
+	PYTHONDONTWRITEBYTECODE=1 PYTHONPATH="$PWD/scripts/numpy/fetch:$PWD/scripts/orjson/fetch" python3 -m pip download --quiet --no-deps \
+		--no-build-isolation --no-binary :all: --python-version 3.13 -d "$ORDL" --require-hashes -r "$BUILD/orjson-requirements.txt" \
+		>"$BUILD/pip-orjson.log" 2>&1 || { tail -20 "$BUILD/pip-orjson.log" >&2; exit 1; }
+	rm -rf "$ROOT/work/orjson" && mkdir -p "$ROOT/work/orjson/dl" && cp "$ORDL/orjson-$ORJSON_VER.tar.gz" "$ROOT/work/orjson/dl/"
+	rm -rf "$ROOT/pandas" "$ROOT/charts" "$ROOT/orjson" && cp -a scripts/pandas "$ROOT/pandas" && cp -a scripts/charts "$ROOT/charts" &&
+		rm -rf "$ROOT/charts/fetch" && cp -a scripts/orjson "$ROOT/orjson" && rm -rf "$ROOT/orjson/fetch"
+	log "building orjson $ORJSON_VER for wasm32-wasip1 and relinking python.wasm with it"
+	chroot "$ROOT" env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root LANG=C.UTF-8 SOURCE_DATE_EPOCH="$SOURCE_DATE_EPOCH" \
+		WASM_FEATURES="$WASM_FEATURES" CXXEH_LDFLAGS="$CXXEH_LDFLAGS" CXXEH_LIBDIR=/cxx-eh/lib JOBS="$JOBS" \
+		STAGE_BUILDS="$STAGE_BUILDS" STAGE_HANDMADE="$STAGE_HANDMADE" bash /orjson/build-orjson.sh
+	echo "$ORJSON_KEY" >"$ROOT/work/orjson/.build-key"
+fi
+STAGE_KEY=$ORJSON_KEY
+STAGE_WASM=/work/orjson/python.wasm
+STAGE_BUILDS="$STAGE_BUILDS /work/orjson/build"
+STAGE_PKGS="$STAGE_PKGS /work/orjson/pkg"
 
 # --- 4. outputs: wasm-opt'd python.wasm, the stdlib zip, build.json
 # With the host's pip: it is set up for this host's network (proxy, CA
@@ -616,12 +665,12 @@ chroot "$ROOT" env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root LANG=C.UTF-8
 rm -rf "$OUT.part" && mkdir -p "$OUT.part"
 cp "$ROOT/work/out/python.wasm" "$ROOT/work/out/python313.zip" "$OUT.part/"
 (cd "$OUT.part" && sha256sum python.wasm python313.zip >SHA256SUMS)
-sources=$(cd "$ROOT$SRC" && for f in * "$WHEELS"/* "$NPDL"/* "$PDDL"/* "$PSDL"/* "$CHDL"/* "$ROOT"/chsrc/*.orig.tar.* "$ROOT"/chsrc/*.crate "$BUILD"/openblas-sources/*; do if [ -f "$f" ]; then printf '    "%s": "%s",\n' "$(basename "$f")" "$(sha256sum "$f" | cut -c1-64)"; fi; done | sed '$ s/,$//')
+sources=$(cd "$ROOT$SRC" && for f in * "$WHEELS"/* "$NPDL"/* "$PDDL"/* "$PSDL"/* "$CHDL"/* "$ROOT"/chsrc/*.orig.tar.* "$ROOT"/chsrc/*.crate "$ORDL"/* "$BUILD"/openblas-sources/*; do if [ -f "$f" ]; then printf '    "%s": "%s",\n' "$(basename "$f")" "$(sha256sum "$f" | cut -c1-64)"; fi; done | sed '$ s/,$//')
 charts_packages=$(printf ',\n    "%s": "%s"' freetype "$FREETYPE_VER" freetype-matplotlib "$MPL_FREETYPE_VER ($MPL_FREETYPE_CRATE $MPL_FREETYPE_CRATE_VER)" qhull "$QHULL_VER" libjpeg-turbo "$LIBJPEG_VER" \
 	libtiff "$TIFF_VER" openjpeg "$OPENJPEG_VER" libwebp "$LIBWEBP_VER" lcms2 "$LCMS2_VER" \
 	matplotlib "$MPL_VER" kiwisolver "$KIWI_VER" contourpy "$CONTOURPY_VER" pillow "$PILLOW_VER" pybind11 "$PYBIND11_VER" cppy "$CPPY_VER" \
 	fonttools "$FONTTOOLS_VER" cycler "$CYCLER_VER" pyparsing "$PYPARSING_VER" packaging "$PACKAGING_VER")
-tools=$(chroot "$ROOT" dpkg-query -W -f '    "${Package}": "${Version}",\n' clang-19 lld-19 llvm-19 wasi-libc libclang-rt-19-dev-wasm32 libclang-rt-19-dev python3.13 binaryen | sed '$ s/,$//')
+tools=$(chroot "$ROOT" dpkg-query -W -f '    "${Package}": "${Version}",\n' clang-19 lld-19 llvm-19 wasi-libc libclang-rt-19-dev-wasm32 libclang-rt-19-dev python3.13 binaryen $RUST_TOOLS | sed '$ s/,$//')
 cat >"$OUT.part/build.json" <<EOF
 {
   "key": "$KEY",
@@ -645,7 +694,8 @@ cat >"$OUT.part/build.json" <<EOF
     "lxml": "$LXML_VER",
     "libyaml": "$LIBYAML_VER",
     "libxml2": "$LIBXML2_VER",
-    "libxslt": "$LIBXSLT_VER"$charts_packages
+    "libxslt": "$LIBXSLT_VER",
+    "orjson": "$ORJSON_VER"$charts_packages
   },
   "toolchain": {
 $tools

@@ -17,6 +17,7 @@ func TestVersionPackages(t *testing.T) {
 		`(?m)^numpy +2\.5\.5 +compiled +built in +[0-9a-f]{64}$`,
 		`(?m)^sympy +1\.14\.0 +pure +(mounted|off) +[0-9a-f]{64}$`,
 		`(?m)^matplotlib +3\.10\.9 +compiled +built in +[0-9a-f]{64}$`,
+		`(?m)^orjson +3\.11\.5 +compiled +built in +[0-9a-f]{64}$`,
 		`(?m)^seaborn +0\.13\.2 +pure +(mounted|off) +[0-9a-f]{64}$`,
 		`(?m)^scipy +- +compiled +planned +-$`,
 		`(?m)^httpx +\S+ +pure +network runs +[0-9a-f]{64}$`,
