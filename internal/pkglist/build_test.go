@@ -8,8 +8,10 @@ import (
 	"testing"
 )
 
-// buildTools are what build.json pins that python.wasm does not carry.
-var buildTools = map[string]bool{"cython": true, "pybind11": true, "cppy": true}
+// buildTools are what build.json pins that python.wasm does not carry as
+// a Python package: build tools, and cmeel-openblas, whose sdist is only
+// the vehicle of OpenBLAS' C sources (scripts/build-openblas.sh).
+var buildTools = map[string]bool{"cython": true, "pybind11": true, "cppy": true, "cmeel-openblas": true}
 
 // The list's build entries are the build's: each version and sha256 as
 // build.json (scripts/build-python.sh) records them, and every Python
