@@ -41,7 +41,12 @@ func ownSandbox(t *testing.T) *airlock.Sandbox {
 
 func mustRunOn(t *testing.T, s *airlock.Sandbox, code string) string {
 	t.Helper()
-	res, err := s.Run(context.Background(), airlock.Request{Code: code})
+	return mustRunRequestOn(t, s, airlock.Request{Code: code})
+}
+
+func mustRunRequestOn(t *testing.T, s *airlock.Sandbox, req airlock.Request) string {
+	t.Helper()
+	res, err := s.Run(context.Background(), req)
 	if err != nil || res.ExitCode != 0 {
 		t.Fatalf("run failed: err=%v exit=%d\nstdout:\n%s\nstderr:\n%s", err, res.ExitCode, res.Stdout, res.Stderr)
 	}
