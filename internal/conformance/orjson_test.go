@@ -143,31 +143,15 @@ var orjsonBuild = map[string]string{
 	"origin":  "('built-in', True)",
 }
 
-func checkOrjson(t *testing.T, out string) {
-	t.Helper()
-	got := labelled(out)
-	for _, line := range orjsonNative {
-		k, v, _ := strings.Cut(line, "|")
-		if got[k] != v {
-			t.Errorf("%s: got %q, native %q", k, got[k], v)
-		}
-	}
-	for k, v := range orjsonBuild {
-		if got[k] != v {
-			t.Errorf("%s: got %q, want %q", k, got[k], v)
-		}
-	}
-}
-
 // The same program, the native wheel's output: in a fresh interpreter and
 // resumed from the snapshot image.
 func TestOrjsonEndToEnd(t *testing.T) {
 	own := orjsonSandbox(t, ownSandbox(t))
-	checkOrjson(t, mustRunOn(t, orjsonSandbox(t, freshSandbox(t)), orjsonProgram))
+	checkLabelled(t, mustRunOn(t, orjsonSandbox(t, freshSandbox(t)), orjsonProgram), orjsonNative, orjsonBuild)
 	if !own.Snapshots() {
 		t.Skip("no snapshots here: checked in a fresh interpreter only")
 	}
-	checkOrjson(t, mustRunOn(t, own, orjsonProgram))
+	checkLabelled(t, mustRunOn(t, own, orjsonProgram), orjsonNative, orjsonBuild)
 }
 
 // orjsonSandbox is s, skipping on the npm fallback (no compiled packages
