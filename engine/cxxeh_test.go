@@ -23,7 +23,7 @@ func TestCXXInvokeFillsTheLazyTable(t *testing.T) {
 func TestCXXInvokeAfterResume(t *testing.T) {
 	m := resumable(t)
 	if !engine.TableLazy(m) {
-		t.Fatal("the own build's table is not lazy on wazero: every instance start fills it")
+		t.Fatalf("the own build's table is not lazy on wazero: every instance start fills it (%s)", engine.RewriteRefusals(m))
 	}
 	enginetest.InvokeAfterResume(t, m)
 }

@@ -39,6 +39,15 @@ func SetTrimAbove(pages int) func() {
 // background now, process wide.
 func BackgroundCloses() int32 { return backgroundCloses.Load() }
 
+// RewriteRefusals says why wazero's budget rewrite left out the loop
+// check or the lazy table for m ("" when it took both).
+func RewriteRefusals(m *Compiled) string {
+	if c, ok := m.code.(*wzCode); ok {
+		return c.refused
+	}
+	return ""
+}
+
 // TableLazy tells tests whether m's function table fills on first use
 // (wazero's budget rewrite took it).
 func TableLazy(m *Compiled) bool {

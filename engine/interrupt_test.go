@@ -26,7 +26,7 @@ const busyRecursion = "def f(n):\n    return f(n - 1) + f(n - 1) if n else 0\nf(
 func TestPythonLoopsStopAtTheDeadline(t *testing.T) {
 	m := resumable(t)
 	if !engine.LoopChecked(m) {
-		t.Fatal("the asyncified python.wasm did not take the loop-check rewrite")
+		t.Fatalf("the asyncified python.wasm did not take the loop-check rewrite (%s)", engine.RewriteRefusals(m))
 	}
 	cache, _ := python.CacheDir()
 	wasm, err := enginetest.Artifact().Module()

@@ -136,8 +136,10 @@ func TestKeptRewritesMatchTheRewrites(t *testing.T) {
 		var rec struct {
 			OutputSHA256 string `json:"output_sha256"`
 			Meta         struct {
-				Interrupt bool `json:"interrupt"`
-				LazyTable bool `json:"lazy_table"`
+				Interrupt        bool   `json:"interrupt"`
+				LazyTable        bool   `json:"lazy_table"`
+				InterruptRefused string `json:"interrupt_refused"`
+				LazyTableRefused string `json:"lazy_table_refused"`
 			} `json:"meta"`
 		}
 		if err := json.Unmarshal(data, &rec); err != nil {

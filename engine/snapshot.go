@@ -84,7 +84,7 @@ type resumable struct {
 // empties the active data segments (what they held is in every image),
 // removing them where the code cannot refer to them.
 func resumableRewrite(entry []string) rewrite[resumableMeta] {
-	name := "resumable-3"
+	name := "resumable-4"
 	if len(entry) > 0 {
 		sum := sha256.Sum256([]byte(strings.Join(entry, "\x00")))
 		name += fmt.Sprintf("-entry%x", sum[:4])

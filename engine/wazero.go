@@ -43,6 +43,8 @@ type wzCode struct {
 	interrupt bool
 	// addedFuncs: where the rewrite's own functions start (budgetMeta).
 	addedFuncs uint32
+	// refused: why the budget rewrite left out either part, for tests.
+	refused string
 	// cacheDir and marker: where the compiled code is kept, and the record
 	// naming its file (wazero_cache.go); "" without a cache.
 	cacheDir, marker string
@@ -138,7 +140,7 @@ func loadWazero(ctx context.Context, src source, opts Options) (backend.Code, er
 		r.Close(ctx)
 		return nil, fmt.Errorf("engine: read exports: %w", err)
 	}
-	c := &wzCode{runtime: r, compiled: compiled, interrupt: budget.Interrupt, addedFuncs: budget.AddedFuncs, cacheDir: opts.CacheDir, marker: marker,
+	c := &wzCode{runtime: r, compiled: compiled, interrupt: budget.Interrupt, addedFuncs: budget.AddedFuncs, refused: budget.refusals(), cacheDir: opts.CacheDir, marker: marker,
 		exports: map[string]bool{}}
 	for _, e := range exports {
 		if e.Kind == wasmbin.KindFunc {
@@ -160,20 +162,25 @@ func loadWazero(ctx context.Context, src source, opts Options) (backend.Code, er
 // invoke_ (cxxeh_wazero.go), which reaches the table without the guest's
 // export, so a module exporting its table for invoke_ gets it too.
 var budgetRewrite = rewrite[budgetMeta]{
-	name: "budget-5",
+	name: "budget-6",
 	apply: func(wasm []byte) ([]byte, budgetMeta, error) {
 		wasm, err := wasmbin.StripDebug(wasm)
 		if err != nil {
 			return nil, budgetMeta{}, err
 		}
 		var meta budgetMeta
+		// A module either rewrite refuses (atomics, exceptions, a table in use beyond
+		// indirect calls) runs without it, as wazero compiles it; the
+		// reason is kept with the meta, for whoever wonders why.
 		if instrumented, err := wasmbin.AddInterruptCheck(wasm, interruptExport, wasi.ModuleName, "sched_yield", interruptPeriod); err == nil {
 			wasm, meta.Interrupt = instrumented, true
+		} else {
+			meta.InterruptRefused = err.Error()
 		}
-		// A module either rewrite refuses (SIMD, a table in use beyond
-		// indirect calls) runs without it, as wazero compiles it.
 		if lazy, added, err := wasmbin.LazyTable(wasm, tableFillExport); err == nil {
 			wasm, meta.LazyTable, meta.AddedFuncs = lazy, true, added
+		} else {
+			meta.LazyTableRefused = err.Error()
 		}
 		return wasm, meta, nil
 	},
@@ -187,10 +194,26 @@ const tableFillExport = "airlock.table_fill"
 type budgetMeta struct {
 	Interrupt bool `json:"interrupt"`
 	LazyTable bool `json:"lazy_table"`
+	// InterruptRefused and LazyTableRefused say why a rewrite was not
+	// taken ("" when it was).
+	InterruptRefused string `json:"interrupt_refused,omitempty"`
+	LazyTableRefused string `json:"lazy_table_refused,omitempty"`
 	// AddedFuncs, when not 0, is the index of the first function the
 	// rewrite added (LazyTable's fill and trampolines): not the guest's,
 	// so left out of a trap's frames.
 	AddedFuncs uint32 `json:"added_funcs,omitempty"`
+}
+
+// refusals joins the reasons either rewrite was not taken.
+func (m budgetMeta) refusals() string {
+	var why []string
+	if m.InterruptRefused != "" {
+		why = append(why, "loop check: "+m.InterruptRefused)
+	}
+	if m.LazyTableRefused != "" {
+		why = append(why, "lazy table: "+m.LazyTableRefused)
+	}
+	return strings.Join(why, "; ")
 }
 
 func exists(path string) bool {

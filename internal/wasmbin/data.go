@@ -32,7 +32,7 @@ func DropActiveData(wasm []byte) ([]byte, []Segment, error) {
 	keepIndices := false
 	for _, s := range secs {
 		if s.ID == DataCountID {
-			// Code this package cannot decode (SIMD) may refer to them.
+			// Code this package cannot decode (relaxed SIMD, threads) may refer to them.
 			uses, err := codeUsesDataSegments(secs)
 			keepIndices = uses || err != nil
 		}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/api"
+	"github.com/tetratelabs/wazero/experimental"
 )
 
 func vec(items ...[]byte) []byte {
@@ -180,13 +181,13 @@ func TestDropActiveDataKeepsIndicesTheCodeUses(t *testing.T) {
 	}
 }
 
-// Code the package cannot decode (SIMD) might use the segments: their
+// Code the package cannot decode (atomics) might use the segments: their
 // indices stay, and the module is still edited.
 func TestDropActiveDataKeepsIndicesPastUndecodableCode(t *testing.T) {
 	secs, _ := Sections(testModule())
 	for i, s := range secs {
-		if s.ID == CodeID { // get: v128.const 0; drop; global.get 1
-			secs[i].Body = vec(cat([]byte{23, 0, 0xfd, 0x0c}, make([]byte, 16), []byte{0x1a, 0x23, 1, 0x0b}))
+		if s.ID == CodeID { // get: atomic.fence; global.get 1
+			secs[i].Body = vec([]byte{7, 0, 0xfe, 0x03, 0x00, 0x23, 1, 0x0b})
 		}
 	}
 	mod, segs, err := DropActiveData(Encode(secs))
@@ -196,7 +197,10 @@ func TestDropActiveDataKeepsIndicesPastUndecodableCode(t *testing.T) {
 	if data, count := dataSections(t, mod); data != string(vec([]byte{1, 0}, cat([]byte{1}, name("passive")), []byte{1, 0})) || count != "\x03" {
 		t.Errorf("data section %q, count %q", data, count)
 	}
-	if _, err := runtimeWithEnv(t).CompileModule(context.Background(), mod); err != nil {
+	ctx := context.Background()
+	threads := wazero.NewRuntimeWithConfig(ctx, wazero.NewRuntimeConfig().WithCoreFeatures(api.CoreFeaturesV2|experimental.CoreFeaturesThreads))
+	defer threads.Close(ctx)
+	if _, err := threads.CompileModule(ctx, mod); err != nil {
 		t.Fatal(err)
 	}
 }

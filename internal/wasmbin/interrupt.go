@@ -20,8 +20,8 @@ const CodeID = 10
 // the runtime at each.
 //
 // The rewrite decodes every instruction, so it refuses opcodes it does not
-// know (threads, exceptions, SIMD), leaving the caller to stop guests some
-// other way.
+// know (threads, exceptions, relaxed SIMD), leaving the caller to stop
+// guests some other way.
 //
 // # Errors
 // ErrMalformed for bytes that do not decode; an error naming the opcode
@@ -129,8 +129,8 @@ func instrumentFunc(out, code, check []byte) ([]byte, error) {
 	return out, r.err
 }
 
-// skipImmediates reads past op's immediates (the WebAssembly 2.0 core set
-// without SIMD, plus tail calls).
+// skipImmediates reads past op's immediates (the WebAssembly 2.0 core set,
+// fixed-width SIMD included, plus tail calls).
 func skipImmediates(r *reader, op byte) error {
 	switch {
 	case op == 0x02 || op == 0x03 || op == 0x04: // block, loop, if
@@ -167,6 +167,8 @@ func skipImmediates(r *reader, op byte) error {
 		r.byte()
 	case op == 0xfc:
 		return skipPrefixed(r)
+	case op == 0xfd:
+		return skipSIMD(r)
 	case op <= 0x01, op == 0x05, op == 0x0b, op == 0x0f, op == 0x1a, op == 0x1b, // unreachable, nop, else, end, return, drop, select
 		op >= 0x45 && op <= 0xc4, op == 0xd1: // numeric, ref.is_null
 	default:
@@ -193,6 +195,38 @@ func skipPrefixed(r *reader) error {
 	}
 	return nil
 }
+
+// skipSIMD reads past a 0xfd instruction: fixed-width SIMD, which LLVM
+// emits for a whole module once any function in it enables simd128 (fat
+// LTO of a Rust crate whose dependencies, memchr and bytecount in orjson,
+// have such functions: v128 stores then initialise ordinary structs).
+// Opcodes the proposal left unassigned, and relaxed SIMD, are refused.
+func skipSIMD(r *reader) error {
+	switch sub := r.u32(); {
+	case sub <= 11, sub == 92, sub == 93: // loads, v128.store, load zero: memarg
+		r.u32()
+		r.u32()
+	case sub == 12, sub == 13: // v128.const, i8x16.shuffle
+		r.bytes(16)
+	case sub >= 21 && sub <= 34: // extract and replace lane
+		r.byte()
+	case sub >= 84 && sub <= 91: // load and store lane: memarg, lane
+		r.u32()
+		r.u32()
+		r.byte()
+	case sub > 255 || unassignedSIMD[sub]:
+		return fmt.Errorf("unsupported opcode 0xfd %d at byte %d", sub, r.off)
+	}
+	return nil
+}
+
+// unassignedSIMD holds the gaps in the SIMD proposal's opcodes up to 255.
+var unassignedSIMD = func() (gaps [256]bool) {
+	for _, op := range []int{154, 162, 165, 166, 175, 176, 178, 179, 180, 187, 194, 197, 198, 207, 208, 210, 211, 212, 226, 238} {
+		gaps[op] = true
+	}
+	return gaps
+}()
 
 // blockType reads a block type: empty (0x40), a value type, or a type
 // index (a positive s33).

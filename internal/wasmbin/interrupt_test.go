@@ -98,14 +98,98 @@ func TestAddInterruptCheckRefusals(t *testing.T) {
 	if _, err := AddInterruptCheck(spinModule(), "stop", "env", "other", 1000); err == nil {
 		t.Error("a missing yield import was accepted")
 	}
-	// A SIMD instruction (v128.const) is outside the supported set.
-	simd := spinModule(0xfd, 0x0c, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x1a)
-	if _, err := AddInterruptCheck(simd, "stop", "env", "yield", 1000); err == nil || !bytes.Contains([]byte(err.Error()), []byte("unsupported opcode 0xfd")) {
-		t.Errorf("SIMD: %v, want an unsupported-opcode error", err)
+	// An opcode the SIMD proposal left unassigned (154), and relaxed SIMD
+	// (256), are outside the supported set.
+	for _, op := range [][]byte{{0x9a, 0x01}, {0x80, 0x02}} {
+		simd := spinModule(append([]byte{0xfd}, op...)...)
+		if _, err := AddInterruptCheck(simd, "stop", "env", "yield", 1000); err == nil || !bytes.Contains([]byte(err.Error()), []byte("unsupported opcode 0xfd")) {
+			t.Errorf("SIMD opcode % x: %v, want an unsupported-opcode error", op, err)
+		}
 	}
 	for i := range len(spinModule()) {
 		if _, err := AddInterruptCheck(spinModule()[:i], "stop", "env", "yield", 1000); err == nil {
 			t.Errorf("truncated at %d: no error", i)
+		}
+	}
+}
+
+// simdCode is stack-neutral code with an instruction of each SIMD
+// immediate form that needs no memory: v128.const (16 bytes), twice;
+// i8x16.shuffle (16 lane bytes); i32x4.extract_lane (one lane byte); drop.
+var simdCode = func() []byte {
+	konst := append([]byte{0xfd, 0x0c}, make([]byte, 16)...)
+	code := append(append([]byte{}, konst...), konst...)
+	code = append(code, 0xfd, 0x0d)
+	for lane := range byte(16) {
+		code = append(code, lane)
+	}
+	return append(code, 0xfd, 0x1b, 0x00, 0x1a)
+}()
+
+// A module with SIMD code (as LLVM makes a Rust crate with simd128
+// functions under LTO) takes the rewrite and runs as before.
+func TestAddInterruptCheckTakesSIMD(t *testing.T) {
+	wasm, err := AddInterruptCheck(spinModule(simdCode...), "stop", "env", "yield", 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	r := wazero.NewRuntime(ctx)
+	defer r.Close(ctx)
+	var yields atomic.Int64
+	_, err = r.NewHostModuleBuilder("env").NewFunctionBuilder().WithFunc(func() int32 { yields.Add(1); return 0 }).
+		Export("yield").Instantiate(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mod, err := r.Instantiate(ctx, wasm)
+	if err != nil {
+		t.Fatalf("the rewritten module does not instantiate: %v", err)
+	}
+	if res, err := mod.ExportedFunction("count").Call(ctx, 5000); err != nil || res[0] != 5000 {
+		t.Fatalf("count(5000) = %v, %v", res, err)
+	}
+	if n := yields.Load(); n < 4 || n > 6 {
+		t.Errorf("5000 iterations with a period of 1000 yielded %d times", n)
+	}
+}
+
+// skipSIMD reads each immediate form to its end, whatever the bytes after.
+func TestSkipSIMDImmediates(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		code []byte // after 0xfd
+		size int    // bytes skipSIMD reads; 0: an error
+	}{
+		{"v128.load (memarg)", []byte{0x00, 0x04, 0x80, 0x01}, 4},
+		{"v128.store (memarg)", []byte{0x0b, 0x04, 0x10}, 3},
+		{"v128.load64_zero (memarg)", []byte{0x5d, 0x03, 0x00}, 3},
+		{"v128.const", append([]byte{0x0c}, make([]byte, 16)...), 17},
+		{"i8x16.shuffle", append([]byte{0x0d}, make([]byte, 16)...), 17},
+		{"i8x16.extract_lane_s", []byte{0x15, 0x0f}, 2},
+		{"f64x2.replace_lane", []byte{0x22, 0x01}, 2},
+		{"v128.load8_lane (memarg, lane)", []byte{0x54, 0x00, 0x00, 0x07}, 4},
+		{"v128.store64_lane (memarg, lane)", []byte{0x5b, 0x03, 0x08, 0x01}, 4},
+		{"i8x16.swizzle", []byte{0x0e}, 1},
+		{"v128.bitselect", []byte{0x52}, 1},
+		{"f64x2.promote_low_f32x4 (two-byte opcode)", []byte{0x5f}, 1},
+		{"i32x4.trunc_sat_f64x2_u_zero (two-byte opcode)", []byte{0xfd, 0x01}, 2},
+		{"unassigned 154", []byte{0x9a, 0x01}, 0},
+		{"unassigned 238", []byte{0xee, 0x01}, 0},
+		{"relaxed SIMD", []byte{0x80, 0x02}, 0},
+		{"v128.const, truncated", append([]byte{0x0c}, make([]byte, 15)...), 0},
+	} {
+		trailer := []byte{0x0b, 0x0b, 0x0b}
+		r := &reader{b: append(append([]byte{}, c.code...), trailer...)}
+		err := skipSIMD(r)
+		if err == nil {
+			err = r.err
+		}
+		switch {
+		case c.size == 0 && err == nil && r.off <= len(c.code):
+			t.Errorf("%s: read %d bytes, want an error", c.name, r.off)
+		case c.size != 0 && (err != nil || r.off != c.size):
+			t.Errorf("%s: read %d bytes, %v; want %d", c.name, r.off, err, c.size)
 		}
 	}
 }

@@ -238,9 +238,32 @@ func TestLazyTableRefusals(t *testing.T) {
 			t.Errorf("truncated at %d: no error", i)
 		}
 	}
-	simd := replace(CodeID, vec(fn(0xfd, 0x0c, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x1a)))
-	if _, _, err := LazyTable(tableModule(simd), ""); err == nil || !strings.Contains(err.Error(), "unsupported opcode 0xfd") {
-		t.Errorf("SIMD: %v, want an unsupported-opcode error", err)
+	relaxed := replace(CodeID, vec(fn(0xfd, 0x80, 0x02), fn(0x41, 20), fn(0x41, 30), fn(0x41, 0), fn(0x41, 0)))
+	if _, _, err := LazyTable(tableModule(relaxed), ""); err == nil || !strings.Contains(err.Error(), "unsupported opcode 0xfd") {
+		t.Errorf("relaxed SIMD: %v, want an unsupported-opcode error", err)
+	}
+}
+
+// A function with SIMD code, called through the table, is filled and
+// called as any other.
+func TestLazyTableTakesSIMD(t *testing.T) {
+	withSIMD := replace(CodeID, vec(fn(append(append([]byte{}, simdCode...), 0x41, 10)...), fn(0x41, 20), fn(0x41, 30),
+		fn(0x20, 0, 0x11, 0, 0, 0x41, 1, 0x6a), fn(0x20, 0, 0x13, 0, 0)))
+	lazy, _, err := LazyTable(tableModule(withSIMD), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	r := wazero.NewRuntimeWithConfig(ctx, wazero.NewRuntimeConfig().WithCoreFeatures(api.CoreFeaturesV2|experimental.CoreFeaturesTailCall))
+	defer r.Close(ctx)
+	mod, err := r.Instantiate(ctx, lazy)
+	if err != nil {
+		t.Fatalf("the rewritten module does not instantiate: %v", err)
+	}
+	for slot, want := range map[uint64]uint64{1: 11, 2: 21} {
+		if res, err := mod.ExportedFunction("call").Call(ctx, slot); err != nil || res[0] != want {
+			t.Errorf("call(%d) = %v, %v; want %d", slot, res, err, want)
+		}
 	}
 }
 
