@@ -248,6 +248,29 @@ func cmdVersion(ctx context.Context, args []string, stdout, stderr io.Writer) (i
 	return 0, nil
 }
 
+// prepareDefaultPackages makes the default packages' zip and returns
+// what to print about it, for the caller to print in its order.
+func prepareDefaultPackages(ctx context.Context, common commonFlags, dir string, stdout, stderr io.Writer) func() {
+	start := time.Now()
+	var popts []airlock.Option
+	if common.python != "" {
+		popts = append(popts, airlock.WithPython(common.python))
+	}
+	popts = append(popts, airlock.WithCacheDir(dir), airlock.WithNotice(stderr))
+	if common.engine != "" {
+		popts = append(popts, airlock.WithEngine(common.engine))
+	}
+	path, n, err := airlock.PrepareDefaultPackages(ctx, popts...)
+	took := time.Since(start).Round(time.Millisecond)
+	return func() {
+		if err != nil {
+			fmt.Fprintf(stderr, "airlock: runs will have no default packages (sympy, networkx, jinja2, ...): %v\n", err)
+		} else {
+			fmt.Fprintf(stdout, "default packages: %d in %s (%s)\n", n, path, took)
+		}
+	}
+}
+
 func trimNL(s string) string {
 	for len(s) > 0 && (s[len(s)-1] == '\n' || s[len(s)-1] == '\r') {
 		s = s[:len(s)-1]
@@ -261,6 +284,29 @@ func trimNL(s string) string {
 // later run pays for any of it.
 func prepare(ctx context.Context, common commonFlags, dir string, snapshots, asyncify bool, stdout, stderr io.Writer) error {
 	var opts []airlock.Option
+	// The default packages' zip, their bytecode compiled by python.wasm
+	// (a few minutes once), is made while wasm-opt asyncifies: each keeps
+	// about one core busy, and the image that mounts the zip waits for
+	// both. An early return stops it and waits, so nothing outlives prepare.
+	reportDefaults := func() {}
+	if common.defaultPackages {
+		dctx, cancel := context.WithCancel(ctx)
+		result := make(chan func(), 1)
+		go func() { result <- prepareDefaultPackages(dctx, common, dir, stdout, stderr) }()
+		waited := false
+		reportDefaults = func() {
+			if !waited {
+				waited = true
+				(<-result)()
+			}
+		}
+		defer func() {
+			cancel()
+			if !waited {
+				<-result
+			}
+		}()
+	}
 	if snapshots {
 		art, err := python.Load(common.python, dir)
 		if err != nil {
@@ -283,25 +329,7 @@ func prepare(ctx context.Context, common commonFlags, dir string, snapshots, asy
 		fmt.Fprintf(stdout, "asyncified %s -> %s with %s (%.0fs)\n", rec.InputSHA256[:12], rec.OutputSHA256[:12], rec.Tool, rec.Seconds)
 		opts = append(opts, airlock.WithSnapshots(true))
 	}
-	// The default packages' zip, their bytecode compiled by python.wasm:
-	// once here (a minute or two), before the image that mounts it.
-	if common.defaultPackages {
-		start := time.Now()
-		var popts []airlock.Option
-		if common.python != "" {
-			popts = append(popts, airlock.WithPython(common.python))
-		}
-		popts = append(popts, airlock.WithCacheDir(dir), airlock.WithNotice(stderr))
-		if common.engine != "" {
-			popts = append(popts, airlock.WithEngine(common.engine))
-		}
-		path, n, err := airlock.PrepareDefaultPackages(ctx, popts...)
-		if err != nil {
-			fmt.Fprintf(stderr, "airlock: runs will have no default packages (sympy, networkx, jinja2, ...): %v\n", err)
-		} else {
-			fmt.Fprintf(stdout, "default packages: %d in %s (%s)\n", n, path, time.Since(start).Round(time.Millisecond))
-		}
-	}
+	reportDefaults()
 	start := time.Now()
 	sb, err := common.sandbox(ctx, stderr, opts...)
 	if err != nil {
