@@ -169,9 +169,9 @@ var budgetRewrite = rewrite[budgetMeta]{
 			return nil, budgetMeta{}, err
 		}
 		var meta budgetMeta
-		// A module either rewrite refuses (atomics, exceptions, a table in use beyond
-		// indirect calls) runs without it, as wazero compiles it; the
-		// reason is kept with the meta, for whoever wonders why.
+		// A module either rewrite refuses (atomics, exceptions, a table
+		// in use beyond indirect calls) runs without it, as wazero
+		// compiles it; the reason is kept with the meta.
 		if instrumented, err := wasmbin.AddInterruptCheck(wasm, interruptExport, wasi.ModuleName, "sched_yield", interruptPeriod); err == nil {
 			wasm, meta.Interrupt = instrumented, true
 		} else {
