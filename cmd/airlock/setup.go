@@ -11,6 +11,7 @@ import (
 	"runtime"
 	"slices"
 	"strings"
+	"sync"
 	"text/tabwriter"
 	"time"
 
@@ -293,19 +294,9 @@ func prepare(ctx context.Context, common commonFlags, dir string, snapshots, asy
 		dctx, cancel := context.WithCancel(ctx)
 		result := make(chan func(), 1)
 		go func() { result <- prepareDefaultPackages(dctx, common, dir, stdout, stderr) }()
-		waited := false
-		reportDefaults = func() {
-			if !waited {
-				waited = true
-				(<-result)()
-			}
-		}
-		defer func() {
-			cancel()
-			if !waited {
-				<-result
-			}
-		}()
+		report := sync.OnceValue(func() func() { return <-result })
+		reportDefaults = func() { report()() }
+		defer func() { cancel(); report() }()
 	}
 	if snapshots {
 		art, err := python.Load(common.python, dir)
