@@ -188,6 +188,14 @@ func TestSetupTwiceAtOnce(t *testing.T) {
 	if out, err := exec.Command("cp", "-a", own, python.OwnDir(src), filepath.Join(src, "asyncify"), cache).CombinedOutput(); err != nil {
 		t.Fatalf("seeding the cache: %v %s", err, out)
 	}
+	// The source cache is shared: another process (CI's npm fallback lane)
+	// may be writing an asyncified module there right now. Its in-flight
+	// file is not ours to judge.
+	for _, p := range halfWritten(t, cache) {
+		if err := os.Remove(p); err != nil {
+			t.Fatalf("seeding the cache: %v", err)
+		}
+	}
 	env := []string{python.EnvCacheDir + "=" + cache}
 	type outcome struct {
 		code           int
@@ -209,10 +217,27 @@ func TestSetupTwiceAtOnce(t *testing.T) {
 	if code != 0 || stdout != "42\n" || strings.Contains(stderr, "compiling") || strings.Contains(stderr, "capturing") {
 		t.Fatalf("a run after both: exit %d, stdout %q, stderr %q; want 42 from what they prepared", code, stdout, stderr)
 	}
-	filepath.WalkDir(cache, func(p string, d os.DirEntry, err error) error {
-		if err == nil && strings.Contains(d.Name(), ".part") {
-			t.Errorf("left half-written: %s", p)
+	for _, p := range halfWritten(t, cache) {
+		t.Errorf("left half-written: %s", p)
+	}
+}
+
+// halfWritten lists the files under dir that an atomic write had not yet
+// renamed into place.
+func halfWritten(t *testing.T, dir string) []string {
+	t.Helper()
+	var found []string
+	err := filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if strings.Contains(d.Name(), ".part") {
+			found = append(found, p)
 		}
 		return nil
 	})
+	if err != nil {
+		t.Fatalf("walking %s: %v", dir, err)
+	}
+	return found
 }
