@@ -8,7 +8,15 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"time"
 )
+
+// StaleAfter is how old another writer's temporary file must be before a
+// successful write of the same path removes it: a process killed mid-write
+// (an interrupted set-up) leaves one, up to the size of the file, that
+// nothing else would ever remove. Far longer than any write here takes
+// (the longest, wasm-opt's, is minutes), so a live writer is never hit.
+const StaleAfter = 24 * time.Hour
 
 // Write writes path with what write puts to its writer (buffered), with
 // permissions perm. On any error the target is left as it was and the
@@ -47,7 +55,34 @@ func put(path string, perm os.FileMode, write func(io.Writer) error, place func(
 	if err == nil {
 		err = place(f.Name(), path)
 	}
+	if err == nil {
+		removeStale(path)
+	}
 	return err
+}
+
+// removeStale removes temporary files of path that are older than
+// StaleAfter; best effort, as a leftover costs only space.
+func removeStale(path string) {
+	leftovers, _ := filepath.Glob(globEscape(path) + ".part-*")
+	for _, p := range leftovers {
+		if st, err := os.Lstat(p); err == nil && st.Mode().IsRegular() && time.Since(st.ModTime()) > StaleAfter {
+			os.Remove(p)
+		}
+	}
+}
+
+// globEscape quotes the characters filepath.Match treats as patterns.
+func globEscape(s string) string {
+	out := make([]byte, 0, len(s))
+	for i := 0; i < len(s); i++ {
+		switch s[i] {
+		case '*', '?', '[', '\\':
+			out = append(out, '\\')
+		}
+		out = append(out, s[i])
+	}
+	return string(out)
 }
 
 // WriteBytes writes data to path as Write does.

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 )
 
 // A failed write leaves the old file and no temporary file; a good one
@@ -55,5 +56,38 @@ func TestCreate(t *testing.T) {
 	}
 	if entries, _ := os.ReadDir(dir); len(entries) != 1 {
 		t.Fatalf("left behind: %v", entries)
+	}
+}
+
+// A successful write removes what a killed writer of the same path left
+// (older than StaleAfter), and leaves a live writer's file, other paths'
+// files, and a name that only looks like a pattern match.
+func TestWriteRemovesStaleLeftovers(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "f[1]")
+	old := time.Now().Add(-StaleAfter - time.Hour)
+	stale := path + ".part-111"
+	live := path + ".part-222"
+	otherPaths := filepath.Join(dir, "f1.part-333") // what "f[1]" would match as a pattern
+	for _, p := range []string{stale, live, otherPaths} {
+		if err := os.WriteFile(p, []byte("x"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, p := range []string{stale, otherPaths} {
+		if err := os.Chtimes(p, old, old); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := WriteBytes(path, 0o644, []byte("new")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(stale); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("a killed writer's leftover: %v, want removed", err)
+	}
+	for _, p := range []string{live, otherPaths, path} {
+		if _, err := os.Stat(p); err != nil {
+			t.Errorf("%s: %v, want kept", p, err)
+		}
 	}
 }
