@@ -121,6 +121,28 @@ LIBWEBP_VER=1.5.0-0.1
 LIBWEBP_ORIG_SHA256=7d6fab70cf844bf6769077bd5d7a74893f8ffd4dfb42861745750c63c2a5c92c
 LCMS2_VER=2.16-2+deb13u2
 LCMS2_ORIG_SHA256=d873d34ad8b9b4cea010631f1a6228d2087475e4dc5e763eb81acc23d9d45a51
+# Complex text layout for Pillow (bidirectional text, shaping: Arabic,
+# Hebrew, Indic scripts, ligatures) through the raqm its sdist vendors:
+# HarfBuzz and FriBiDi, Debian's sources too.
+HARFBUZZ_VER=10.2.0-1+deb13u1
+HARFBUZZ_ORIG_SHA256=620e3468faec2ea8685d32c46a58469b850ef63040b3565cde05959825b48227
+FRIBIDI_VER=1.0.16-1
+FRIBIDI_ORIG_SHA256=1b1cde5b235d40479e91be2f0e88a309e3214c8ab470ec8a2744d82a5a9ea05c
+# Colour glyphs (PNG in CBDT and sbix fonts) and WOFF2 fonts for Pillow's
+# FreeType: libpng and brotli's decoder.
+LIBPNG_VER=1.6.48-1+deb13u6
+LIBPNG_ORIG_SHA256=b17e99026055727e8cba99160c3a9a7f9af788e9f786daeadded5a42243f1dd0
+BROTLI_VER=1.1.0-2+deb13u1
+BROTLI_ORIG_SHA256=10973f4b4199eafa1d5735ef661ddb2ec2f97319ee9fd1824d4aabe08cff5265
+# AVIF for Pillow: libaom (AV1, encoding and decoding) from Debian's
+# sources, libavif from the libavif-sys crate's copy (Debian's archive
+# here serves no libavif source), fetched with the chroot's cargo as the
+# FreeType crate below is; its Rust is not built.
+AOM_VER=3.12.1-1+deb13u1
+AOM_ORIG_SHA256=40c929a41b2a59c24319a699c358351422829b3ae646de31b18cbabed0191962
+LIBAVIF_CRATE=libavif-sys
+LIBAVIF_CRATE_VER=0.17.0+libavif.1.0.4
+LIBAVIF_CRATE_SHA256=490ca74b61e773140bebb086c81facb23273a99364a9ab0c92ab1532b90ade35
 MPL_VER=3.10.9
 MPL_SHA256=fd66508e8c6877d98e586654b608a0456db8d7e8a546eb1e2600efd957302358
 KIWI_VER=1.5.1
@@ -483,20 +505,23 @@ STAGE_PKGS+=" /work/parsers/pkg"
 CHARTS_KEY=$(printf '%s\n' "$STAGE_KEY" "$FREETYPE_VER" "$FREETYPE_ORIG_SHA256" "$MPL_FREETYPE_CRATE_VER" "$MPL_FREETYPE_CRATE_SHA256" \
 	"$QHULL_VER" "$QHULL_ORIG_SHA256" \
 	"$LIBJPEG_VER" "$LIBJPEG_ORIG_SHA256" "$TIFF_VER" "$TIFF_ORIG_SHA256" "$OPENJPEG_VER" "$OPENJPEG_ORIG_SHA256" \
-	"$LIBWEBP_VER" "$LIBWEBP_ORIG_SHA256" "$LCMS2_VER" "$LCMS2_ORIG_SHA256" "$MPL_VER" "$MPL_SHA256" "$KIWI_VER" "$KIWI_SHA256" "$CONTOURPY_VER" \
+	"$LIBWEBP_VER" "$LIBWEBP_ORIG_SHA256" "$LCMS2_VER" "$LCMS2_ORIG_SHA256" \
+	"$HARFBUZZ_VER" "$HARFBUZZ_ORIG_SHA256" "$FRIBIDI_VER" "$FRIBIDI_ORIG_SHA256" "$LIBPNG_VER" "$LIBPNG_ORIG_SHA256" \
+	"$BROTLI_VER" "$BROTLI_ORIG_SHA256" "$AOM_VER" "$AOM_ORIG_SHA256" "$LIBAVIF_CRATE_VER" "$LIBAVIF_CRATE_SHA256" "$MPL_VER" "$MPL_SHA256" "$KIWI_VER" "$KIWI_SHA256" "$CONTOURPY_VER" \
 	"$CONTOURPY_SHA256" "$PILLOW_VER" "$PILLOW_SHA256" "$PYBIND11_VER" "$PYBIND11_SHA256" "$CPPY_VER" "$CPPY_SHA256" |
 	cat - $(charts_inputs) | sha256sum | cut -c1-64)
 CHDL="$BUILD/charts-sources"
 if [ "$(cat "$ROOT/work/ch/.build-key" 2>/dev/null)" = "$CHARTS_KEY" ] && [ -f "$ROOT/work/ch/python.wasm" ]; then
 	log "charts build up to date (key ${CHARTS_KEY:0:12})"
 else
-	log "FreeType, qhull, libjpeg-turbo, libtiff, OpenJPEG, libwebp, LittleCMS (apt-get source --download-only)"
+	log "FreeType, qhull, libjpeg-turbo, libtiff, OpenJPEG, libwebp, LittleCMS, HarfBuzz, FriBiDi, libpng, brotli, libaom (apt-get source --download-only)"
 	rm -rf "$ROOT/chsrc" && mkdir -p "$ROOT/chsrc"
 	# apt checks each file it fetches against the signed index; it also
 	# fails when the archive lacks a file beside the orig tarball (a .dsc),
 	# so what decides is the orig tarballs' pinned sha256.
 	chroot "$ROOT" sh -c "cd /chsrc && apt-get source -qq --download-only freetype=$FREETYPE_VER qhull=$QHULL_VER \
-		libjpeg-turbo=$LIBJPEG_VER tiff=$TIFF_VER openjpeg2=$OPENJPEG_VER libwebp=$LIBWEBP_VER lcms2=$LCMS2_VER" \
+		libjpeg-turbo=$LIBJPEG_VER tiff=$TIFF_VER openjpeg2=$OPENJPEG_VER libwebp=$LIBWEBP_VER lcms2=$LCMS2_VER harfbuzz=$HARFBUZZ_VER fribidi=$FRIBIDI_VER \
+		libpng1.6=$LIBPNG_VER brotli=$BROTLI_VER aom=$AOM_VER" \
 		>"$BUILD/charts-source.log" 2>&1 || true
 	(cd "$ROOT/chsrc" && sha256sum -c --quiet - <<-EOF
 		$FREETYPE_ORIG_SHA256  freetype_${FREETYPE_VER%-*}.orig.tar.xz
@@ -506,9 +531,14 @@ else
 		$OPENJPEG_ORIG_SHA256  openjpeg2_${OPENJPEG_VER%%-*}.orig.tar.xz
 		$LIBWEBP_ORIG_SHA256  libwebp_${LIBWEBP_VER%%-*}.orig.tar.gz
 		$LCMS2_ORIG_SHA256  lcms2_${LCMS2_VER%%-*}.orig.tar.gz
+		$HARFBUZZ_ORIG_SHA256  harfbuzz_${HARFBUZZ_VER%%-*}.orig.tar.xz
+		$FRIBIDI_ORIG_SHA256  fribidi_${FRIBIDI_VER%%-*}.orig.tar.xz
+		$LIBPNG_ORIG_SHA256  libpng1.6_${LIBPNG_VER%%-*}.orig.tar.gz
+		$BROTLI_ORIG_SHA256  brotli_${BROTLI_VER%%-*}.orig.tar.gz
+		$AOM_ORIG_SHA256  aom_${AOM_VER%%-*}.orig.tar.gz
 	EOF
 	) || { tail -20 "$BUILD/charts-source.log" >&2; exit 1; }
-	log "matplotlib's FreeType $MPL_FREETYPE_VER ($MPL_FREETYPE_CRATE $MPL_FREETYPE_CRATE_VER, cargo fetch in the chroot)"
+	log "matplotlib's FreeType $MPL_FREETYPE_VER ($MPL_FREETYPE_CRATE $MPL_FREETYPE_CRATE_VER), libavif ($LIBAVIF_CRATE $LIBAVIF_CRATE_VER): cargo fetch in the chroot"
 	# With the crate registry's own client, as the sdists come with pip: the
 	# chroot's cargo (Debian's, installed for this fetch; a host needs none),
 	# a throwaway package on the crate, whose .crate (a tar.gz) cargo fetch
@@ -520,12 +550,16 @@ else
 	FTC="$ROOT/work/freetype-crate"
 	rm -rf "$FTC" && mkdir -p "$FTC/src" && touch "$FTC/src/lib.rs"
 	cp "${SSL_CERT_FILE:-/etc/ssl/certs/ca-certificates.crt}" "$FTC/host-ca.crt"
-	printf '[package]\nname = "fetch-freetype"\nversion = "0.0.0"\nedition = "2021"\n[dependencies]\n%s = "=%s"\n' \
-		"$MPL_FREETYPE_CRATE" "$MPL_FREETYPE_CRATE_VER" >"$FTC/Cargo.toml"
+	# libavif-sys without its default features: no Rust codec crates to fetch.
+	printf '[package]\nname = "fetch-freetype"\nversion = "0.0.0"\nedition = "2021"\n[dependencies]\n%s = "=%s"\n%s = { version = "=%s", default-features = false }\n' \
+		"$MPL_FREETYPE_CRATE" "$MPL_FREETYPE_CRATE_VER" "$LIBAVIF_CRATE" "$LIBAVIF_CRATE_VER" >"$FTC/Cargo.toml"
 	chroot "$ROOT" sh -c "cd /work/freetype-crate && CARGO_HOME=/work/freetype-crate/home CARGO_HTTP_CAINFO=/work/freetype-crate/host-ca.crt cargo fetch --quiet" \
 		>"$BUILD/cargo-freetype.log" 2>&1 || { tail -20 "$BUILD/cargo-freetype.log" >&2; exit 1; }
 	crate=$(ls "$FTC"/home/registry/cache/*/"$MPL_FREETYPE_CRATE-$MPL_FREETYPE_CRATE_VER.crate" | head -1)
 	echo "$MPL_FREETYPE_CRATE_SHA256  $crate" | sha256sum -c --quiet - || { echo "build-python: $crate is not the pinned crate" >&2; exit 1; }
+	cp "$crate" "$ROOT/chsrc/"
+	crate=$(ls "$FTC"/home/registry/cache/*/"$LIBAVIF_CRATE-$LIBAVIF_CRATE_VER.crate" | head -1)
+	echo "$LIBAVIF_CRATE_SHA256  $crate" | sha256sum -c --quiet - || { echo "build-python: $crate is not the pinned crate" >&2; exit 1; }
 	cp "$crate" "$ROOT/chsrc/"
 	log "matplotlib, kiwisolver, contourpy, Pillow sdists; pybind11, cppy (pip download --require-hashes)"
 	rm -rf "$CHDL" && mkdir -p "$CHDL"
@@ -667,7 +701,8 @@ cp "$ROOT/work/out/python.wasm" "$ROOT/work/out/python313.zip" "$OUT.part/"
 (cd "$OUT.part" && sha256sum python.wasm python313.zip >SHA256SUMS)
 sources=$(cd "$ROOT$SRC" && for f in * "$WHEELS"/* "$NPDL"/* "$PDDL"/* "$PSDL"/* "$CHDL"/* "$ROOT"/chsrc/*.orig.tar.* "$ROOT"/chsrc/*.crate "$ORDL"/* "$BUILD"/openblas-sources/*; do if [ -f "$f" ]; then printf '    "%s": "%s",\n' "$(basename "$f")" "$(sha256sum "$f" | cut -c1-64)"; fi; done | sed '$ s/,$//')
 charts_packages=$(printf ',\n    "%s": "%s"' freetype "$FREETYPE_VER" freetype-matplotlib "$MPL_FREETYPE_VER ($MPL_FREETYPE_CRATE $MPL_FREETYPE_CRATE_VER)" qhull "$QHULL_VER" libjpeg-turbo "$LIBJPEG_VER" \
-	libtiff "$TIFF_VER" openjpeg "$OPENJPEG_VER" libwebp "$LIBWEBP_VER" lcms2 "$LCMS2_VER" \
+	libtiff "$TIFF_VER" openjpeg "$OPENJPEG_VER" libwebp "$LIBWEBP_VER" lcms2 "$LCMS2_VER" harfbuzz "$HARFBUZZ_VER" fribidi "$FRIBIDI_VER" \
+	libpng "$LIBPNG_VER" brotli "$BROTLI_VER" aom "$AOM_VER" libavif "${LIBAVIF_CRATE_VER#*+libavif.} ($LIBAVIF_CRATE ${LIBAVIF_CRATE_VER%%+*})" \
 	matplotlib "$MPL_VER" kiwisolver "$KIWI_VER" contourpy "$CONTOURPY_VER" pillow "$PILLOW_VER" pybind11 "$PYBIND11_VER" cppy "$CPPY_VER" \
 	fonttools "$FONTTOOLS_VER" cycler "$CYCLER_VER" pyparsing "$PYPARSING_VER" packaging "$PACKAGING_VER")
 tools=$(chroot "$ROOT" dpkg-query -W -f '    "${Package}": "${Version}",\n' clang-19 lld-19 llvm-19 wasi-libc libclang-rt-19-dev-wasm32 libclang-rt-19-dev python3.13 binaryen $RUST_TOOLS | sed '$ s/,$//')

@@ -483,3 +483,80 @@ print("lcms", l.mode, l.getpixel((0, 0)), l.getpixel((3, 5))[0] in range(130, 14
 		t.Fatalf("stdout:\n%s\nwant:\n%s", got, want)
 	}
 }
+
+// Pillow's complex text layout (scripts/charts/build-charts.sh): raqm,
+// shaping with HarfBuzz and ordering with FriBiDi, all linked in. An
+// Arabic word comes out joined (its letters' connected forms, lam-alef one
+// glyph: narrower than the basic layout's isolated letters), Hebrew right
+// to left (as the basic layout draws the reversed string), a ligature can
+// be turned off, and the basic layout refuses what needs raqm. The
+// expected values are native Pillow 13.0.0's (its wheel has raqm).
+func TestChartsPillowTextLayout(t *testing.T) {
+	s := chartsSandbox(t, ownSandbox(t))
+	code := `
+import matplotlib
+from PIL import Image, ImageDraw, ImageFont, features
+print("features", [f for f in ("raqm", "fribidi", "harfbuzz") if features.check(f)])
+print("versions", features.version("fribidi"), features.version("harfbuzz"))
+path = matplotlib.get_data_path() + "/fonts/ttf/DejaVuSans.ttf"
+raqm = ImageFont.truetype(path, 32, layout_engine=ImageFont.Layout.RAQM)
+basic = ImageFont.truetype(path, 32, layout_engine=ImageFont.Layout.BASIC)
+def ink(font, text):
+    im = Image.new("L", (200, 60), 0)
+    ImageDraw.Draw(im).text((4, 4), text, font=font, fill=255)
+    return im.tobytes()
+salaam = "\u0633\u0644\u0627\u0645"
+print("arabic", raqm.getlength(salaam), basic.getlength(salaam))
+hebrew = "\u05d0\u05d1\u05d2"
+print("hebrew", ink(raqm, hebrew) == ink(basic, hebrew[::-1]), ink(raqm, hebrew) == ink(basic, hebrew))
+print("ffi", raqm.getlength("ffi"), raqm.getlength("ffi", features=["-liga"]))
+try:
+    basic.getlength("abc", direction="rtl")
+except KeyError as e:
+    print("basic", e)
+`
+	got := mustRunOn(t, s, code)
+	want := "features ['raqm', 'fribidi', 'harfbuzz']\nversions 1.0.16 10.2.0\n" +
+		"arabic 65.71875 91.0\nhebrew True False\nffi 30.9375 31.421875\n" +
+		"basic 'setting text direction, language or font features is not supported without libraqm'\n"
+	if got != want {
+		t.Fatalf("stdout:\n%s\nwant:\n%s", got, want)
+	}
+}
+
+// AVIF through libavif on libaom (scripts/charts/build-charts.sh; Pillow's
+// wheels decode with dav1d, here libaom does both): a still image, an
+// animation and alpha, written and read back; AV1 is lossy, so a mean
+// difference under 4 of 255 at quality 90, as for WebP.
+func TestChartsPillowAVIF(t *testing.T) {
+	s := chartsSandbox(t, ownSandbox(t))
+	code := `
+import io
+from PIL import Image, ImageChops, ImageStat, features, _avif
+print("avif", features.check("avif"), features.version("avif"), _avif.decoder_codec_available("aom"), _avif.encoder_codec_available("aom"))
+im = Image.linear_gradient("L").resize((64, 48)).convert("RGB")
+im.putpixel((3, 5), (255, 0, 0))
+def mean_diff(a, b):  # the mean difference, the worst channel's
+    return max(ImageStat.Stat(ImageChops.difference(a.convert("RGB"), b.convert("RGB"))).mean)
+buf = io.BytesIO()
+im.save(buf, "AVIF", quality=90)
+r = Image.open(io.BytesIO(buf.getvalue()))
+r.load()
+print("still", r.format, r.size, r.mode, mean_diff(im, r) < 4)
+frames = [im, im.transpose(Image.Transpose.FLIP_LEFT_RIGHT)]
+buf = io.BytesIO()
+frames[0].save(buf, "AVIF", save_all=True, append_images=frames[1:], duration=100, quality=90)
+anim = Image.open(io.BytesIO(buf.getvalue()))
+anim.seek(1)
+print("frames", anim.n_frames, anim.is_animated, mean_diff(frames[1], anim) < 4)
+buf = io.BytesIO()
+Image.new("RGBA", (16, 16), (10, 200, 30, 128)).save(buf, "AVIF", quality=100)
+a = Image.open(io.BytesIO(buf.getvalue()))
+print("alpha", a.mode, a.getpixel((8, 8))[3])
+`
+	got := mustRunOn(t, s, code)
+	want := "avif True 1.0.4 True True\nstill AVIF (64, 48) RGB True\nframes 2 True True\nalpha RGBA 128\n"
+	if got != want {
+		t.Fatalf("stdout:\n%s\nwant:\n%s", got, want)
+	}
+}

@@ -1,6 +1,8 @@
 # The chart stack for wasm32-wasi, statically linked into python.wasm after
-# pandas: FreeType, qhull, libjpeg-turbo and Pillow's codecs (libtiff,
-# OpenJPEG, libwebp, LittleCMS; Debian's sources), FreeType 2.6.5 for
+# pandas: FreeType (with libpng and brotli), qhull, libjpeg-turbo, Pillow's
+# codecs (libtiff, OpenJPEG, libwebp, LittleCMS, libaom) and text layout
+# (HarfBuzz, FriBiDi; Debian's sources), libavif (a crate's copy),
+# FreeType 2.6.5 for
 # matplotlib (a crate's copy), then kiwisolver, contourpy,
 # matplotlib (Agg) and Pillow (their sdists). Run inside build-python.sh's
 # chroot, as the stage after pandas:
@@ -76,11 +78,68 @@ for pc in python-3.13.pc python3.pc; do
 	sed "s#^prefix=.*#prefix=$N/pyroot/usr/local#" $N/pyroot/usr/local/lib/pkgconfig/$pc >$C/pkgconfig/$pc
 done
 
+cat >$C/wasi.cmake <<CM
+set(CMAKE_SYSTEM_NAME Generic)
+set(CMAKE_SYSTEM_PROCESSOR wasm32)
+set(CMAKE_C_COMPILER clang-19)
+set(CMAKE_C_COMPILER_TARGET wasm32-wasi)
+set(CMAKE_CXX_COMPILER clang++-19)
+set(CMAKE_CXX_COMPILER_TARGET wasm32-wasi)
+set(CMAKE_AR llvm-ar-19)
+set(CMAKE_RANLIB llvm-ranlib-19)
+set(CMAKE_TRY_COMPILE_TARGET_TYPE STATIC_LIBRARY)
+CM
+CMAKE_WASI="-DCMAKE_TOOLCHAIN_FILE=$C/wasi.cmake -DCMAKE_BUILD_TYPE=Release -DCMAKE_INSTALL_PREFIX=$D -DBUILD_SHARED_LIBS=OFF"
+
+# Pillow's FreeType draws colour glyphs (PNG inside CBDT and sbix fonts:
+# emoji) with libpng, reads WOFF fonts with zlib (CPython's) and WOFF2
+# with brotli's decoder; libpng and brotli built first, all three found by
+# FreeType's meson through their pkg-config files.
+log "libpng"
+# By hand, as lcms2 below: libpng's CMake generates pnglibconf.h with the
+# host's preprocessor and the target's flags; its prebuilt default is it.
+mkdir -p $C/libpng $C/obj/libpng && tar -xzf /chsrc/libpng1.6_*.orig.tar.gz -C $C/libpng --strip-components=1
+cp $C/libpng/scripts/pnglibconf.h.prebuilt $C/libpng/pnglibconf.h
+for f in png pngerror pngget pngmem pngpread pngread pngrio pngrtran pngrutil pngset pngtrans pngwio pngwrite pngwtran pngwutil; do
+	clang-19 --target=wasm32-wasi $DEPFLAGS -DPNG_ARM_NEON_OPT=0 -I$W/deps/include -c $C/libpng/$f.c -o $C/obj/libpng/$f.o
+done
+llvm-ar-19 qcs $D/lib/libpng16.a $C/obj/libpng/*.o
+mkdir -p $D/include/libpng16 && cp $C/libpng/png.h $C/libpng/pngconf.h $C/libpng/pnglibconf.h $D/include/libpng16/
+log "brotli"
+mkdir -p $C/brotli && tar -xzf /chsrc/brotli_*.orig.tar.gz -C $C/brotli --strip-components=1
+(cd $C/brotli && cmake -S . -B $C/build-brotli $CMAKE_WASI -DCMAKE_C_FLAGS="$DEPFLAGS" -DBROTLI_DISABLE_TESTS=ON \
+	>$C/brotli-setup.log 2>&1) || { tail -30 $C/brotli-setup.log; exit 1; }
+make -s -C $C/build-brotli -j$JOBS brotlidec brotlicommon >$C/brotli.log 2>&1 ||
+	{ grep -B5 -A20 -m3 -E 'error:|Error' $C/brotli.log | head -60; exit 1; }
+cp $C/build-brotli/libbrotlidec.a $C/build-brotli/libbrotlicommon.a $D/lib/ && cp -a $C/brotli/c/include/brotli $D/include/
+cat >$C/pkgconfig/zlib.pc <<PC
+Name: zlib
+Description: CPython's zlib
+Version: 1.3.1
+Cflags: -I$W/deps/include
+Libs: $W/deps/lib/libz.a
+PC
+cat >$C/pkgconfig/libbrotlidec.pc <<PC
+Name: libbrotlidec
+Description: brotli's decoder
+Version: 1.1.0
+Cflags: -I$D/include
+Libs: $D/lib/libbrotlidec.a $D/lib/libbrotlicommon.a
+PC
+cat >$C/pkgconfig/libpng.pc <<PC
+Name: libpng
+Description: libpng 1.6.48
+Version: 1.6.48
+Requires.private: zlib
+Cflags: -I$D/include/libpng16
+Libs: $D/lib/libpng16.a
+PC
+
 log "FreeType (Pillow's)"
 mkdir -p $C/freetype && tar -xf /chsrc/freetype_*.orig.tar.xz -C $C/freetype --strip-components=1
 (cd $C/freetype && $MESON setup $C/build-freetype --cross-file /charts/cross.ini --buildtype=release --prefix=$D \
-	-Ddefault_library=static -Dbrotli=disabled -Dbzip2=disabled -Dharfbuzz=disabled -Dpng=disabled \
-	-Dzlib=none -Dmmap=disabled -Dtests=disabled -Dc_args="$(qlist $DEPFLAGS)" >$C/freetype-setup.log 2>&1) ||
+	-Ddefault_library=static -Dbrotli=enabled -Dbzip2=disabled -Dharfbuzz=disabled -Dpng=enabled \
+	-Dzlib=system -Dmmap=disabled -Dtests=disabled -Dc_args="$(qlist $DEPFLAGS)" >$C/freetype-setup.log 2>&1) ||
 	{ tail -30 $C/freetype-setup.log; exit 1; }
 ninja -C $C/build-freetype -j$JOBS >$C/freetype.log 2>&1 && ninja -C $C/build-freetype install >>$C/freetype.log 2>&1 ||
 	{ grep -B5 -A20 -m3 -E 'error:|FAILED' $C/freetype.log | head -60; exit 1; }
@@ -150,17 +209,6 @@ PC
 
 log "libjpeg-turbo"
 mkdir -p $C/jpeg && tar -xzf /chsrc/libjpeg-turbo_*.orig.tar.gz -C $C/jpeg --strip-components=1
-cat >$C/wasi.cmake <<CM
-set(CMAKE_SYSTEM_NAME Generic)
-set(CMAKE_SYSTEM_PROCESSOR wasm32)
-set(CMAKE_C_COMPILER clang-19)
-set(CMAKE_C_COMPILER_TARGET wasm32-wasi)
-set(CMAKE_CXX_COMPILER clang++-19)
-set(CMAKE_CXX_COMPILER_TARGET wasm32-wasi)
-set(CMAKE_AR llvm-ar-19)
-set(CMAKE_RANLIB llvm-ranlib-19)
-set(CMAKE_TRY_COMPILE_TARGET_TYPE STATIC_LIBRARY)
-CM
 (cd $C/jpeg && cmake -S . -B $C/build-jpeg -DCMAKE_TOOLCHAIN_FILE=$C/wasi.cmake -DCMAKE_BUILD_TYPE=Release \
 	-DCMAKE_C_FLAGS="$DEPFLAGS" -DCMAKE_INSTALL_PREFIX=$D -DENABLE_SHARED=0 -DENABLE_STATIC=1 -DWITH_SIMD=0 \
 	-DWITH_TURBOJPEG=0 -DWITH_JAVA=0 -DWITH_CRT_DLL=0 >$C/jpeg-setup.log 2>&1) || { tail -30 $C/jpeg-setup.log; exit 1; }
@@ -174,7 +222,6 @@ cp $C/jpeg/jpeglib.h $C/jpeg/jmorecfg.h $C/jpeg/jerror.h $C/build-jpeg/jconfig.h
 # for animation) and LittleCMS (PIL._imagingcms). No threads (WASI has
 # one), no SIMD, no mmap (tiff's TIFFOpen reads instead; Pillow passes its
 # own I/O), no codecs beyond these (libtiff's LZMA, ZSTD, WebP, JBIG, LERC).
-CMAKE_WASI="-DCMAKE_TOOLCHAIN_FILE=$C/wasi.cmake -DCMAKE_BUILD_TYPE=Release -DCMAKE_INSTALL_PREFIX=$D -DBUILD_SHARED_LIBS=OFF"
 log "libtiff"
 mkdir -p $C/tiff && tar -xjf /chsrc/tiff_*.orig.tar.bz2 -C $C/tiff --strip-components=1
 (cd $C/tiff && cmake -S . -B $C/build-tiff $CMAKE_WASI -DCMAKE_C_FLAGS="$DEPFLAGS" -Dtiff-tools=OFF -Dtiff-tests=OFF \
@@ -210,6 +257,49 @@ for f in $C/lcms2/src/*.c; do
 done
 llvm-ar-19 qcs $D/lib/liblcms2.a $C/obj/lcms2/*.o
 cp $C/lcms2/include/lcms2.h $C/lcms2/include/lcms2_plugin.h $D/include/
+
+# AVIF (PIL._avif): libaom's generic C (no SIMD, no threads) encodes and
+# decodes AV1; libavif 1.0.4 (the crate's copy) wraps it. libavif's
+# multi-threaded YUV conversion calls pthread_create, which CPython's
+# WASI stubs answer with EAGAIN; Pillow asks for one thread here, as
+# os.cpu_count() is unknown.
+log "libaom"
+mkdir -p $C/aom && tar -xzf /chsrc/aom_*.orig.tar.gz -C $C/aom --strip-components=1
+(cd $C/aom && cmake -S . -B $C/build-aom $CMAKE_WASI -DCMAKE_C_FLAGS="$DEPFLAGS" -DCMAKE_CXX_FLAGS="$DEPFLAGS" \
+	-DAOM_TARGET_CPU=generic -DCONFIG_MULTITHREAD=0 -DCONFIG_RUNTIME_CPU_DETECT=0 -DENABLE_DOCS=0 -DENABLE_EXAMPLES=0 \
+	-DENABLE_TESTS=0 -DENABLE_TOOLS=0 -DENABLE_TESTDATA=0 -DCONFIG_WEBM_IO=0 -DCONFIG_LIBYUV=0 \
+	>$C/aom-setup.log 2>&1) || { tail -30 $C/aom-setup.log; exit 1; }
+make -s -C $C/build-aom -j$JOBS aom >$C/aom.log 2>&1 || { grep -B5 -A20 -m3 -E 'error:|Error' $C/aom.log | head -60; exit 1; }
+mkdir -p $D/include/aom && cp $C/aom/aom/*.h $D/include/aom/ && cp $C/build-aom/libaom.a $D/lib/
+log "libavif"
+mkdir -p $C/avif && tar -xzf /chsrc/libavif-sys-*.crate -C $C/avif --strip-components=2 --wildcards '*/libavif/*'
+(cd $C/avif && cmake -S . -B $C/build-avif $CMAKE_WASI -DCMAKE_C_FLAGS="$DEPFLAGS -D_WASI_EMULATED_PTHREAD" -DAVIF_CODEC_AOM=ON \
+	-DAOM_INCLUDE_DIR=$D/include -DAOM_LIBRARY=$D/lib/libaom.a -DAVIF_BUILD_APPS=OFF -DAVIF_BUILD_TESTS=OFF \
+	>$C/avif-setup.log 2>&1) || { tail -30 $C/avif-setup.log; exit 1; }
+make -s -C $C/build-avif -j$JOBS avif >$C/avif.log 2>&1 || { grep -B5 -A20 -m3 -E 'error:|Error' $C/avif.log | head -60; exit 1; }
+cp $C/build-avif/libavif.a $D/lib/ && cp -a $C/avif/include/avif $D/include/
+
+# Pillow's complex text layout: the raqm its sdist vendors (compiled with
+# Pillow below) shapes with HarfBuzz on Pillow's FreeType and orders
+# bidirectional text with FriBiDi, both linked in (Pillow's wheels load
+# FriBiDi at run time; nothing is loaded here). HarfBuzz is one unit of
+# C++ (harfbuzz.cc includes the rest) with no exceptions and, as WASI
+# has one thread, no locking (HB_NO_MT); the FreeType functions it would
+# probe for are 2.13's.
+log "FriBiDi"
+mkdir -p $C/fribidi && tar -xJf /chsrc/fribidi_*.orig.tar.xz -C $C/fribidi --strip-components=1
+(cd $C/fribidi && $MESON setup $C/build-fribidi --cross-file /charts/cross.ini --buildtype=release --prefix=$D \
+	-Ddefault_library=static -Ddocs=false -Dbin=false -Dtests=false -Ddeprecated=false -Dc_args="$(qlist $DEPFLAGS)" \
+	>$C/fribidi-setup.log 2>&1) || { tail -30 $C/fribidi-setup.log; exit 1; }
+ninja -C $C/build-fribidi -j$JOBS >$C/fribidi.log 2>&1 && ninja -C $C/build-fribidi install >>$C/fribidi.log 2>&1 ||
+	{ grep -B5 -A20 -m3 -E 'error:|FAILED' $C/fribidi.log | head -60; exit 1; }
+log "HarfBuzz"
+mkdir -p $C/harfbuzz $C/obj/harfbuzz $D/include/harfbuzz && tar -xJf /chsrc/harfbuzz_*.orig.tar.xz -C $C/harfbuzz --strip-components=1
+clang++-19 --target=wasm32-wasi -O2 -std=c++11 $WASM_FEATURES -fno-exceptions -fno-rtti -DNDEBUG -DHB_NO_MT -DHAVE_FREETYPE \
+	-DHAVE_FT_GET_VAR_BLEND_COORDINATES -DHAVE_FT_SET_VAR_BLEND_COORDINATES -DHAVE_FT_DONE_MM_VAR -DHAVE_FT_GET_TRANSFORM \
+	-isystem /cxx-eh/include -I$D/include/freetype2 -c $C/harfbuzz/src/harfbuzz.cc -o $C/obj/harfbuzz/harfbuzz.o
+llvm-ar-19 qcs $D/lib/libharfbuzz.a $C/obj/harfbuzz/harfbuzz.o
+cp $C/harfbuzz/src/hb.h $C/harfbuzz/src/hb-*.h $D/include/harfbuzz/
 
 # Meson builds (contourpy, matplotlib): pybind11's pkg-config file.
 sed "s#^prefix=.*#prefix=$C/tools/pybind11#" "$(find $C/tools -name pybind11.pc | head -1)" >$C/pkgconfig/pybind11.pc
@@ -261,11 +351,15 @@ P=$S/pillow/src
 PILVER=$(sed -n 's/^__version__ = "\(.*\)"/\1/p' $P/PIL/_version.py)
 PILFLAGS="-O2 $CARGS $PYINC -I$D/include -I$D/include/openjpeg-2.5 -I$W/deps/include -I$P/libImaging -DHAVE_LIBJPEG -DHAVE_LIBZ \
 	-DHAVE_LIBTIFF -DHAVE_OPENJPEG -DPILLOW_VERSION=\"$PILVER\""
-mkdir -p $C/obj/imaging $C/obj/imagingft $C/obj/imagingmath $C/obj/imagingmorph $C/obj/imagingcms $C/obj/webp
+mkdir -p $C/obj/imaging $C/obj/imagingft $C/obj/imagingmath $C/obj/imagingmorph $C/obj/imagingcms $C/obj/webp $C/obj/avif
 for f in $P/_imaging.c $P/decode.c $P/encode.c $P/map.c $P/display.c $P/outline.c $P/path.c $P/libImaging/*.c; do
 	clang-19 --target=wasm32-wasi $PILFLAGS -c "$f" -o $C/obj/imaging/$(basename "${f%.c}").o
 done
-clang-19 --target=wasm32-wasi $PILFLAGS -I$D/include/freetype2 -c $P/_imagingft.c -o $C/obj/imagingft/_imagingft.o
+# Raqm as Pillow's setup.py builds it with a FriBiDi of the system's;
+# hb.h for _imagingft.c too, which reports HarfBuzz's version from it.
+RAQMFLAGS="-DHAVE_RAQM -DHAVE_FRIBIDI_SYSTEM -I$D/include/freetype2 -I$D/include/harfbuzz -I$D/include/fribidi"
+clang-19 --target=wasm32-wasi $PILFLAGS $RAQMFLAGS -include hb.h -c $P/_imagingft.c -o $C/obj/imagingft/_imagingft.o
+clang-19 --target=wasm32-wasi $PILFLAGS $RAQMFLAGS -c $P/thirdparty/raqm/raqm.c -o $C/obj/imagingft/raqm.o
 clang-19 --target=wasm32-wasi $PILFLAGS -c $P/_imagingmath.c -o $C/obj/imagingmath/_imagingmath.o
 clang-19 --target=wasm32-wasi $PILFLAGS -c $P/_imagingmorph.c -o $C/obj/imagingmorph/_imagingmorph.o
 clang-19 --target=wasm32-wasi $PILFLAGS -c $P/_imagingcms.c -o $C/obj/imagingcms/_imagingcms.o
@@ -273,12 +367,15 @@ clang-19 --target=wasm32-wasi $PILFLAGS -c $P/_imagingcms.c -o $C/obj/imagingcms
 # its own elsewhere), which would clash with _imaging's here.
 clang-19 --target=wasm32-wasi $PILFLAGS -DImagingSectionEnter=webp_ImagingSectionEnter -DImagingSectionLeave=webp_ImagingSectionLeave \
 	-c $P/_webp.c -o $C/obj/webp/_webp.o
+clang-19 --target=wasm32-wasi $PILFLAGS -c $P/_avif.c -o $C/obj/avif/_avif.o
 archive PIL._imaging $C/obj/imaging $D/lib/libtiff.a $D/lib/libopenjp2.a $D/lib/libjpeg.a $W/deps/lib/libz.a
-archive PIL._imagingft $C/obj/imagingft $D/lib/libfreetype.a
+archive PIL._imagingft $C/obj/imagingft $D/lib/libharfbuzz.a $D/lib/libfribidi.a $D/lib/libfreetype.a $D/lib/libpng16.a \
+	$D/lib/libbrotlidec.a $D/lib/libbrotlicommon.a $W/deps/lib/libz.a
 archive PIL._imagingmath $C/obj/imagingmath
 archive PIL._imagingmorph $C/obj/imagingmorph
 archive PIL._imagingcms $C/obj/imagingcms $D/lib/liblcms2.a
 archive PIL._webp $C/obj/webp $D/lib/libwebpmux.a $D/lib/libwebpdemux.a $D/lib/libwebp.a $D/lib/libsharpyuv.a
+archive PIL._avif $C/obj/avif $D/lib/libavif.a $D/lib/libaom.a
 (IFS=,; echo "[${handmade[*]}]") >$HANDMADE
 
 # The Python side: matplotlib (with mpl_toolkits and pylab), contourpy
