@@ -6,6 +6,11 @@
 #   scripts/charts-tests.sh native SUITE     SUITE: matplotlib or pillow
 #   scripts/charts-tests.sh sandbox SUITE [--engine wasmtime]
 #   scripts/charts-tests.sh table            docs/conformance.md's table, from the runs' results
+#   scripts/charts-tests.sh native-all matplotlib     every test file of the suite, not only
+#   scripts/charts-tests.sh sandbox-all matplotlib [--engine wasmtime]   expected.json's: one
+#                                            run per file (a crash costs that file alone),
+#                                            ~15 min natively, ~1 h in the sandbox on 2 cores
+#   scripts/charts-tests.sh table-all matplotlib       their share, and what it lost by cause
 # The test files and deselections are internal/conformance/chartsuites/
 # expected.json's; each run prints internal/conformance/chartsuites/runner.py's
 # result line (counts, and every test that did not pass) to
@@ -92,20 +97,45 @@ prepare_native() {
 	rm -f "$req.new"
 }
 
-# config SUITE TREE SIDE: runner.py's CONFIG line for SUITE, from
-# expected.json: its deselections on both sides, and in the sandbox also
-# the tests that crash the interpreter there (each would end the run).
+# config SUITE TREE SIDE [FILE]: runner.py's CONFIG line for SUITE, from
+# expected.json: its files (or FILE alone), its deselections on both
+# sides, and in the sandbox also the tests that crash the interpreter
+# there (each would end the run).
 config() {
-	python3 - "$1" "$2" "$3" <<-'PY'
+	python3 - "$@" <<-'PY'
 	import json, sys
-	suite, tree, side = sys.argv[1:]
+	suite, tree, side = sys.argv[1:4]
 	e = json.load(open("internal/conformance/chartsuites/expected.json"))
 	s = next(s for s in e["suites"] if s["suite"] == suite)
 	deselect = dict(s["deselect"])
 	if side == "sandbox":
 	    deselect.update({c["test"]: c["reason"] for c in s["crash"]})
-	print("CONFIG = " + json.dumps({"suite": suite, "tree": tree, "files": s["files"], "deselect": deselect}))
+	files = sys.argv[4:] or s["files"]
+	print("CONFIG = " + json.dumps({"suite": suite, "tree": tree, "files": files, "deselect": deselect}))
 	PY
+}
+
+# run_side SIDE ENGINE RUNNER LOG: one run of RUNNER natively or in the
+# sandbox (the airlock binary sandbox_bin built), its output to LOG.
+run_side() {
+	if [ "$1" = native ]; then
+		MPLBACKEND=agg "$T/native/bin/python" "$3" >"$4" 2>&1 || true
+	else
+		AIRLOCK_WARM=off "$T/airlock-$2" run --engine "$2" --timeout 3600s --memory 3GiB --output-limit 64MiB \
+			--fs-bytes 1GiB --fs-files 100000 "${pkgs[@]}" --package "$TREE" "$3" >"$4" 2>&1 || true
+	fi
+}
+sandbox_bin() { # engine
+	local tags=()
+	[ "$1" = wasmtime ] && tags=(-tags airlock_wasmtime)
+	go build "${tags[@]}" -o "$T/airlock-$1" ./cmd/airlock
+	pkgs=()
+	for w in "$CACHE"/testwheels/*.whl; do pkgs+=(--package "$w"); done
+}
+# result LOG OUT: the runner's result line from LOG into OUT.
+result() {
+	grep -a '^@@charts-result@@ ' "$1" | tail -1 | cut -c19- >"$2"
+	[ -s "$2" ]
 }
 
 [ $# -ge 1 ] || { sed -n '2,8p' "$0" >&2; exit 2; }
@@ -156,36 +186,93 @@ if [ "$mode" = table ]; then
 	PY
 	exit 0
 fi
+if [ "$mode" = table-all ]; then
+	suite=${1:?suite: matplotlib}
+	python3 - "$T" "$suite" <<-'PY'
+	import collections, glob, json, os, sys
+	t, suite = sys.argv[1:]
+	def load(side):
+	    out = {}
+	    for p in sorted(glob.glob(os.path.join(t, f"{suite}-all-{side}", "*.json"))):
+	        out[os.path.basename(p)[:-5]] = json.load(open(p)) if os.path.getsize(p) else None
+	    return out
+	native = load("native")
+	print(f"{suite}, every test file ({len(native)}), one run per file:")
+	print("| side | passed / failed / errors / skipped | native passes passing here | files without a result |")
+	print("|---|---|---|---|")
+	for side in ("native", "wazero", "wasmtime"):
+	    runs = load(side)
+	    if not runs:
+	        continue
+	    counts, kept, lost, missing = collections.Counter(), 0, collections.Counter(), []
+	    total = 0
+	    for f, n in native.items():
+	        r = runs.get(f)
+	        if r is None:
+	            missing.append(f)
+	        else:
+	            counts.update(r["counts"])
+	        if n is None:
+	            continue
+	        np_ = set(n["passed"])
+	        total += len(np_)
+	        here = set(r["passed"]) if r else set()
+	        kept += len(np_ & here)
+	        for nid in np_ - here:
+	            if r is None:
+	                lost["(no result for its file)"] += 1
+	                continue
+	            if nid in r["skipped"]:
+	                lost["skipped: " + str(r["skipped"][nid]).strip().splitlines()[-1][:100]] += 1
+	                continue
+	            # A test with no outcome of its own: its file did not collect.
+	            key = nid if nid in r["outcomes"] else nid.split("::")[0]
+	            why = (r["details"].get(key) or "").strip().splitlines() or [""]
+	            what = r["outcomes"].get(key, "?") + (" (collecting its file)" if key != nid else "")
+	            lost[what + ": " + why[-1].strip()[:100]] += 1
+	    c = " / ".join(str(counts.get(k, 0)) for k in ("passed", "failed", "error", "skipped"))
+	    print(f"| {side} | {c} | {100 * kept / max(total, 1):.1f}% of {total} | {', '.join(missing) or 'none'} |")
+	    if side != "native":
+	        for why, n in lost.most_common():
+	            print(f"    {n:4d}  {why}")
+	PY
+	exit 0
+fi
 prepare_tree
 [ "$mode" = prepare ] && { echo "charts-tests: $TREE"; exit 0; }
 suite=${1:?suite: matplotlib or pillow}
 shift
+engine=wazero
+[ "${1:-}" = --engine ] && engine=$2
 case "$mode" in
-native)
+native | native-all)
+	side=native tree=$TREE kind=native
 	prepare_native
-	{ config "$suite" "$TREE" native; cat internal/conformance/chartsuites/runner.py; } >"$T/runner-$suite.py"
-	MPLBACKEND=agg "$T/native/bin/python" "$T/runner-$suite.py" >"$T/$suite-native.log" 2>&1 || true
-	out="$T/$suite-native.json"
 	;;
-sandbox)
-	engine=wazero
-	[ "${1:-}" = --engine ] && engine=$2
-	tags=()
-	[ "$engine" = wasmtime ] && tags=(-tags airlock_wasmtime)
-	go build "${tags[@]}" -o "$T/airlock-$engine" ./cmd/airlock
-	pkgs=()
-	for w in "$CACHE"/testwheels/*.whl; do pkgs+=(--package "$w"); done
-	{ config "$suite" "" sandbox; cat internal/conformance/chartsuites/runner.py; } >"$T/runner-$suite.py"
-	AIRLOCK_WARM=off "$T/airlock-$engine" run --engine "$engine" --timeout 3600s --memory 3GiB --output-limit 64MiB \
-		--fs-bytes 1GiB --fs-files 100000 "${pkgs[@]}" --package "$TREE" "$T/runner-$suite.py" >"$T/$suite-$engine.log" 2>&1 || true
-	out="$T/$suite-$engine.json"
+sandbox | sandbox-all)
+	side=$engine tree="" kind=sandbox
+	sandbox_bin "$engine"
 	;;
 *)
 	echo "charts-tests: unknown mode $mode" >&2
 	exit 2
 	;;
 esac
-log="${out%.json}.log"
-grep -a '^@@charts-result@@ ' "$log" | tail -1 | cut -c19- >"$out"
-[ -s "$out" ] || { tail -30 "$log" >&2; echo "charts-tests: no result line in $log" >&2; exit 1; }
+if [ "$mode" = native-all ] || [ "$mode" = sandbox-all ]; then
+	[ "$suite" = matplotlib ] || { echo "charts-tests: $mode runs matplotlib's files" >&2; exit 2; }
+	dir="$T/$suite-all-$side"
+	mkdir -p "$dir"
+	for f in $(cd "$TREE/matplotlib/tests" && ls test_*.py); do
+		{ config "$suite" "$tree" "$kind" "$f"; cat internal/conformance/chartsuites/runner.py; } >"$dir/runner.py"
+		run_side "$side" "$engine" "$dir/runner.py" "$dir/$f.log"
+		# An empty result: the run ended without one (table-all says which).
+		result "$dir/$f.log" "$dir/$f.json" || : >"$dir/$f.json"
+		echo "$f: $(python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["counts"])' "$dir/$f.json" 2>/dev/null || echo 'no result')"
+	done
+	exec "$0" table-all "$suite"
+fi
+{ config "$suite" "$tree" "$kind"; cat internal/conformance/chartsuites/runner.py; } >"$T/runner-$suite.py"
+run_side "$side" "$engine" "$T/runner-$suite.py" "$T/$suite-$side.log"
+out="$T/$suite-$side.json"
+result "$T/$suite-$side.log" "$out" || { tail -30 "$T/$suite-$side.log" >&2; echo "charts-tests: no result line in $T/$suite-$side.log" >&2; exit 1; }
 python3 -c 'import json, sys; r = json.load(open(sys.argv[1])); print(r["suite"], r["counts"], "%.0f s" % r["seconds"])' "$out"
