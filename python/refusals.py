@@ -13,7 +13,8 @@
 # (hasattr(os, "fork")) still choose their fallbacks; only the
 # AttributeError a use raises says more. Exception types stay those code
 # already catches: OSError subclasses for network and processes (urllib
-# wraps them in URLError, as for any failed connection), RuntimeError for
+# wraps them in URLError, as for any failed connection; a program refused
+# is a FileNotFoundError too, as one not installed is), RuntimeError for
 # threads, as CPython raises. Everything here affects the guest only.
 
 
@@ -107,10 +108,21 @@ def _airlock_refuse():
         except Exception:
             return None
 
+    class ProgramRefused(PermissionError, FileNotFoundError):
+        # Starting a program: refused as every process is, and also what
+        # starting a program that is not installed raises, so that code
+        # probing for a tool (latex, ffmpeg, fc-list) takes its fallback
+        # instead of failing. Named as the other refusals, so a traceback
+        # and type(e).__name__ read the same.
+        pass
+
+    ProgramRefused.__name__ = ProgramRefused.__qualname__ = "PermissionError"
+    ProgramRefused.__module__ = "builtins"
+
     def refuse_process(*args, **kwargs):
         install = installs(*args)
         report("install" if install else "process", "start a process", args)
-        raise PermissionError(PKG if install else PROC)
+        raise ProgramRefused(PKG if install else PROC)
 
     def refuse_thread(*args, **kwargs):
         report("thread", "start a thread")

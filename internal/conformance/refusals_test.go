@@ -131,6 +131,20 @@ attempt("urlopen-is-oserror", f)`, "ValueError", []string{"caught as OSError"}},
 		{"os.popen", `attempt("os.popen", lambda: os.popen("ls").read())`, "PermissionError", []string{procMessage}},
 		{"os.execl", `attempt("os.execl", lambda: os.execl("/bin/ls", "ls"))`, "PermissionError", []string{procMessage}},
 		{"os.execvp", `attempt("os.execvp", lambda: os.execvp("ls", ["ls"]))`, "PermissionError", []string{procMessage}},
+		// Code probing for a tool catches FileNotFoundError, what a program
+		// that is not installed raises: a refused one is that too.
+		{"probe", `
+def probe():
+    try:
+        subprocess.run(["latex", "--version"], capture_output=True)
+    except FileNotFoundError as e:
+        raise ValueError("no latex: " + str(e))
+attempt("probe", probe)`, "ValueError", []string{"no latex: " + procMessage}},
+		{"probe-popen", `
+try:
+    os.popen("fc-list").read()
+except FileNotFoundError as e:
+    print("probe-popen|caught|" + str(e))`, "caught", []string{procMessage}},
 		// Absent on WASI, and still absent (feature tests keep working),
 		// but the AttributeError says why.
 		{"os.system", `attempt("os.system", lambda: os.system("ls"))`, "AttributeError", []string{"no attribute 'system'", procMessage}},
