@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 )
 
@@ -64,25 +65,16 @@ func put(path string, perm os.FileMode, write func(io.Writer) error, place func(
 // removeStale removes temporary files of path that are older than
 // StaleAfter; best effort, as a leftover costs only space.
 func removeStale(path string) {
-	leftovers, _ := filepath.Glob(globEscape(path) + ".part-*")
-	for _, p := range leftovers {
-		if st, err := os.Lstat(p); err == nil && st.Mode().IsRegular() && time.Since(st.ModTime()) > StaleAfter {
-			os.Remove(p)
+	dir, prefix := filepath.Dir(path), filepath.Base(path)+".part-"
+	entries, _ := os.ReadDir(dir)
+	for _, e := range entries {
+		if !e.Type().IsRegular() || !strings.HasPrefix(e.Name(), prefix) {
+			continue
+		}
+		if info, err := e.Info(); err == nil && time.Since(info.ModTime()) > StaleAfter {
+			os.Remove(filepath.Join(dir, e.Name()))
 		}
 	}
-}
-
-// globEscape quotes the characters filepath.Match treats as patterns.
-func globEscape(s string) string {
-	out := make([]byte, 0, len(s))
-	for i := 0; i < len(s); i++ {
-		switch s[i] {
-		case '*', '?', '[', '\\':
-			out = append(out, '\\')
-		}
-		out = append(out, s[i])
-	}
-	return string(out)
 }
 
 // WriteBytes writes data to path as Write does.
