@@ -138,7 +138,7 @@ result() {
 	[ -s "$2" ]
 }
 
-[ $# -ge 1 ] || { sed -n '2,8p' "$0" >&2; exit 2; }
+[ $# -ge 1 ] || { sed -n '2,13p' "$0" >&2; exit 2; }
 mode=$1
 shift
 if [ "$mode" = table ]; then
