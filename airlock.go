@@ -49,6 +49,10 @@ type Limits struct {
 	// machine. Running out ends the run with KindFuelExhausted. Only the
 	// wasmtime engine meters fuel (see WithEngine); 0 is no cap.
 	Fuel int64
+	// Threads caps the threads a run may have at once besides its main
+	// one (engine/threads.go); a start past it raises RuntimeError in the
+	// guest, saying so. The wasmtime engine runs no threads.
+	Threads int
 }
 
 // DefaultLimits are used where neither the Request nor the Sandbox says
@@ -65,6 +69,7 @@ func DefaultLimits() Limits {
 		Fuel:        d.Fuel,
 		HostCalls:   1000,
 		HostPayload: 1 << 20,
+		Threads:     engine.DefaultMaxThreads,
 	}
 }
 
@@ -92,6 +97,9 @@ func (l Limits) withDefaults(d Limits) Limits {
 	}
 	if l.Fuel == 0 {
 		l.Fuel = d.Fuel
+	}
+	if l.Threads == 0 {
+		l.Threads = d.Threads
 	}
 	return l
 }

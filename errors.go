@@ -21,6 +21,7 @@ const (
 	KindFuelExhausted  = engine.KindFuelExhausted
 	KindCrash          = engine.KindCrash
 	KindInvalidRequest = engine.KindInvalidRequest
+	KindDeadlock       = engine.KindDeadlock
 )
 
 // Sentinels, one per Kind, for errors.Is: package engine's values, so a
@@ -33,6 +34,7 @@ var (
 	ErrFuelExhausted  = engine.ErrFuelExhausted
 	ErrCrash          = engine.ErrCrash
 	ErrInvalidRequest = engine.ErrInvalidRequest
+	ErrDeadlock       = engine.ErrDeadlock
 )
 
 // ErrEngineUnavailable is New's error for an engine this binary lacks.

@@ -107,7 +107,7 @@ func (sb *Sandbox) prepare(ctx context.Context, start time.Time, req *Request, l
 	if r.pipDev = sb.newInstallDevice(fs, pkgs, r.audit.install); r.pipDev != nil {
 		r.wcfg.Devices[pipDevice] = r.pipDev
 	}
-	r.spec = engine.RunSpec{MemoryLimit: uint64(limits.Memory), Fuel: uint64(limits.Fuel), Unpooled: sb.cfg.unpooled}
+	r.spec = engine.RunSpec{MemoryLimit: uint64(limits.Memory), Fuel: uint64(limits.Fuel), Unpooled: sb.cfg.unpooled, MaxThreads: limits.Threads}
 	return r, nil
 }
 

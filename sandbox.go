@@ -222,6 +222,13 @@ func (sb *Sandbox) Engine() string { return sb.cfg.engine }
 // on wasmtime unless WithFuelMetering(false), never on wazero.
 func (sb *Sandbox) FuelMetering() bool { return sb.cfg.engine == EngineWasmtime && !sb.cfg.unmetered }
 
+// Threads tells whether runs can start threads (Limits.Threads): the own
+// build's, on wazero. On wasmtime, or with another build, a start raises
+// RuntimeError in the guest, saying so.
+func (sb *Sandbox) Threads() bool {
+	return sb.cfg.engine == EngineWazero && sb.artifact.Build == python.SelectOwn
+}
+
 // Info describes the python.wasm a Sandbox runs.
 type Info struct {
 	Path   string // "" when embedded
@@ -318,6 +325,8 @@ func classify(runErr error, out engine.Outcome, fs *memfs.FS, l Limits) *Error {
 		return nil
 	case errors.Is(runErr, engine.ErrFuelExhausted):
 		return newError(KindFuelExhausted, runErr, "the run used up its %d units of fuel", l.Fuel)
+	case errors.Is(runErr, engine.ErrDeadlock):
+		return newError(KindDeadlock, runErr, engine.DeadlockMessage)
 	case errors.Is(runErr, runout.ErrOutputLimit):
 		return newError(KindOutputLimit, runErr, "output exceeded the %d-byte limit", l.Output)
 	case errors.Is(runErr, engine.ErrBelowMinMemory):
@@ -368,7 +377,7 @@ func (sb *Sandbox) validate(req *Request) (Limits, *Error) {
 // a request's zero fields take, so a run need not check them again).
 func (c *config) checkLimits(l Limits) string {
 	switch {
-	case l.Timeout < 0, l.Memory < 0, l.Output < 0, l.FSBytes < 0, l.FSFiles < 0, l.HostCalls < 0, l.HostPayload < 0, l.Fuel < 0:
+	case l.Timeout < 0, l.Memory < 0, l.Output < 0, l.FSBytes < 0, l.FSFiles < 0, l.HostCalls < 0, l.HostPayload < 0, l.Fuel < 0, l.Threads < 0:
 		return "limits must not be negative"
 	case l.Fuel > 0 && c.engine != EngineWasmtime:
 		return fmt.Sprintf("a fuel limit needs the wasmtime engine (WithEngine(EngineWasmtime)); this sandbox runs on %s", c.engine)

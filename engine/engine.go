@@ -167,6 +167,11 @@ type RunSpec struct {
 	// than take an instance made ahead (wazero_pool.go): to measure the
 	// pool, or to keep no idle instances.
 	Unpooled bool
+	// MaxThreads caps the threads a run may have at once besides its main
+	// one, on engines that run threads (wazero; threads.go); 0 is
+	// DefaultMaxThreads. A start past it fails in the guest as a thread
+	// the system cannot start does.
+	MaxThreads int
 }
 
 // Outcome is what a run reports beside its error.
@@ -199,7 +204,7 @@ func (m *Compiled) Run(ctx context.Context, spec RunSpec) (Outcome, error) {
 	if err != nil {
 		return Outcome{MemoryLimitHit: true}, err
 	}
-	r := &runState{ctx: ctx, wasi: spec.WASI}
+	r := &runState{ctx: ctx, wasi: spec.WASI, maxThreads: spec.MaxThreads}
 	inst, err := m.code.Start(ctx, r, spec.start(limit), nil)
 	if err != nil {
 		return Outcome{MemoryLimitHit: errors.Is(err, ErrBelowMinMemory)}, err

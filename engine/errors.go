@@ -17,6 +17,9 @@ const (
 	KindFuelExhausted  Kind = "fuel_exhausted"
 	KindCrash          Kind = "crash"
 	KindInvalidRequest Kind = "invalid_request"
+	// KindDeadlock: every thread of the program waited with nothing left
+	// that could wake one (engine/threads.go).
+	KindDeadlock Kind = "deadlock"
 )
 
 // Sentinels, one per Kind, for errors.Is (ErrFuelExhausted, the one for
@@ -38,6 +41,7 @@ var sentinels = map[Kind]error{
 	KindFuelExhausted:  ErrFuelExhausted,
 	KindCrash:          ErrCrash,
 	KindInvalidRequest: ErrInvalidRequest,
+	KindDeadlock:       ErrDeadlock,
 }
 
 // Error is how a run that the sandbox ended, or refused, reports why. A

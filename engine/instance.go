@@ -27,6 +27,20 @@ type runState struct {
 	// error does not carry it.
 	hostErr error
 	eh      ehState // C++ exceptions' invoke_ (cxxeh.go)
+	// threads: the run's other threads (threads.go), nil until the
+	// first spawn; maxThreads caps them (0: DefaultMaxThreads).
+	threads    *threads
+	maxThreads int
+}
+
+// endThreads stops the threads still alive after the main thread's
+// call returned: a call's threads do not outlive it.
+func (r *runState) endThreads() {
+	if r.threads == nil {
+		return
+	}
+	r.threads.end()
+	r.threads = nil
 }
 
 // runState is what an engine's host functions reach of a run.

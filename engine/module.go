@@ -168,6 +168,9 @@ func checkModule(wasm []byte) error {
 			invokes = true
 			continue
 		}
+		if backend.ThreadImport(im.Module, im.Name) {
+			continue
+		}
 		if im.Module != wasi.ModuleName || !served[im.Name] {
 			return fmt.Errorf("%w: %s.%s (only %s functions are served, and C++ exceptions' invoke_ and airlock_eh.unwind: a WASI preview1 command module)", ErrModuleImports, im.Module, im.Name, wasi.ModuleName)
 		}
@@ -300,6 +303,8 @@ func classify(runErr error, out Outcome, fs *memfs.FS, l Limits) *Error {
 		return nil
 	case errors.Is(runErr, ErrFuelExhausted):
 		return newError(KindFuelExhausted, runErr, "the run used up its %d units of fuel", l.Fuel)
+	case errors.Is(runErr, ErrDeadlock):
+		return newError(KindDeadlock, runErr, DeadlockMessage)
 	case errors.Is(runErr, runout.ErrOutputLimit):
 		return newError(KindOutputLimit, runErr, "output exceeded the %d-byte limit", l.Output)
 	case errors.Is(runErr, ErrBelowMinMemory):

@@ -345,7 +345,7 @@ func (m *Compiled) Capture(ctx context.Context, spec RunSpec) (*Snapshot, error)
 		return nil, fmt.Errorf("engine: snapshot: %w", err)
 	}
 	p := &pausePoint{capture: true, pauseWhen: spec.PauseWhen}
-	r := &runState{ctx: ctx, wasi: spec.WASI, pause: p}
+	r := &runState{ctx: ctx, wasi: spec.WASI, pause: p, maxThreads: spec.MaxThreads}
 	inst, err := m.code.Start(ctx, r, spec.start(limit), nil)
 	if err != nil {
 		return nil, fmt.Errorf("engine: snapshot: %w", err)
@@ -425,7 +425,7 @@ func (m *Compiled) Resume(ctx context.Context, img *Snapshot, spec RunSpec) (Out
 		return Outcome{MemoryLimitHit: true}, err
 	}
 	p := &pausePoint{buffer: img.unwindBuffer, pauseWhen: spec.PauseWhen, from: img}
-	r := &runState{ctx: ctx, wasi: spec.WASI, pause: p}
+	r := &runState{ctx: ctx, wasi: spec.WASI, pause: p, maxThreads: spec.MaxThreads}
 	began := time.Now()
 	inst, err := m.code.Start(ctx, r, spec.start(limit), img)
 	if err != nil {

@@ -98,7 +98,7 @@ func loadWazero(ctx context.Context, src source, opts Options) (backend.Code, er
 		fmt.Fprintf(opts.Notice, "airlock: compiling the %d MB module once (takes seconds; cached after)...\n", len(wasm)>>20)
 	}
 	r := wazero.NewRuntimeWithConfig(ctx, cfg)
-	if err := registerWASI(ctx, r); err != nil {
+	if err := registerHost(ctx, r); err != nil {
 		r.Close(ctx)
 		return nil, err
 	}
@@ -118,7 +118,7 @@ func loadWazero(ctx context.Context, src source, opts Options) (backend.Code, er
 		}
 		marker = ""
 		r = wazero.NewRuntimeWithConfig(ctx, uncached)
-		if err := registerWASI(ctx, r); err != nil {
+		if err := registerHost(ctx, r); err != nil {
 			r.Close(ctx)
 			return nil, err
 		}
@@ -221,6 +221,14 @@ func exists(path string) bool {
 	return err == nil
 }
 
+// registerHost exports the host's modules: WASI and the threads'.
+func registerHost(ctx context.Context, r wazero.Runtime) error {
+	if err := registerWASI(ctx, r); err != nil {
+		return err
+	}
+	return registerThreads(ctx, r)
+}
+
 // registerWASI exports package wasi's table as the host module. Each call
 // finds its run in the context the run passed to the guest.
 func registerWASI(ctx context.Context, r wazero.Runtime) error {
@@ -228,10 +236,21 @@ func registerWASI(ctx context.Context, r wazero.Runtime) error {
 	for _, f := range wasi.Functions() {
 		call := f.Call
 		pauses := f.Name == "fd_read" // the snapshot point (snapshot.go)
+		// The loop budget's call, where a thread waiting to run gets its
+		// turn asked for; and sleeps, which let the others run (threads.go).
+		budget, polls := f.Name == "sched_yield", f.Name == "poll_oneoff"
 		fn := api.GoModuleFunc(func(ctx context.Context, mod api.Module, stack []uint64) {
 			r := runFrom(ctx)
 			if r == nil {
 				panic(errors.New("engine: WASI call outside a run"))
+			}
+			if r.threads != nil {
+				switch {
+				case budget:
+					r.threads.checkSwitch(ctx)
+				case polls && r.threads.others():
+					ctx = wasi.WithSleepAround(ctx, r.threads.sleepAround(ctx, func(err error) { trapThread(ctx, r, err) }))
+				}
 			}
 			if pauses && r.Pausing(stack) {
 				done, err := r.AtStdinRead(wzCaller{ctx: ctx, mod: mod}, stack)
@@ -245,7 +264,7 @@ func registerWASI(ctx context.Context, r wazero.Runtime) error {
 			mem := mod.Memory()
 			buf, _ := mem.Read(0, mem.Size())
 			if err := call(ctx, r.wasi, buf, stack); err != nil {
-				r.trapWazero(err)
+				trapThread(ctx, r, err)
 			}
 		})
 		b.NewFunctionBuilder().WithGoModuleFunction(fn, valueTypes(f.Params), valueTypes(f.Results)).Export(f.Name)
@@ -423,6 +442,9 @@ func (i *wzInstance) Call(name string, args ...uint32) error {
 func (i *wzInstance) CallResult(name string, args ...uint32) (uint32, error) {
 	stop := i.code.watchInterrupt(i.ctx, i.mod)
 	ret, err := i.wzCaller.call(name, args)
+	if r := runFrom(i.ctx); r != nil {
+		r.endThreads()
+	}
 	stop()
 	var sysExit *sys.ExitError
 	if errors.As(err, &sysExit) && i.ctx.Err() == nil {

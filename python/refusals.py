@@ -1,8 +1,9 @@
 # What the sandbox refuses, said so that a program (and the model that
-# wrote it) can act on it. python.wasm has no network, no processes and
-# one thread; unpatched, CPython reports that as AttributeErrors about
-# getaddrinfo or os.system, "unknown url type: https" or "can't start new
-# thread". Here each refusal names the restriction and what to do instead.
+# wrote it) can act on it. python.wasm has no network and no processes,
+# and its threads have a cap per run (none on wasmtime); unpatched,
+# CPython reports that as AttributeErrors about getaddrinfo or os.system,
+# "unknown url type: https" or "can't start new thread". Here each
+# refusal names the restriction and what to do instead.
 #
 # Runs once in the prelude's set-up, so a run resumed from the snapshot
 # pays nothing: os and _thread are patched at once (always imported), the
@@ -31,10 +32,14 @@ def _airlock_refuse():
         "airlock.install('name') where its operator configured a package index)"
     )
     THREAD = (
-        "airlock: this sandbox runs Python on one thread and cannot start others "
-        "(threading, _thread, ThreadPoolExecutor, asyncio.to_thread); do the work "
-        "sequentially, or use asyncio coroutines to interleave waiting"
-    )
+        "airlock: cannot start another thread: a run may have as many threads besides "
+        "its main one as its thread limit (64 unless the host set another), and none on "
+        "the wasmtime engine or the npm build of python.wasm; join threads that are done, "
+        "use fewer workers (ThreadPoolExecutor(max_workers=...)), or do the work sequentially")
+    THREAD_POOL = (
+        "airlock: multiprocessing.pool.ThreadPool needs multiprocessing's locks and pipes, "
+        "which this sandbox does not have; use concurrent.futures.ThreadPoolExecutor "
+        "(map and submit work the same), whose threads run here")
     PKG = (
         "airlock: nothing can be installed in this sandbox (no pip, no network): "
         "the standard library, the packages built into python.wasm and the pure-Python "
@@ -124,9 +129,21 @@ def _airlock_refuse():
         report("install" if install else "process", "start a process", args)
         raise ProgramRefused(PKG if install else PROC)
 
-    def refuse_thread(*args, **kwargs):
-        report("thread", "start a thread")
-        raise RuntimeError(THREAD)
+    def refuse_thread(start):
+        # Threads run (green, one at a time: the host's scheduler); a
+        # start the host refuses fails in CPython as "can't start new
+        # thread", which says neither why nor what to do.
+        def start_thread(*args, **kwargs):
+            try:
+                return start(*args, **kwargs)
+            except RuntimeError as e:
+                if str(e) != "can't start new thread":
+                    raise
+                report("thread", "start a thread")
+                raise RuntimeError(THREAD) from None
+        start_thread.__name__ = getattr(start, "__name__", "start_thread")
+        start_thread.__doc__ = getattr(start, "__doc__", None)
+        return start_thread
 
     # --- processes: os (imported already; os.py defines exec* and popen
     # even where posix has no execv, and they fail with NameError)
@@ -178,12 +195,12 @@ def _airlock_refuse():
     import _thread
     for name in ("start_new_thread", "start_new", "start_joinable_thread"):
         if hasattr(_thread, name):
-            setattr(_thread, name, refuse_thread)
+            setattr(_thread, name, refuse_thread(getattr(_thread, name)))
 
     def patch_threading(m):
-        for name in ("_start_new_thread", "_start_joinable_thread"):
+        for name, real in (("_start_new_thread", "start_new_thread"), ("_start_joinable_thread", "start_joinable_thread")):
             if name in m.__dict__:
-                setattr(m, name, refuse_thread)
+                setattr(m, name, getattr(_thread, real))
 
     # --- modules patched after their first import
     def patch_socket(m):
@@ -339,12 +356,14 @@ def _airlock_refuse():
         m.BaseProcess.start = refuse(PROC, "process", "multiprocessing.Process.start")
 
     def patch_multiprocessing_pool(m):
+        pool_init = m.Pool.__init__
+
         def __init__(self, *args, **kwargs):
             self._pool = []  # what __del__ looks at
             self._state = m.INIT
             if isinstance(self, m.ThreadPool):
                 report("thread", "multiprocessing.pool.ThreadPool")
-                raise RuntimeError(THREAD)
+                raise RuntimeError(THREAD_POOL)
             report("process", "multiprocessing.Pool")
             raise PermissionError(PROC)
 

@@ -223,11 +223,12 @@ charts_inputs() { find scripts/charts -type f ! -path '*/__pycache__/*' | LC_ALL
 cxxeh_inputs() { echo scripts/build-cxx-eh.sh; find scripts/cxx-eh -type f | LC_ALL=C sort; }
 parsers_inputs() { find scripts/parsers -type f ! -path '*/__pycache__/*' | LC_ALL=C sort; }
 orjson_inputs() { find scripts/orjson -type f ! -path '*/__pycache__/*' | LC_ALL=C sort; }
+threads_inputs() { find scripts/threads -type f | LC_ALL=C sort; }
 # OpenBLAS' (scripts/build-openblas.sh and its patches).
 openblas_inputs() { echo scripts/build-openblas.sh; find scripts/openblas -type f ! -path '*/__pycache__/*' | LC_ALL=C sort; }
 KEY=$({ cat scripts/build-python.sh scripts/stdlib_zip.py scripts/pgo_train.py \
 	scripts/stdlib-patches/*.patch scripts/cpython-patches/*.patch scripts/pandas-py-patches/*.patch scripts/charts-py-patches/*.patch \
-	$(numpy_inputs) $(pandas_inputs) $(cxxeh_inputs) $(parsers_inputs) $(charts_inputs) $(orjson_inputs) $(openblas_inputs); } | sha256sum | cut -c1-64)
+	$(numpy_inputs) $(pandas_inputs) $(cxxeh_inputs) $(parsers_inputs) $(charts_inputs) $(orjson_inputs) $(threads_inputs) $(openblas_inputs); } | sha256sum | cut -c1-64)
 if [ -f "$OUT/build.json" ] && grep -q "\"key\": \"$KEY\"" "$OUT/build.json" &&
 	(cd "$OUT" && sha256sum --quiet -c SHA256SUMS) 2>/dev/null; then
 	echo "build-python: up to date: $OUT (key ${KEY:0:12})"
@@ -633,6 +634,25 @@ STAGE_KEY=$ORJSON_KEY
 STAGE_WASM=/work/orjson/python.wasm
 STAGE_BUILDS="$STAGE_BUILDS /work/orjson/build"
 STAGE_PKGS="$STAGE_PKGS /work/orjson/pkg"
+
+# Threads (scripts/threads/build-threads.sh): Python/thread.c compiled
+# again with Airlock's pthreads, and python.wasm linked with it. Last, so
+# that a change to the threads builds this stage only (~1 min).
+THREADS_KEY=$(printf '%s\n' "$STAGE_KEY" "$WASM_FEATURES" | cat - $(threads_inputs) | sha256sum | cut -c1-64)
+if [ "$(cat "$ROOT/work/threads/.build-key" 2>/dev/null)" = "$THREADS_KEY" ] && [ -f "$ROOT/work/threads/python.wasm" ]; then
+	log "threads build up to date (key ${THREADS_KEY:0:12})"
+else
+	log "compiling CPython's thread layer with Airlock's threads and relinking python.wasm"
+	rm -rf "$ROOT/threads" && cp -a scripts/threads "$ROOT/threads"
+	rm -rf "$ROOT/pandas" "$ROOT/charts" && cp -a scripts/pandas "$ROOT/pandas" && cp -a scripts/charts "$ROOT/charts" && rm -rf "$ROOT/charts/fetch"
+	mkdir -p "$ROOT/work/threads"
+	chroot "$ROOT" env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root LANG=C.UTF-8 SOURCE_DATE_EPOCH="$SOURCE_DATE_EPOCH" \
+		CXXEH_LDFLAGS="$CXXEH_LDFLAGS" CXXEH_LIBDIR=/cxx-eh/lib PY_PKG="$PY_PKG" \
+		STAGE_BUILDS="$STAGE_BUILDS" STAGE_HANDMADE="$STAGE_HANDMADE" bash /threads/build-threads.sh
+	echo "$THREADS_KEY" >"$ROOT/work/threads/.build-key"
+fi
+STAGE_KEY=$THREADS_KEY
+STAGE_WASM=/work/threads/python.wasm
 
 # --- 4. outputs: wasm-opt'd python.wasm, the stdlib zip, build.json
 # With the host's pip: it is set up for this host's network (proxy, CA

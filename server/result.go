@@ -108,7 +108,7 @@ func FromLimits(l airlock.Limits) wire.RunLimits {
 	return wire.RunLimits{
 		TimeoutMS: l.Timeout.Milliseconds(), Memory: l.Memory, Output: l.Output,
 		FSBytes: l.FSBytes, FSFiles: l.FSFiles, HostCalls: l.HostCalls, HostPayload: l.HostPayload,
-		Fuel: l.Fuel,
+		Fuel: l.Fuel, Threads: l.Threads,
 	}
 }
 
@@ -119,7 +119,7 @@ func FromLimits(l airlock.Limits) wire.RunLimits {
 // the maximum). Negative values pass through for the Sandbox to refuse.
 func clampLimits(r wire.RunLimits, defaults, maxima airlock.Limits) (airlock.Limits, []string) {
 	var clamped []string
-	files, calls := int64(r.FSFiles), int64(r.HostCalls)
+	files, calls, threads := int64(r.FSFiles), int64(r.HostCalls), int64(r.Threads)
 	fields := []struct {
 		name     string
 		v        *int64
@@ -133,6 +133,7 @@ func clampLimits(r wire.RunLimits, defaults, maxima airlock.Limits) (airlock.Lim
 		{"host_calls", &calls, int64(defaults.HostCalls), int64(maxima.HostCalls)},
 		{"host_payload", &r.HostPayload, defaults.HostPayload, maxima.HostPayload},
 		{"fuel", &r.Fuel, defaults.Fuel, maxima.Fuel},
+		{"threads", &threads, int64(defaults.Threads), int64(maxima.Threads)},
 	}
 	for _, f := range fields {
 		sent := *f.v != 0
@@ -146,7 +147,7 @@ func clampLimits(r wire.RunLimits, defaults, maxima airlock.Limits) (airlock.Lim
 			}
 		}
 	}
-	r.FSFiles, r.HostCalls = int(files), int(calls)
+	r.FSFiles, r.HostCalls, r.Threads = int(files), int(calls), int(threads)
 	// With no server maximum for it, a timeout in milliseconds can still be
 	// too large for a time.Duration; past that it wraps negative.
 	if maxMS := int64(math.MaxInt64 / time.Millisecond); r.TimeoutMS > maxMS {
@@ -156,7 +157,7 @@ func clampLimits(r wire.RunLimits, defaults, maxima airlock.Limits) (airlock.Lim
 	l := airlock.Limits{
 		Timeout: time.Duration(r.TimeoutMS) * time.Millisecond,
 		Memory:  r.Memory, Output: r.Output, FSBytes: r.FSBytes, FSFiles: r.FSFiles,
-		HostCalls: r.HostCalls, HostPayload: r.HostPayload, Fuel: r.Fuel,
+		HostCalls: r.HostCalls, HostPayload: r.HostPayload, Fuel: r.Fuel, Threads: r.Threads,
 	}
 	return l, clamped
 }

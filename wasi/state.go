@@ -68,6 +68,25 @@ type Clock interface {
 	Sleep(ctx context.Context, d time.Duration) error
 }
 
+// WithSleepAround returns ctx for a WASI call whose sleep (poll_oneoff's
+// wait) around runs: around calls sleep, and may do more before and after
+// it. An engine running several guest threads in one instance lets the
+// others run meanwhile; sleep touches neither the State nor memory.
+func WithSleepAround(ctx context.Context, around func(sleep func() error) error) context.Context {
+	return context.WithValue(ctx, sleepAroundKey{}, around)
+}
+
+type sleepAroundKey struct{}
+
+// sleep is the guest's sleep of d, through ctx's WithSleepAround if any.
+func (s *State) sleep(ctx context.Context, d time.Duration) error {
+	sleep := func() error { return s.clock.Sleep(ctx, d) }
+	if around, ok := ctx.Value(sleepAroundKey{}).(func(func() error) error); ok {
+		return around(sleep)
+	}
+	return sleep()
+}
+
 // RealClock reads the host's clocks.
 type RealClock struct{ start time.Time }
 

@@ -78,7 +78,7 @@ func parseSize(v string) (int64, error) {
 type limitFlags struct {
 	timeout                 *time.Duration
 	memory, output, fsBytes sizeFlag
-	fsFiles                 *int
+	fsFiles, threads        *int
 	fuel                    *int64
 }
 
@@ -90,11 +90,12 @@ func (l *limitFlags) register(fs *flag.FlagSet) {
 	fs.Var(&l.output, "output-limit", "cap on stdout and on stderr, each")
 	fs.Var(&l.fsBytes, "fs-bytes", "cap on the total size of files in the sandbox")
 	l.fsFiles = fs.Int("fs-files", d.FSFiles, "max files and directories in the sandbox")
+	l.threads = fs.Int("threads", d.Threads, "max threads a run may have at once besides its main one (wazero engine; wasmtime runs none)")
 	l.fuel = fs.Int64("fuel", 0, "CPU budget in fuel units, about one per WebAssembly instruction; same verdict on any machine (wasmtime engine only; 0: none)")
 }
 
 func (l *limitFlags) limits() airlock.Limits {
-	return airlock.Limits{Timeout: *l.timeout, Memory: l.memory.n, Output: l.output.n, FSBytes: l.fsBytes.n, FSFiles: *l.fsFiles, Fuel: *l.fuel}
+	return airlock.Limits{Timeout: *l.timeout, Memory: l.memory.n, Output: l.output.n, FSBytes: l.fsBytes.n, FSFiles: *l.fsFiles, Fuel: *l.fuel, Threads: *l.threads}
 }
 
 // readStdinFlag reads what --stdin names: nothing for "", this process's

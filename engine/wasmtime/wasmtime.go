@@ -6,12 +6,14 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"math"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync/atomic"
+	"time"
 
 	wasmtime "github.com/bytecodealliance/wasmtime-go/v39"
 	"golang.org/x/sys/unix"
@@ -224,7 +226,59 @@ func wasmtimeLinker(eng *wasmtime.Engine) (*wasmtime.Linker, error) {
 			return nil, fmt.Errorf("engine: register WASI: %w", err)
 		}
 	}
+	if err := defineNoThreads(l); err != nil {
+		l.Close()
+		return nil, err
+	}
 	return l, nil
+}
+
+// defineNoThreads serves python.wasm's threads imports without threads:
+// a wasmtime Store runs one call at a time on one OS thread's stack, and
+// its stack limit is the store's, so the green threads wazero runs
+// (engine/threads.go) would run here with another thread's limit. spawn
+// answers ENOTSUP; a timed wait is a sleep (nothing else could wake it),
+// an untimed one a deadlock.
+func defineNoThreads(l *wasmtime.Linker) error {
+	i32, i64 := wasmtime.NewValType(wasmtime.KindI32), wasmtime.NewValType(wasmtime.KindI64)
+	types := map[string]*wasmtime.FuncType{
+		"spawn": wasmtime.NewFuncType([]*wasmtime.ValType{i32, i32, i32, i32, i32}, []*wasmtime.ValType{i32}),
+		"wait":  wasmtime.NewFuncType([]*wasmtime.ValType{i32, i32, i64}, []*wasmtime.ValType{i32}),
+		"wake":  wasmtime.NewFuncType([]*wasmtime.ValType{i32, i32}, []*wasmtime.ValType{i32}),
+		"exit":  wasmtime.NewFuncType(nil, nil),
+	}
+	for name, ty := range types {
+		fn := func(c *wasmtime.Caller, args []wasmtime.Val) ([]wasmtime.Val, *wasmtime.Trap) {
+			inst, _ := c.Data().(*wtInstance)
+			if inst == nil {
+				return nil, wasmtime.NewTrap("engine: threads call outside a run")
+			}
+			switch name {
+			case "spawn":
+				return []wasmtime.Val{wasmtime.ValI32(backend.ENOTSUP)}, nil
+			case "wait":
+				d := time.Duration(args[2].I64())
+				if d < 0 {
+					return nil, trap(inst.run, backend.ErrDeadlock)
+				}
+				t := time.NewTimer(d)
+				defer t.Stop()
+				select {
+				case <-t.C:
+				case <-inst.run.Context().Done():
+					return nil, trap(inst.run, inst.run.Context().Err())
+				}
+				return []wasmtime.Val{wasmtime.ValI32(1)}, nil
+			case "wake":
+				return []wasmtime.Val{wasmtime.ValI32(0)}, nil
+			}
+			return nil, trap(inst.run, errors.New("engine: the threads' exit without threads"))
+		}
+		if err := l.FuncNew(backend.ThreadsModule, name, ty, fn); err != nil {
+			return fmt.Errorf("engine: register %s.%s: %w", backend.ThreadsModule, name, err)
+		}
+	}
+	return nil
 }
 
 // callSafely runs a WASI function, turning a panic into the run's error:

@@ -35,6 +35,8 @@ type RunLimits struct {
 	HostPayload int64 `json:"host_payload,omitempty"`
 	// Fuel is a CPU budget; it needs a server on the wasmtime engine.
 	Fuel int64 `json:"fuel,omitempty"`
+	// Threads caps the threads a run may have besides its main one.
+	Threads int `json:"threads,omitempty"`
 }
 
 // SessionRequest is the body of POST /v1/sessions: what every call of the
