@@ -521,6 +521,8 @@ func setLimit(l, all airlock.Limits, name string) airlock.Limits {
 		l.FSFiles = all.FSFiles
 	case "fuel":
 		l.Fuel = all.Fuel
+	case "threads":
+		l.Threads = all.Threads
 	}
 	return l
 }

@@ -195,7 +195,7 @@ func TestSetLimitCoversEveryLimitFlag(t *testing.T) {
 	fs := flag.NewFlagSet("t", flag.ContinueOnError)
 	var lf limitFlags
 	lf.register(fs)
-	for name, v := range map[string]string{"timeout": "3s", "memory": "7MiB", "output-limit": "5KiB", "fs-bytes": "9MiB", "fs-files": "11", "fuel": "13"} {
+	for name, v := range map[string]string{"timeout": "3s", "memory": "7MiB", "output-limit": "5KiB", "fs-bytes": "9MiB", "fs-files": "11", "fuel": "13", "threads": "17"} {
 		if err := fs.Set(name, v); err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}

@@ -242,6 +242,9 @@ print("not reached")`},
 // with the main thread only, and a thread that was done is joined.
 func TestThreadsInSession(t *testing.T) {
 	s := threadsSandbox(t)
+	if !s.Snapshots() {
+		t.Skip("sessions need snapshots")
+	}
 	sess, err := s.NewSession(t.Context(), airlock.SessionOptions{})
 	if err != nil {
 		t.Fatal(err)

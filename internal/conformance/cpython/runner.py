@@ -3,7 +3,8 @@
 # Go test reads it. Not regrtest: it needs subprocesses for its workers,
 # and its summary does not name each test's outcome. The configuration
 # is the first line of this file, put there by the Go test:
-#   CONFIG = {"module": "test.test_os", "tests": [...names, or empty...], "cwd": ...}
+#   CONFIG = {"module": "test.test_os", "tests": [...names, or empty...], "cwd": ...,
+#             "threads": "yes" where the guest can start threads}
 import io, json, os, sys, time, traceback, unittest
 
 MARK = "@@cpython-result@@ "
@@ -78,6 +79,11 @@ def main():
     from test import support
     # As regrtest: tests compare against these to find leaks to the console.
     support.record_original_stdout(sys.stdout)
+    if cfg.get("threads") == "yes":
+        # CPython's test support takes it that WASI starts no threads and
+        # skips every test that would; the sandbox on wazero starts them.
+        from test.support import threading_helper
+        threading_helper.can_start_thread = True
     loader = unittest.TestLoader()
     names = cfg.get("tests") or [cfg["module"]]
     start = time.perf_counter()
