@@ -17,6 +17,7 @@ Refusals raise OSError subclasses inside each library's own error
 names the rule: "network: api.evil.com is not in this run's allow-list".
 """
 
+import _thread
 import os
 import sys
 
@@ -49,6 +50,10 @@ def _read_exact(fd, n):
 
 
 _json = None
+# One operation at a time: the device answers in the order it is asked, so
+# a thread switch between one thread's request and its reply (at the GIL's
+# release in os.write) must not let another thread's request in between.
+_op_lock = _thread.allocate_lock()
 
 
 def _op(request, data=b""):
@@ -58,6 +63,11 @@ def _op(request, data=b""):
         _json = (json.JSONEncoder(separators=(",", ":")).encode, json.JSONDecoder().decode)
     payload = (request if type(request) is bytes else _json[0](request).encode("utf-8")) + b"\n" + data
     frame = b"%08x" % len(payload) + payload
+    with _op_lock:
+        return _exchange(frame)
+
+
+def _exchange(frame):
     fd = _device()
     try:
         done = os.write(fd, frame)
@@ -73,6 +83,10 @@ def _op(request, data=b""):
             buf += _read_exact(fd, 8 + size - len(buf))
     finally:
         os.close(fd)
+    return _reply(buf)
+
+
+def _reply(buf):
     line, _, rest = buf[8:].partition(b"\n")
     if line == b'{"ok":{}}':
         return {}, rest  # most replies (recv, tls, close): skip the decoder
@@ -653,8 +667,8 @@ def _streams():
             return None
 
     class AsyncStream(AsyncNetworkStream):
-        # Each call blocks the loop while the host works: the sandbox has
-        # one thread, and the host bounds every wait.
+        # Each call blocks the loop while the host works: the host makes
+        # one request at a time and bounds every wait.
         def __init__(self, stream):
             self._stream = stream
 

@@ -32,7 +32,7 @@ func TestClampOmittedLimitsTakeTheMaxima(t *testing.T) {
 	maxima := airlock.Limits{Timeout: 5 * time.Second, Memory: 64 << 20, Output: 1 << 20, FSFiles: 100, Fuel: 1e9}
 	l, clamped := clampLimits(RunLimits{}, airlock.DefaultLimits(), maxima)
 	want := airlock.Limits{Timeout: 5 * time.Second, Memory: 64 << 20, Output: 1 << 20, FSBytes: airlock.DefaultLimits().FSBytes,
-		FSFiles: 100, HostCalls: airlock.DefaultLimits().HostCalls, HostPayload: airlock.DefaultLimits().HostPayload, Fuel: 1e9}
+		FSFiles: 100, HostCalls: airlock.DefaultLimits().HostCalls, HostPayload: airlock.DefaultLimits().HostPayload, Fuel: 1e9, Threads: airlock.DefaultLimits().Threads}
 	if l != want {
 		t.Fatalf("limits %+v, want %+v", l, want)
 	}

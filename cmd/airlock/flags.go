@@ -324,7 +324,7 @@ func parseInterleaved(fs *flag.FlagSet, args []string) ([]string, error) {
 type maxFlags struct {
 	timeout                 *time.Duration
 	memory, output, fsBytes sizeFlag
-	fsFiles                 *int
+	fsFiles, threads        *int
 }
 
 func (m *maxFlags) register(fs *flag.FlagSet) {
@@ -335,11 +335,12 @@ func (m *maxFlags) register(fs *flag.FlagSet) {
 	fs.Var(&m.output, "max-output", "largest cap on stdout and on stderr")
 	fs.Var(&m.fsBytes, "max-fs-bytes", "largest filesystem quota in bytes")
 	m.fsFiles = fs.Int("max-fs-files", d.FSFiles, "largest filesystem quota in files")
+	m.threads = fs.Int("max-threads", d.Threads, "most threads a request may ask a run to have at once")
 }
 
 func (m *maxFlags) limits() airlock.Limits {
 	l := airlock.DefaultLimits()
-	l.Timeout, l.Memory, l.Output, l.FSBytes, l.FSFiles = *m.timeout, m.memory.n, m.output.n, m.fsBytes.n, *m.fsFiles
+	l.Timeout, l.Memory, l.Output, l.FSBytes, l.FSFiles, l.Threads = *m.timeout, m.memory.n, m.output.n, m.fsBytes.n, *m.fsFiles, *m.threads
 	return l
 }
 

@@ -2,6 +2,7 @@ package airlock_test
 
 import (
 	"errors"
+	"fmt"
 	"runtime"
 	"strings"
 	"testing"
@@ -262,5 +263,35 @@ print(total)`})
 	res, err = sess.Run(t.Context(), airlock.Request{Code: `print(total * 2, threading.active_count())`})
 	if err != nil || string(res.Stdout) != "110 1\n" {
 		t.Fatalf("err=%v stdout=%q stderr=%q", err, res.Stdout, res.Stderr)
+	}
+}
+
+// The fan-out agents reach for threads for: HTTP calls over an allowed
+// host from a thread pool, each answered and each in the run's record.
+func TestThreadsHTTPFanOut(t *testing.T) {
+	srv := newNetServers(t, echoHandler())
+	s := netSandbox(t, srv, nil)
+	if !s.Threads() {
+		t.Skip("this suite's engine runs no threads (wasmtime)")
+	}
+	pol := &airlock.NetworkPolicy{Rules: []airlock.NetworkRule{rule(t, srv.plain.URL)}}
+	out, res := mustNet(t, s, airlock.Request{Network: pol, Code: fmt.Sprintf(`
+import urllib.request
+from concurrent.futures import ThreadPoolExecutor
+def get(i):
+    return urllib.request.urlopen(%q + "/item?i=%%d" %% i).read().decode()
+with ThreadPoolExecutor(4) as ex:
+    for line in ex.map(get, range(8)):
+        print(line)
+`, srv.plain.URL)})
+	var want strings.Builder
+	for i := range 8 {
+		fmt.Fprintf(&want, "GET /item i=%d body=\"\"\n", i)
+	}
+	if out != want.String() {
+		t.Fatalf("stdout:\n%s\nwant:\n%s", out, want.String())
+	}
+	if len(res.Network) != 8 {
+		t.Fatalf("%d decisions recorded, want 8: %+v", len(res.Network), res.Network)
 	}
 }
