@@ -386,9 +386,10 @@ var sourceFixes = map[string][][2]string{
 	"xlrd/book.py": {{"import mmap\n", "try:\n    import mmap\nexcept ImportError:  # airlock: no mmap on WASI; files are read instead\n    mmap = None\n"},
 		{"                if self.use_mmap:\n", "                if self.use_mmap and mmap is not None:\n"}},
 	// tqdm starts a monitor thread on first use, and warns at length when
-	// it cannot; python.wasm runs one thread.
+	// it cannot (wasmtime, the npm build); where threads run, the monitor
+	// would be one more thread in every run with a bar, for a bar's refresh.
 	"tqdm/std.py": {{"    monitor_interval = 10  # set to 0 to disable the thread\n",
-		"    monitor_interval = 0  # airlock: python.wasm runs one thread\n"}},
+		"    monitor_interval = 0  # airlock: no monitor thread\n"}},
 	// aiohttp reads getaddrinfo's flags at import; WASI's socket module
 	// lacks some (its network goes through the host in any case).
 	"aiohttp/resolver.py": {{"_NUMERIC_SOCKET_FLAGS = socket.AI_NUMERICHOST | socket.AI_NUMERICSERV\n_NAME_SOCKET_FLAGS = socket.NI_NUMERICHOST | socket.NI_NUMERICSERV\n_AI_ADDRCONFIG = socket.AI_ADDRCONFIG\n",

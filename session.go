@@ -335,6 +335,7 @@ func (sb *Sandbox) resumeCall(ctx context.Context, start time.Time, req *Request
 		out.ExitCode = uint32(call.status.code) // paused, not exited
 	}
 	res, e := r.result(out, runErr)
+	noteStoppedThreads(res, out)
 	return r.done(res, call.finish(res, out, e))
 }
 
@@ -385,6 +386,14 @@ func (c *sessionCall) finish(res *Result, out engine.Outcome, e *Error) *Error {
 	}
 	res.RolledBack = true
 	return e
+}
+
+// noteStoppedThreads tells a session call's caller that threads it left
+// running were stopped: a session keeps no threads between calls.
+func noteStoppedThreads(res *Result, out engine.Outcome) {
+	if out.ThreadsStopped > 0 {
+		res.Stderr = fmt.Appendf(res.Stderr, "airlock: %d thread(s) still running when this call ended were stopped; a session keeps no threads between calls (join them within the call)\n", out.ThreadsStopped)
+	}
 }
 
 // statusDevice receives the call's exit status from the prelude; after

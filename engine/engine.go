@@ -190,6 +190,9 @@ type Outcome struct {
 	Fuel uint64
 	// Phases is where a resumed run's time went (Resume only).
 	Phases Phases
+	// ThreadsStopped counts the guest's threads still alive when its
+	// main thread returned, which the engine stopped (threads.go).
+	ThreadsStopped int
 }
 
 // Run instantiates a fresh instance, calls _start and closes the instance.

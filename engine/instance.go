@@ -29,8 +29,9 @@ type runState struct {
 	eh      ehState // C++ exceptions' invoke_ (cxxeh.go)
 	// threads: the run's other threads (threads.go), nil until the
 	// first spawn; maxThreads caps them (0: DefaultMaxThreads).
-	threads    *threads
-	maxThreads int
+	threads        *threads
+	maxThreads     int
+	threadsStopped int
 }
 
 // endThreads stops the threads still alive after the main thread's
@@ -39,7 +40,7 @@ func (r *runState) endThreads() {
 	if r.threads == nil {
 		return
 	}
-	r.threads.end()
+	r.threadsStopped += r.threads.end()
 	r.threads = nil
 }
 
@@ -143,6 +144,7 @@ func (r *runState) AtStdinRead(caller backend.Instance, stack []uint64) (done bo
 // classify tells how a run whose export call returned err ended. A host
 // function's error reaches it wrapped in a hostTrap, on either engine.
 func (r *runState) classify(c backend.Code, inst backend.Instance, out Outcome, err error) (Outcome, error) {
+	out.ThreadsStopped = r.threadsStopped
 	if err == nil {
 		return out, nil
 	}

@@ -260,10 +260,20 @@ print(total)`})
 	if err != nil || string(res.Stdout) != "55\n" {
 		t.Fatalf("err=%v stdout=%q stderr=%q", err, res.Stdout, res.Stderr)
 	}
-	res, err = sess.Run(t.Context(), airlock.Request{Code: `print(total * 2, threading.active_count())`})
-	if err != nil || string(res.Stdout) != "110 1\n" {
+	if strings.Contains(string(res.Stderr), "stopped") {
+		t.Fatalf("a call whose threads all ended says some were stopped: %q", res.Stderr)
+	}
+	res, err = sess.Run(t.Context(), airlock.Request{Code: `print(total * 2, threading.active_count())
+threading.Thread(target=threading.Event().wait, daemon=True).start()`})
+	if err != nil || string(res.Stdout) != "110 1\n" ||
+		!strings.Contains(string(res.Stderr), "airlock: 1 thread(s) still running when this call ended were stopped") {
 		t.Fatalf("err=%v stdout=%q stderr=%q", err, res.Stdout, res.Stderr)
 	}
+	res, err = sess.Run(t.Context(), airlock.Request{Code: `print(threading.active_count())`})
+	if err != nil {
+		t.Fatalf("err=%v stderr=%q", err, res.Stderr)
+	}
+	t.Logf("after a call whose thread was stopped: threading.active_count() = %s", res.Stdout)
 }
 
 // The fan-out agents reach for threads for: HTTP calls over an allowed

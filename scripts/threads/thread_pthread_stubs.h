@@ -67,7 +67,7 @@ struct airlock_thread {
     // joiners).
     volatile int32_t state;
     int32_t detached;
-    struct airlock_thread *next_detached;
+    struct airlock_thread *next;  // in airlock_threads until freed
     void *keys[PTHREAD_KEYS_MAX];
 };
 
@@ -75,8 +75,11 @@ static struct airlock_thread airlock_main_thread;
 // The running thread's descriptor; NULL on the main thread. A
 // thread-local word: the host swaps it.
 static struct airlock_thread *airlock_self;
-// Detached threads not yet freed: their stacks can go once GONE.
-static struct airlock_thread *airlock_detached;
+// The threads whose descriptors are not freed yet: a stack goes once its
+// thread is GONE (joined or not: a program that keeps its Thread objects
+// and never joins would otherwise keep every stack), a descriptor when
+// it is joined, or GONE and detached.
+static struct airlock_thread *airlock_threads;
 
 static struct airlock_thread *
 current(void)
@@ -107,24 +110,40 @@ airlock_threads_preempt(void)
 }
 
 static void
+unlink_thread(struct airlock_thread *t)
+{
+    for (struct airlock_thread **p = &airlock_threads; *p; p = &(*p)->next) {
+        if (*p == t) {
+            *p = t->next;
+            return;
+        }
+    }
+}
+
+static void
 free_thread(struct airlock_thread *t)
 {
+    unlink_thread(t);
     free(t->stack);
     free(t);
 }
 
 static void
-reap_detached(void)
+sweep_threads(void)
 {
-    struct airlock_thread **p = &airlock_detached;
+    struct airlock_thread **p = &airlock_threads;
     while (*p) {
         struct airlock_thread *t = *p;
         if (t->state == THREAD_GONE) {
-            *p = t->next_detached;
-            free_thread(t);
-        } else {
-            p = &t->next_detached;
+            free(t->stack);
+            t->stack = NULL;
+            if (t->detached) {
+                *p = t->next;
+                free(t);
+                continue;
+            }
         }
+        p = &t->next;
     }
 }
 
@@ -188,12 +207,21 @@ pthread_mutex_unlock(pthread_mutex_t *mutex)
     return 0;
 }
 
-// condition: word 0 counts signals; the clock of timed waits is kept
-// beside it (CPython asks for CLOCK_MONOTONIC where it can).
+// condition: word 0 counts signals, word 2 the threads waiting; the
+// clock of timed waits is kept in word 1 (CPython asks for
+// CLOCK_MONOTONIC where it can). A signal with nobody waiting calls no
+// host: the GIL's release signals a condition every time, with a waiter
+// only when threads run.
 static volatile int32_t *
 cond_word(pthread_cond_t *c)
 {
     return (volatile int32_t *)&c->__u.__vi[0];
+}
+
+static volatile int32_t *
+cond_waiters(pthread_cond_t *c)
+{
+    return (volatile int32_t *)&c->__u.__vi[2];
 }
 
 int
@@ -215,9 +243,11 @@ cond_wait(pthread_cond_t *cond, pthread_mutex_t *mutex, int64_t timeout_ns)
 {
     volatile int32_t *w = cond_word(cond);
     int32_t seen = *w;
+    *cond_waiters(cond) += 1;
     pthread_mutex_unlock(mutex);
     int timed_out = airlock_threads_wait(w, seen, timeout_ns);
     pthread_mutex_lock(mutex);
+    *cond_waiters(cond) -= 1;
     return timed_out ? ETIMEDOUT : 0;
 }
 
@@ -247,7 +277,9 @@ pthread_cond_signal(pthread_cond_t *cond)
 {
     volatile int32_t *w = cond_word(cond);
     *w += 1;
-    airlock_threads_wake(w, 1);
+    if (*cond_waiters(cond) > 0) {
+        airlock_threads_wake(w, 1);
+    }
     return 0;
 }
 
@@ -256,7 +288,9 @@ pthread_cond_broadcast(pthread_cond_t *cond)
 {
     volatile int32_t *w = cond_word(cond);
     *w += 1;
-    airlock_threads_wake(w, INT32_MAX);
+    if (*cond_waiters(cond) > 0) {
+        airlock_threads_wake(w, INT32_MAX);
+    }
     return 0;
 }
 
@@ -281,7 +315,7 @@ pthread_create(pthread_t *restrict thread,
                void *(*start_routine)(void *),
                void *restrict arg)
 {
-    reap_detached();
+    sweep_threads();
     size_t size = attr && attr->__u.__s[0] ? attr->__u.__s[0] : AIRLOCK_THREAD_STACK;
     if (size < AIRLOCK_THREAD_STACK_MIN) {
         size = AIRLOCK_THREAD_STACK_MIN;
@@ -302,9 +336,12 @@ pthread_create(pthread_t *restrict thread,
     uint32_t top = (uint32_t)(uintptr_t)(stack + size) & ~15u;
     int32_t err = airlock_threads_spawn((uint32_t)(uintptr_t)t, &t->state, top, (uint32_t)(uintptr_t)words, 3);
     if (err) {
-        free_thread(t);
+        free(stack);
+        free(t);
         return err;
     }
+    t->next = airlock_threads;
+    airlock_threads = t;
     *thread = (pthread_t)t;
     return 0;
 }
@@ -317,9 +354,7 @@ pthread_detach(pthread_t thread)
         return EINVAL;
     }
     t->detached = 1;
-    t->next_detached = airlock_detached;
-    airlock_detached = t;
-    reap_detached();
+    sweep_threads();
     return 0;
 }
 
