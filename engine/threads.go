@@ -153,6 +153,9 @@ func (s *threads) spawn(desc, goneAt, stackTop, wordsAt uint32, n int32) (uint32
 		}
 		s.cur.words = make([]uint32, n) // the spawning (main) thread's
 	}
+	if s.err != nil { // ending: a thread started now would never run
+		return 0, s.err
+	}
 	if len(s.live)-1 >= s.max {
 		return eagain, nil
 	}
@@ -304,7 +307,17 @@ func (s *threads) unwaitLocked(t *gthread) {
 }
 
 // readyLocked makes t runnable, and gives it the baton when nobody has it.
+// Once the run is ending nobody gets the baton: a thread still running
+// guest code (until its next loop-budget call notices the deadline) must
+// not have company.
 func (s *threads) readyLocked(t *gthread) {
+	if s.err != nil {
+		select {
+		case t.resume <- s.err:
+		default:
+		}
+		return
+	}
 	if s.cur == nil {
 		s.cur, s.since = t, time.Now()
 		t.resume <- nil
@@ -336,6 +349,9 @@ func (s *threads) wakeLocked(addr uint32, n int) int {
 // deadlocked.
 func (s *threads) passLocked() {
 	s.cur = nil
+	if s.err != nil {
+		return
+	}
 	if len(s.runq) > 0 {
 		next := s.runq[0]
 		s.runq = s.runq[1:]
@@ -354,6 +370,11 @@ func (s *threads) release() *gthread {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	me := s.cur
+	if me == nil { // the run is ending: sleep, then fail to take it back
+		me = &gthread{resume: make(chan error, 1)}
+		s.outside++
+		return me
+	}
 	s.save(me)
 	s.outside++
 	s.passLocked()

@@ -182,6 +182,19 @@ import threading
 def spin():
     while True: pass
 t = threading.Thread(target=spin); t.start(); t.join()`},
+		{name: "deadline-while-threads-churn", kind: airlock.KindTimeout, limits: airlock.Limits{Timeout: 2 * time.Second}, code: `
+import threading, time
+lock = threading.Lock()
+def churn():
+    while True:
+        t = threading.Thread(target=time.sleep, args=(0.001,)); t.start(); t.join()
+        with lock:
+            pass
+for _ in range(8):
+    threading.Thread(target=churn, daemon=True).start()
+while True:
+    with lock:
+        pass`},
 		{name: "memory", limits: airlock.Limits{Memory: 128 << 20}, stdout: "MemoryError in thread", code: `
 import threading
 def eat():
