@@ -370,3 +370,29 @@ func TestRunValue(t *testing.T) {
 		t.Fatalf("--json --value: %v %s", err, stdout)
 	}
 }
+
+// Threads in a default `airlock run` (own build, wazero): a pool's
+// results, and a deadlock's status and kind.
+func TestRunThreads(t *testing.T) {
+	if os.Getenv("AIRLOCK_ENGINE") == "wasmtime" || os.Getenv("AIRLOCK_PYTHON") == "npm" {
+		t.Skip("threads run on the own build with wazero")
+	}
+	code, out, errOut := cli(t, "", "run", "-c", `
+from concurrent.futures import ThreadPoolExecutor
+with ThreadPoolExecutor(4) as ex:
+    print(list(ex.map(lambda x: x + 1, range(5))))`)
+	if code != 0 || out != "[1, 2, 3, 4, 5]\n" {
+		t.Fatalf("status %d, stdout %q, stderr %q", code, out, errOut)
+	}
+	code, _, errOut = cli(t, "", "run", "--threads", "2", "-c", `
+import threading, time
+for _ in range(3):
+    threading.Thread(target=time.sleep, args=(1,), daemon=True).start()`)
+	if code != 1 || !strings.Contains(errOut, "airlock: cannot start another thread") {
+		t.Fatalf("--threads 2, three starts: status %d, stderr %q", code, errOut)
+	}
+	code, _, errOut = cli(t, "", "run", "-c", "import threading; threading.Lock().acquire(); l = threading.Lock(); l.acquire(); l.acquire()")
+	if code != exitLimit || !strings.Contains(errOut, "airlock: deadlock:") {
+		t.Fatalf("deadlock: status %d, stderr %q", code, errOut)
+	}
+}
