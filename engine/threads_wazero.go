@@ -35,7 +35,7 @@ func registerThreads(ctx context.Context, r wazero.Runtime) error {
 			if timeout < 0 {
 				trapThread(ctx, run, ErrDeadlock)
 			}
-			if err := sleep(ctx, timeout); err != nil {
+			if err := run.wasi.Sleep(ctx, timeout); err != nil {
 				trapThread(ctx, run, err)
 			}
 			stack[0] = 1
@@ -88,17 +88,6 @@ func trapThread(ctx context.Context, run *runState, err error) {
 		run.trapWazero(err)
 	}
 	panic(&hostTrap{err})
-}
-
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
 }
 
 // threadsOf is the run's scheduler, made at its first spawn.

@@ -12,8 +12,10 @@
 # numpy (scripts/numpy/) with it as BLAS and LAPACK, pandas
 # (scripts/pandas/) after numpy, PyYAML, MarkupSafe, regex and lxml
 # (scripts/parsers/) after pandas, the chart stack (scripts/charts/:
-# matplotlib, Pillow) after them, orjson (scripts/orjson/, Rust) last, and
-# all are linked into python.wasm.
+# matplotlib, Pillow) after them, orjson (scripts/orjson/, Rust) after that,
+# and all are linked into python.wasm; last, the threads stage
+# (scripts/threads/) compiles CPython's Python/thread.c again with
+# Airlock's pthreads and links python.wasm with it (seconds).
 # Needs root (debootstrap, chroot) and ~4 GB of disk.
 #
 # Takes ~11 minutes on 2 cores for CPython (~13 the first time, making the
@@ -26,7 +28,7 @@
 # stage, ~15 s more the first time for Debian's Rust); a second call whose
 # inputs (this script, the pins, the flags, the patches, the PGO training
 # program, scripts/openblas/, scripts/numpy/, scripts/pandas/, scripts/parsers/, scripts/charts/,
-# scripts/orjson/) are unchanged returns in
+# scripts/orjson/, scripts/threads/) are unchanged returns in
 # seconds; a change to OpenBLAS' or numpy's step alone redoes numpy and
 # every stage after it (pandas, parsers, charts, orjson) and the outputs, a change to
 # pandas' only pandas and the stages after it, and so on.

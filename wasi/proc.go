@@ -222,7 +222,7 @@ func pollOneoff(ctx context.Context, s *State, m memory, p []uint64) errno.Errno
 		}
 	}
 	if !fdReady && wait > 0 {
-		if err := s.sleep(ctx, time.Duration(wait)); err != nil {
+		if err := s.Sleep(ctx, time.Duration(wait)); err != nil {
 			s.trap = err
 			return errno.EINTR
 		}

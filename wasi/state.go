@@ -78,8 +78,9 @@ func WithSleepAround(ctx context.Context, around func(sleep func() error) error)
 
 type sleepAroundKey struct{}
 
-// sleep is the guest's sleep of d, through ctx's WithSleepAround if any.
-func (s *State) sleep(ctx context.Context, d time.Duration) error {
+// Sleep is the guest's sleep of d on its clock, through ctx's
+// WithSleepAround if any.
+func (s *State) Sleep(ctx context.Context, d time.Duration) error {
 	sleep := func() error { return s.clock.Sleep(ctx, d) }
 	if around, ok := ctx.Value(sleepAroundKey{}).(func(func() error) error); ok {
 		return around(sleep)

@@ -261,12 +261,8 @@ func defineNoThreads(l *wasmtime.Linker) error {
 				if d < 0 {
 					return nil, trap(inst.run, backend.ErrDeadlock)
 				}
-				t := time.NewTimer(d)
-				defer t.Stop()
-				select {
-				case <-t.C:
-				case <-inst.run.Context().Done():
-					return nil, trap(inst.run, inst.run.Context().Err())
+				if err := inst.run.WASI().Sleep(inst.run.Context(), d); err != nil {
+					return nil, trap(inst.run, err)
 				}
 				return []wasmtime.Val{wasmtime.ValI32(1)}, nil
 			case "wake":
