@@ -174,7 +174,7 @@ t = threading.Thread(target=other); t.start()
 with a:
     time.sleep(0.02)
     with b: pass`},
-		{name: "join-self-waits", kind: airlock.KindDeadlock, code: `
+		{name: "waits-alone-forever", kind: airlock.KindDeadlock, code: `
 import threading
 threading.Event().wait()`},
 		{name: "never-yields", kind: airlock.KindTimeout, limits: airlock.Limits{Timeout: 2 * time.Second}, code: `
@@ -211,6 +211,23 @@ def shout():
 ts = [threading.Thread(target=shout) for _ in range(2)]
 for t in ts: t.start()
 for t in ts: t.join()`},
+		// A thread's C stack (2 MiB, no guard page) holds CPython's C
+		// recursion limit: deep C recursion ends in RecursionError.
+		{name: "c-recursion-in-thread", stdout: "RecursionError RecursionError\n[1, 2]", code: `
+import threading, sys, json
+sys.setrecursionlimit(10**7)
+got = []
+def deep():
+    l = []
+    for _ in range(10**5): l = [l]
+    for f in (repr, json.dumps):
+        try:
+            f(l)
+        except RecursionError:
+            got.append("RecursionError")
+t = threading.Thread(target=deep); t.start(); t.join()
+print(*got)
+print([1, 2])`},
 		{name: "exit-in-thread", code: `
 import threading, os, time
 threading.Thread(target=os._exit, args=(7,)).start()
