@@ -252,7 +252,9 @@ func registerWASI(ctx context.Context, r wazero.Runtime) error {
 					ctx = wasi.WithSleepAround(ctx, r.threads.sleepAround(ctx, func(err error) { trapThread(ctx, r, err) }))
 				}
 			}
-			if pauses && r.Pausing(stack) {
+			// Only the main thread pauses: the image holds one stack, and
+			// another thread's read of stdin is a read.
+			if pauses && r.Pausing(stack) && ctx.Value(threadKey{}) == nil {
 				done, err := r.AtStdinRead(wzCaller{ctx: ctx, mod: mod}, stack)
 				if err != nil {
 					r.trapWazero(err)

@@ -299,6 +299,15 @@ threading.Thread(target=threading.Event().wait, daemon=True).start()`})
 		!strings.Contains(string(res.Stderr), "airlock: 1 thread(s) still running when this call ended were stopped") {
 		t.Fatalf("err=%v stdout=%q stderr=%q", err, res.Stdout, res.Stderr)
 	}
+	// A thread reading stdin reads it; only the main thread pauses there.
+	res, err = sess.Run(t.Context(), airlock.Request{Stdin: []byte("from stdin\n"), Code: `
+import sys
+got = []
+t = threading.Thread(target=lambda: got.append(sys.stdin.readline())); t.start(); t.join()
+print(got)`})
+	if err != nil || string(res.Stdout) != "['from stdin\\n']\n" {
+		t.Fatalf("a thread reading stdin: err=%v stdout=%q stderr=%q", err, res.Stdout, res.Stderr)
+	}
 	res, err = sess.Run(t.Context(), airlock.Request{Code: `print(threading.active_count())`})
 	if err != nil {
 		t.Fatalf("err=%v stderr=%q", err, res.Stderr)
