@@ -400,12 +400,17 @@ func (s *threads) requeue(me *gthread) error {
 }
 
 // sleepAround is the holder's sleep (wasi.WithSleepAround): the others
-// run meanwhile. Without the baton back (the run ended) the thread
-// unwinds from here: the WASI call must not touch the run's state then.
-func (s *threads) sleepAround(ctx context.Context, trap func(error)) func(sleep func() error) error {
-	return func(sleep func() error) error {
+// run meanwhile, and the run's end (another thread's crash, say) cuts it
+// short. Without the baton back the thread unwinds from here: the WASI
+// call must not touch the run's state then.
+func (s *threads) sleepAround(ctx context.Context, trap func(error)) func(sleep func(context.Context) error) error {
+	return func(sleep func(context.Context) error) error {
 		me := s.release()
-		err := sleep()
+		sctx, cancel := context.WithCancel(ctx)
+		stop := context.AfterFunc(s.ctx, cancel) // s.ctx ends when the run does
+		err := sleep(sctx)
+		stop()
+		cancel()
 		if aerr := s.acquire(ctx, me); aerr != nil {
 			trap(aerr)
 		}

@@ -69,10 +69,11 @@ type Clock interface {
 }
 
 // WithSleepAround returns ctx for a WASI call whose sleep (poll_oneoff's
-// wait) around runs: around calls sleep, and may do more before and after
-// it. An engine running several guest threads in one instance lets the
-// others run meanwhile; sleep touches neither the State nor memory.
-func WithSleepAround(ctx context.Context, around func(sleep func() error) error) context.Context {
+// wait) around runs: around calls sleep, with ctx or one it may end
+// sooner, and may do more before and after it. An engine running several
+// guest threads in one instance lets the others run meanwhile; sleep
+// touches neither the State nor memory.
+func WithSleepAround(ctx context.Context, around func(sleep func(context.Context) error) error) context.Context {
 	return context.WithValue(ctx, sleepAroundKey{}, around)
 }
 
@@ -81,11 +82,11 @@ type sleepAroundKey struct{}
 // Sleep is the guest's sleep of d on its clock, through ctx's
 // WithSleepAround if any.
 func (s *State) Sleep(ctx context.Context, d time.Duration) error {
-	sleep := func() error { return s.clock.Sleep(ctx, d) }
-	if around, ok := ctx.Value(sleepAroundKey{}).(func(func() error) error); ok {
+	sleep := func(ctx context.Context) error { return s.clock.Sleep(ctx, d) }
+	if around, ok := ctx.Value(sleepAroundKey{}).(func(func(context.Context) error) error); ok {
 		return around(sleep)
 	}
-	return sleep()
+	return sleep(ctx)
 }
 
 // RealClock reads the host's clocks.

@@ -228,10 +228,12 @@ def deep():
 t = threading.Thread(target=deep); t.start(); t.join()
 print(*got)
 print([1, 2])`},
+		// The main thread's sleep ends with the run: a run still asleep
+		// would end at the deadline (timeout) instead.
 		{name: "exit-in-thread", code: `
 import threading, os, time
 threading.Thread(target=os._exit, args=(7,)).start()
-time.sleep(5)
+time.sleep(30)
 print("not reached")`},
 	}
 	for _, c := range cases {
