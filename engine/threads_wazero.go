@@ -30,8 +30,16 @@ func registerThreads(ctx context.Context, r wazero.Runtime) error {
 		addr, expected, timeout := uint32(stack[0]), uint32(stack[1]), time.Duration(int64(stack[2]))
 		s := run.threads
 		if s == nil || !s.others() {
-			// One thread: nothing can change the word. A timed wait is a
-			// sleep, an untimed one can never end.
+			// One thread: nothing can change the word. A wait on a word
+			// that differs returns at once; else a timed wait is a sleep,
+			// an untimed one can never end.
+			if v, ok := mod.Memory().ReadUint32Le(addr); !ok || v != expected {
+				if !ok {
+					trapThread(ctx, run, fmt.Errorf("engine: thread wait: address %#x out of memory", addr))
+				}
+				stack[0] = 0
+				return
+			}
 			if timeout < 0 {
 				trapThread(ctx, run, ErrDeadlock)
 			}
