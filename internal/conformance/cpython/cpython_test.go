@@ -60,6 +60,9 @@ type Module struct {
 	Airlock  Counts    `json:"airlock"`
 	Wasmtime Counts    `json:"wasmtime"`
 	Failing  []Failing `json:"failing"`
+	// threads tells runner.py that the guest starts threads
+	// (TestCPythonThreadsInSandbox); expected.json's modules run without.
+	threads bool
 }
 
 // Expected is expected.json.
@@ -97,8 +100,12 @@ func runnerCode(m Module, cwd string) string {
 	if tests == nil {
 		tests = []string{}
 	}
-	cfg, _ := json.Marshal(map[string]any{"module": m.Module, "tests": tests, "cwd": cwd})
-	return "CONFIG = " + string(cfg) + "\n" + runnerPy
+	cfg := map[string]any{"module": m.Module, "tests": tests, "cwd": cwd}
+	if m.threads {
+		cfg["threads"] = "yes"
+	}
+	text, _ := json.Marshal(cfg)
+	return "CONFIG = " + string(text) + "\n" + runnerPy
 }
 
 // parseResult finds runner.py's line in stdout.

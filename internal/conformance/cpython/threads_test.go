@@ -89,7 +89,7 @@ func TestCPythonThreadsInSandbox(t *testing.T) {
 			t.Fatalf("threads_native.json has no %s: run scripts/cpython-thread-tests.sh", m)
 		}
 		res, err := sb.Run(ctx, airlock.Request{
-			Code:     threadsRunnerCode(m, python.Home),
+			Code:     runnerCode(Module{Module: m, threads: true}, python.Home),
 			Packages: []string{dir},
 			Limits:   sandboxLimits,
 		})
@@ -136,10 +136,4 @@ func TestCPythonThreadsInSandbox(t *testing.T) {
 	if passed*100 < runnable*95 {
 		t.Errorf("the sandbox passes %d of %d native passes it can run, under 95%%", passed, runnable)
 	}
-}
-
-// threadsRunnerCode is runner.py for module m, told that threads start.
-func threadsRunnerCode(m, cwd string) string {
-	cfg, _ := json.Marshal(map[string]any{"module": m, "tests": []string{}, "cwd": cwd, "threads": "yes"})
-	return "CONFIG = " + string(cfg) + "\n" + runnerPy
 }
