@@ -272,26 +272,27 @@ pthread_cond_timedwait(pthread_cond_t *restrict cond,
     return cond_wait(cond, mutex, ns > 0 ? ns : 0);
 }
 
-int
-pthread_cond_signal(pthread_cond_t *cond)
+static int
+cond_wake(pthread_cond_t *cond, int32_t count)
 {
     volatile int32_t *w = cond_word(cond);
     *w += 1;
     if (*cond_waiters(cond) > 0) {
-        airlock_threads_wake(w, 1);
+        airlock_threads_wake(w, count);
     }
     return 0;
 }
 
 int
+pthread_cond_signal(pthread_cond_t *cond)
+{
+    return cond_wake(cond, 1);
+}
+
+int
 pthread_cond_broadcast(pthread_cond_t *cond)
 {
-    volatile int32_t *w = cond_word(cond);
-    *w += 1;
-    if (*cond_waiters(cond) > 0) {
-        airlock_threads_wake(w, INT32_MAX);
-    }
-    return 0;
+    return cond_wake(cond, INT32_MAX);
 }
 
 int
